@@ -1,0 +1,92 @@
+# shunt: build, install and test.
+#   make                 build/libshunt.so and build/shunt (and the test programs)
+#   make test            the whole test suite (what CI runs)
+#   make SANITIZE=1 ...  the same with ASan + UBSan, into build-san/
+#   make install         into $(PREFIX) (default /usr/local)
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+CC        ?= cc
+SANITIZE  ?= 0
+
+ifeq ($(SANITIZE),1)
+BUILD     ?= build-san
+SANFLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT       := -O1
+else
+BUILD     ?= build
+SANFLAGS  :=
+OPT       := -O2
+endif
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS    ?=
+BASEFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -Iinclude -DSHUNT_VERSION=\"$(VERSION)\" $(SANFLAGS) $(CFLAGS)
+LIBFLAGS  := $(BASEFLAGS) -fPIC -fvisibility=hidden -pthread
+
+LIB_SRC   := $(wildcard src/interpose/*.c src/core/*.c src/transport/*.c src/registry/*.c)
+LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+TOOL_SRC  := src/tool/shunt.c src/core/settings.c
+TEST_SRC  := $(wildcard tests/conformance/*.c)
+TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
+TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
+
+.PHONY: all lib tool tests check deps test test-conformance test-integration test-san install clean
+
+all: lib tool tests
+lib: $(BUILD)/libshunt.so
+tool: $(BUILD)/shunt
+tests: $(TEST_BIN)
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -c $< -o $@
+
+# The export map comes from the same list of calls as the wrappers.
+$(BUILD)/libshunt.map: src/interpose/exports.map.in src/interpose/calls.def
+	@mkdir -p $(dir $@)
+	$(CC) -E -P -Isrc -x c $< -o $@
+
+$(BUILD)/libshunt.so: $(LIB_OBJ) $(BUILD)/libshunt.map
+	$(CC) $(LIBFLAGS) -shared -Wl,--version-script=$(BUILD)/libshunt.map -Wl,--no-undefined-version \
+	    -Wl,-z,defs -Wl,-z,now -o $@ $(LIB_OBJ) -ldl
+
+$(BUILD)/shunt: $(TOOL_SRC) src/core/settings.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) -o $@ $(TOOL_SRC)
+
+$(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# What the README's test command and CI run: dependencies, the suite, and
+# the conformance suite again under the sanitizers.
+check: deps
+	$(MAKE) test
+	$(MAKE) test-san
+
+deps:
+	scripts/install-deps
+
+# The suite: every conformance test without shunt and under it, then the
+# integration tests with real programs.
+test: all
+	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough
+	python3 -m pytest -q tests/integration
+
+test-conformance: all
+	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough
+
+# The conformance suite under ASan + UBSan (the library is sanitized, the
+# test programs are not, so libasan is preloaded first).
+test-san:
+	$(MAKE) SANITIZE=1 all
+	python3 tests/run_conformance.py --build build-san --modes passthrough --sanitizer
+
+install: lib tool
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/libshunt.so $(DESTDIR)$(PREFIX)/lib/libshunt.so
+	install -m 0755 $(BUILD)/shunt $(DESTDIR)$(PREFIX)/bin/shunt
+
+clean:
+	rm -rf build build-san

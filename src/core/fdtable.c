@@ -1,0 +1,266 @@
+/*
+ * fdtable.c: the fd table.
+ *
+ * Two levels: a directory with one pointer per chunk of 1024 slots, sized
+ * for every fd the kernel can hand out (fs.nr_open, at least RLIMIT_NOFILE),
+ * and chunks mapped on first use.  The directory never moves and chunks are
+ * never freed, so lookups are lock-free and signal-safe, and the table grows
+ * with the fds actually in use rather than with the limit.
+ *
+ * Object lifetime: a reader announces itself in the slot's inflight counter
+ * before it trusts the pointer; a closer swaps the pointer out and waits for
+ * inflight to drain before it drops the table's reference.  Holders of a
+ * reference (a blocked recv, say) keep the object alive past close.
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "core/fdtable.h"
+#include "core/log.h"
+#include "core/tcp_socket.h"
+#include "interpose/real.h"
+
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
+
+#define CHUNK_SHIFT 10
+#define CHUNK_SLOTS (1u << CHUNK_SHIFT)
+
+struct slot {
+    _Atomic uintptr_t val;
+    atomic_uint inflight;
+};
+
+static _Atomic(struct slot *) *directory;
+static size_t directory_chunks;
+
+static void *map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static long read_nr_open(void)
+{
+    int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[32];
+    ssize_t n = shunt_real.read(fd, buf, sizeof buf - 1);
+    shunt_real.close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    return strtol(buf, NULL, 10);
+}
+
+static struct slot *chunk_for(size_t c, bool create)
+{
+    struct slot *chunk = atomic_load_explicit(&directory[c], memory_order_acquire);
+    if (chunk || !create)
+        return chunk;
+    struct slot *fresh = map_zeroed(CHUNK_SLOTS * sizeof(struct slot));
+    if (!fresh)
+        return NULL;
+    /* release: the zeroed chunk is visible before its pointer (pairs with the acquire above) */
+    if (atomic_compare_exchange_strong_explicit(&directory[c], &chunk, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return fresh;
+    munmap(fresh, CHUNK_SLOTS * sizeof(struct slot));
+    return chunk;
+}
+
+static struct slot *slot_for(int fd, bool create)
+{
+    if (fd < 0 || !directory)
+        return NULL;
+    size_t c = (size_t)fd >> CHUNK_SHIFT;
+    if (c >= directory_chunks)
+        return NULL;
+    struct slot *chunk = chunk_for(c, create);
+    return chunk ? &chunk[fd & (CHUNK_SLOTS - 1)] : NULL;
+}
+
+void fdt_init(void)
+{
+    struct rlimit rl = { 0, 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    long cap = read_nr_open();
+    if (rl.rlim_max != RLIM_INFINITY && (long)rl.rlim_max > cap)
+        cap = (long)rl.rlim_max;
+    if (cap < 1 << 20)
+        cap = 1 << 20;
+    size_t chunks = ((size_t)cap + CHUNK_SLOTS - 1) >> CHUNK_SHIFT;
+    _Atomic(struct slot *) *dir = map_zeroed(chunks * sizeof *dir);
+    if (!dir) {
+        shunt_log(LOG_ERROR, "fd table: no memory for %zu chunks; every fd passes through", chunks);
+        return;
+    }
+    directory_chunks = chunks;
+    atomic_store_explicit((_Atomic(void *) *)(void *)&directory, (void *)dir, memory_order_release);
+    /* The fds the process may open under its current limit get their chunks now. */
+    size_t soft = rl.rlim_cur == RLIM_INFINITY ? (size_t)cap : (size_t)rl.rlim_cur;
+    for (size_t c = 0; c < chunks && (c << CHUNK_SHIFT) < soft && c < 64; c++)
+        chunk_for(c, true);
+}
+
+static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
+
+static struct fdref passthrough_ref(int fd)
+{
+    return (struct fdref){ .fd = fd, .sock = NULL, .ops = &passthrough_ops };
+}
+
+/* Decides what an fd the table has not seen is.  Only TCP sockets get an object. */
+static uintptr_t probe(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return FDT_UNKNOWN;   /* closed or bad: the kernel will say so; remember nothing */
+    if (!S_ISSOCK(st.st_mode))
+        return FDT_PASSTHROUGH;
+    struct shunt_sock *s = tcp_socket_probe(fd);
+    return s ? (uintptr_t)s : FDT_PASSTHROUGH;
+}
+
+struct fdref fdt_get(int fd)
+{
+    struct slot *sl = slot_for(fd, true);
+    if (!sl)
+        return passthrough_ref(fd);
+    for (;;) {
+        uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
+        if (v == FDT_UNKNOWN) {
+            uintptr_t found = probe(fd);
+            if (found == FDT_UNKNOWN)
+                return passthrough_ref(fd);
+            uintptr_t expected = FDT_UNKNOWN;
+            if (!atomic_compare_exchange_strong(&sl->val, &expected, found) && is_object(found))
+                sock_put((struct shunt_sock *)found);   /* somebody else decided first */
+            continue;
+        }
+        if (!is_object(v))
+            return passthrough_ref(fd);
+        /* seq_cst: the increment must be visible before we re-read val,
+         * as the closer's exchange must be before its read of inflight. */
+        atomic_fetch_add(&sl->inflight, 1);
+        if (atomic_load(&sl->val) == v) {
+            struct shunt_sock *s = (struct shunt_sock *)v;
+            sock_get(s);
+            atomic_fetch_sub(&sl->inflight, 1);
+            return (struct fdref){ .fd = fd, .sock = s, .ops = s->ops };
+        }
+        atomic_fetch_sub(&sl->inflight, 1);
+    }
+}
+
+void fdt_put(struct fdref *r)
+{
+    if (r->sock)
+        sock_put(r->sock);
+    r->sock = NULL;
+}
+
+static uintptr_t swap_out(struct slot *sl, uintptr_t nv)
+{
+    uintptr_t old = atomic_exchange(&sl->val, nv);
+    if (is_object(old))
+        while (atomic_load(&sl->inflight))
+            sched_yield();
+    return old;
+}
+
+void fdt_install(int fd, struct shunt_sock *s)
+{
+    struct slot *sl = slot_for(fd, true);
+    if (!sl) {
+        if (s) {
+            shunt_log(LOG_WARN, "fd %d is beyond the fd table; it passes through", fd);
+            sock_put(s);
+        }
+        return;
+    }
+    uintptr_t old = swap_out(sl, s ? (uintptr_t)s : FDT_PASSTHROUGH);
+    if (is_object(old))
+        sock_put((struct shunt_sock *)old);   /* a stale entry the kernel had already closed */
+}
+
+struct shunt_sock *fdt_close_begin(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return NULL;
+    uintptr_t old = swap_out(sl, FDT_CLOSING);
+    return is_object(old) ? (struct shunt_sock *)old : NULL;
+}
+
+void fdt_close_end(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return;
+    uintptr_t expected = FDT_CLOSING;
+    /* An fd the kernel reused meanwhile has been installed already: keep that. */
+    atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN);
+}
+
+void fdt_forget(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return;
+    uintptr_t old = swap_out(sl, FDT_UNKNOWN);
+    if (is_object(old))
+        sock_put((struct shunt_sock *)old);
+}
+
+/* Visits the slots of [first, last] that exist; chunks never made hold nothing. */
+static void for_each_slot(unsigned first, unsigned last, void (*fn)(int fd, struct slot *sl, void *ctx), void *ctx)
+{
+    if (!directory)
+        return;
+    for (size_t c = first >> CHUNK_SHIFT; c < directory_chunks && (c << CHUNK_SHIFT) <= last; c++) {
+        struct slot *chunk = chunk_for(c, false);
+        if (!chunk)
+            continue;
+        for (unsigned i = 0; i < CHUNK_SLOTS; i++) {
+            size_t fd = (c << CHUNK_SHIFT) + i;
+            if (fd >= first && fd <= last)
+                fn((int)fd, &chunk[i], ctx);
+        }
+    }
+}
+
+static void forget_slot(int fd, struct slot *sl, void *ctx)
+{
+    (void)fd;
+    (void)ctx;
+    if (atomic_load_explicit(&sl->val, memory_order_relaxed) == FDT_UNKNOWN)
+        return;
+    uintptr_t old = swap_out(sl, FDT_UNKNOWN);
+    if (is_object(old))
+        sock_put((struct shunt_sock *)old);
+}
+
+void fdt_forget_range(unsigned first, unsigned last)
+{
+    for_each_slot(first, last, forget_slot, NULL);
+}
+
+struct visit { void (*fn)(int fd, void *ctx); void *ctx; };
+
+static void visit_object(int fd, struct slot *sl, void *ctx)
+{
+    struct visit *v = ctx;
+    if (is_object(atomic_load_explicit(&sl->val, memory_order_acquire)))
+        v->fn(fd, v->ctx);
+}
+
+void fdt_for_each_object(unsigned first, unsigned last, void (*fn)(int fd, void *ctx), void *ctx)
+{
+    struct visit v = { fn, ctx };
+    for_each_slot(first, last, visit_object, &v);
+}

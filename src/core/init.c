@@ -1,0 +1,69 @@
+/*
+ * init.c: the ordered start-up of libshunt.so.
+ *
+ * Stages, in order, and why there:
+ *   1. real functions: everything after this reaches libc through the table;
+ *      until then the table's stand-ins make system calls directly.
+ *   2. settings: read once from the environment; a bad value is reported in
+ *      one line and leaves every connection on kernel TCP.
+ *   3. log: needs the settings, and is needed by everything after it.
+ *   4. fd table: needs the log for its own errors.  Until it exists every
+ *      lookup answers passthrough, which is what a call re-entering shunt
+ *      from inside stages 1 to 3 (a malloc replacement reading a file while
+ *      dlsym allocates) must get.
+ */
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/fdtable.h"
+#include "core/init.h"
+#include "core/log.h"
+#include "interpose/real.h"
+
+atomic_int shunt_init_state;
+struct shunt_settings shunt_settings;
+static _Thread_local bool initialising;
+
+void shunt_init_slow(void)
+{
+    if (initialising)
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&shunt_init_state, &expected, 1)) {
+        /* Another thread is initialising: it waits for nothing, so this ends. */
+        while (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
+            sched_yield();
+        return;
+    }
+    initialising = true;
+
+    shunt_real_resolve();
+
+    char err[400];
+    if (settings_load(&shunt_settings, err, sizeof err) < 0) {
+        size_t len = strlen(err);
+        err[len] = '\n';
+        shunt_real.write(2, err, len + 1);
+        memset(&shunt_settings, 0, sizeof shunt_settings);
+        shunt_settings.accel = false;
+    }
+
+    shunt_log_open(&shunt_settings);
+    shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
+
+    fdt_init();
+
+    initialising = false;
+    atomic_store_explicit(&shunt_init_state, 2, memory_order_release);
+}
+
+void shunt_after_fork_child(void)
+{
+    /* Nothing yet: the fd table is lock-free and copied with the process. */
+}
+
+__attribute__((constructor(101))) static void shunt_constructor(void)
+{
+    shunt_ensure_init();
+}

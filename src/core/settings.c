@@ -1,0 +1,109 @@
+/*
+ * settings.c: the table of SHUNT_* settings and their parsers.  Also linked
+ * into the `shunt` command, so it uses nothing but libc.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/settings.h"
+
+static int parse_bool(const char *v, bool *out, char *err, size_t errlen)
+{
+    if (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "true")) {
+        *out = true;
+        return 0;
+    }
+    if (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "false")) {
+        *out = false;
+        return 0;
+    }
+    snprintf(err, errlen, "'%s' is not a boolean (use 0 or 1)", v);
+    return -1;
+}
+
+static int parse_log(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    static const char *const names[] = { "off", "error", "warn", "info", "debug", "trace" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i])) {
+            s->log_level = (enum log_level)i;
+            return 0;
+        }
+    snprintf(err, errlen, "'%s' is not a log level (off, error, warn, info, debug, trace)", v);
+    return -1;
+}
+
+static int parse_log_file(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    if (strlen(v) >= sizeof s->log_file) {
+        snprintf(err, errlen, "path longer than %zu bytes", sizeof s->log_file - 1);
+        return -1;
+    }
+    strcpy(s->log_file, v);
+    return 0;
+}
+
+static int parse_accel(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->accel, err, errlen);
+}
+
+static int parse_strict(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->strict, err, errlen);
+}
+
+const struct setting_def shunt_setting_defs[] = {
+    { "SHUNT_ACCEL", "1", "0 or 1",
+      "Accelerate connections whose peer also runs shunt; 0 leaves every connection on kernel TCP "
+      "(calls are still intercepted)", parse_accel },
+    { "SHUNT_STRICT", "0", "0 or 1",
+      "A connection that should have been accelerated but could not be fails instead of falling back "
+      "(for tests)", parse_strict },
+    { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
+      "What shunt records: negotiation, fallback reasons, state changes, errors", parse_log },
+    { "SHUNT_LOG_FILE", "", "path; %p becomes the pid",
+      "Where the log goes; empty means standard error", parse_log_file },
+};
+const size_t shunt_setting_count = sizeof shunt_setting_defs / sizeof shunt_setting_defs[0];
+
+int settings_load(struct shunt_settings *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    char why[200];
+    for (size_t i = 0; i < shunt_setting_count; i++) {
+        const struct setting_def *d = &shunt_setting_defs[i];
+        if (d->parse(d->def, out, why, sizeof why) < 0) {
+            snprintf(err, errlen, "shunt: internal error: default of %s: %s", d->name, why);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < shunt_setting_count; i++) {
+        const struct setting_def *d = &shunt_setting_defs[i];
+        const char *v = getenv(d->name);
+        if (v && d->parse(v, out, why, sizeof why) < 0) {
+            snprintf(err, errlen, "shunt: bad setting %s=%s: %s", d->name, v, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *settings_unknown(char **envp, char *name, size_t namelen)
+{
+    for (char **e = envp; e && *e; e++) {
+        if (strncmp(*e, "SHUNT_", 6))
+            continue;
+        size_t len = strcspn(*e, "=");
+        bool known = false;
+        for (size_t i = 0; i < shunt_setting_count && !known; i++)
+            known = strlen(shunt_setting_defs[i].name) == len && !strncmp(*e, shunt_setting_defs[i].name, len);
+        /* SHUNT_TEST_* belongs to the test suite, not to shunt */
+        if (!known && strncmp(*e, "SHUNT_TEST_", 11)) {
+            snprintf(name, namelen, "%.*s", (int)len, *e);
+            return name;
+        }
+    }
+    return NULL;
+}

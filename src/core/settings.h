@@ -1,0 +1,40 @@
+/*
+ * settings.h: the SHUNT_* environment variables, in one table that the
+ * library, `shunt run` (which checks them before it execs) and
+ * `shunt run --help` all read.
+ */
+#ifndef SHUNT_SETTINGS_H
+#define SHUNT_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum log_level { LOG_OFF, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE };
+
+struct shunt_settings {
+    enum log_level log_level;
+    char log_file[256];     /* empty: standard error */
+    bool accel;             /* accelerate connections at all */
+    bool strict;            /* a connection that should be accelerated but is not fails */
+};
+
+struct setting_def {
+    const char *name;
+    const char *def;        /* default, as the user would write it */
+    const char *values;     /* what is accepted, for --help */
+    const char *help;
+    /* 0, or -1 with a one-line reason in err (without the setting's name) */
+    int (*parse)(const char *value, struct shunt_settings *out, char *err, size_t errlen);
+};
+
+extern const struct setting_def shunt_setting_defs[];
+extern const size_t shunt_setting_count;
+
+/* Reads every setting from the environment into out (defaults first).
+ * On a bad value: -1 and a one-line message naming the setting in err. */
+int settings_load(struct shunt_settings *out, char *err, size_t errlen);
+
+/* Names an environment entry "SHUNT_..." that is no setting; NULL if none. */
+const char *settings_unknown(char **envp, char *name, size_t namelen);
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * fd_calls.c: wrappers for the calls that close, duplicate and configure
+ * descriptors.  They keep the fd table in step with the kernel's: a
+ * duplicate refers to the same socket object, and a closed fd forgets it.
+ */
+#include <stdarg.h>
+#include <linux/close_range.h>
+
+#include "interpose/wrap.h"
+
+SHUNT_EXPORT int close(int fd)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct shunt_sock *s = fdt_close_begin(fd);
+    if (s)
+        release_fd(fd, s);
+    int r = shunt_real.close(fd);
+    int err = errno;
+    fdt_close_end(fd);
+    if (s)
+        sock_put(s);
+    errno = r < 0 ? err : saved;
+    return r;
+}
+
+SHUNT_EXPORT int fclose(FILE *stream)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    int fd = stream ? fileno(stream) : -1;
+    struct shunt_sock *s = fd >= 0 ? fdt_close_begin(fd) : NULL;
+    if (s)
+        release_fd(fd, s);
+    int r = shunt_real.fclose(stream);
+    int err = errno;
+    if (fd >= 0)
+        fdt_close_end(fd);
+    if (s)
+        sock_put(s);
+    errno = r != 0 ? err : saved;
+    return r;
+}
+
+static void release_cb(int fd, void *ctx)
+{
+    (void)ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock)
+        f.sock->ops->release_fd(&f);
+    fdt_put(&f);
+}
+
+SHUNT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    if (flags & CLOSE_RANGE_CLOEXEC)
+        return shunt_real.close_range(first, last, flags);   /* nothing closes before exec */
+    fdt_for_each_object(first, last, release_cb, NULL);
+    int r = shunt_real.close_range(first, last, flags);
+    if (r < 0)
+        return -1;
+    fdt_forget_range(first, last);
+    errno = saved;
+    return r;
+}
+
+SHUNT_EXPORT void closefrom(int lowfd)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    if (lowfd < 0)
+        lowfd = 0;
+    fdt_for_each_object((unsigned)lowfd, ~0U, release_cb, NULL);
+    shunt_real.closefrom(lowfd);
+    fdt_forget_range((unsigned)lowfd, ~0U);
+    errno = saved;
+}
+
+/* newfd (just made by the kernel) refers to what f refers to. */
+static void install_duplicate(int newfd, struct fdref *f)
+{
+    if (f->sock)
+        sock_get(f->sock);
+    fdt_install(newfd, f->sock);
+}
+
+SHUNT_EXPORT int dup(int fd)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = shunt_real.dup(fd);
+    int err = errno;
+    if (r >= 0)
+        install_duplicate(r, &f);
+    fdt_put(&f);
+    errno = r < 0 ? err : saved;
+    return r;
+}
+
+/* dup2 and dup3: the fd that was at fd2 is closed by the kernel, if the call works. */
+static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    if (fd == fd2)   /* dup2: nothing changes; dup3: EINVAL.  The kernel says which. */
+        return is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
+    struct fdref f = fdt_get(fd);
+    struct shunt_sock *old = fdt_close_begin(fd2);
+    int r = is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
+    int err = errno;
+    if (r < 0) {
+        if (old)
+            fdt_install(fd2, old);   /* fd2 is untouched: give its object back */
+        else
+            fdt_close_end(fd2);
+    } else {
+        if (old) {
+            release_fd(fd2, old);
+            sock_put(old);
+        }
+        install_duplicate(fd2, &f);
+    }
+    fdt_put(&f);
+    errno = r < 0 ? err : saved;
+    return r;
+}
+
+SHUNT_EXPORT int dup2(int fd, int fd2)
+{
+    return dup_onto(fd, fd2, 0, false);
+}
+
+SHUNT_EXPORT int dup3(int fd, int fd2, int flags)
+{
+    return dup_onto(fd, fd2, flags, true);
+}
+
+static int do_fcntl(int fd, int cmd, void *arg)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = f.ops->fcntl(&f, cmd, arg);
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        install_duplicate(r, &f);
+    fdt_put(&f);
+    return (int)wrap_finish(r, saved);
+}
+
+/* Like glibc, read the optional argument as a pointer-sized word: every
+ * command takes an int, a long or a pointer, and the kernel decides which. */
+SHUNT_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return do_fcntl(fd, cmd, arg);
+}
+
+SHUNT_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return do_fcntl(fd, cmd, arg);
+}
+
+SHUNT_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+    va_list ap;
+    va_start(ap, request);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    DISPATCH(int, fd, ioctl, request, arg);
+}

@@ -1,0 +1,174 @@
+/*
+ * io_calls.c: wrappers for the calls that move data.  Each describes the
+ * call once (struct io_call) and hands it to the fd's recv or send.
+ */
+#include <string.h>
+
+#include "interpose/wrap.h"
+
+static ssize_t do_recv(int fd, struct io_call *c)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    ssize_t r = f.ops->recv(&f, c);
+    fdt_put(&f);
+    return wrap_finish(r, saved);
+}
+
+static ssize_t do_send(int fd, struct io_call *c)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    ssize_t r = f.ops->send(&f, c);
+    fdt_put(&f);
+    return wrap_finish(r, saved);
+}
+
+/* fds that arrive with SCM_RIGHTS take numbers the table may remember
+ * wrongly: forget them so that their first use probes them. */
+static void forget_passed_fds(const struct msghdr *msg)
+{
+    if (!msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+        return;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const unsigned char *data = CMSG_DATA(c);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, data + i * sizeof fd, sizeof fd);
+            fdt_forget(fd);
+        }
+    }
+}
+
+SHUNT_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+    struct io_call c = { .kind = IO_READ, .buf = buf, .len = n };
+    return do_recv(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+    struct io_call c = { .kind = IO_READV, .iov = iov, .iovcnt = iovcnt };
+    return do_recv(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+    struct io_call c = { .kind = IO_RECV, .buf = buf, .len = n, .flags = flags };
+    return do_recv(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t recvfrom(int fd, void *restrict buf, size_t n, int flags, __SOCKADDR_ARG addr,
+                              socklen_t *restrict len)
+{
+    struct io_call c = { .kind = IO_RECVFROM, .buf = buf, .len = n, .flags = flags,
+                         .addr = SOCKADDR_PTR(addr), .addrlen = len };
+    return do_recv(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    struct io_call c = { .kind = IO_RECVMSG, .msg = msg, .flags = flags };
+    ssize_t r = do_recv(fd, &c);
+    if (r >= 0)
+        forget_passed_fds(msg);
+    return r;
+}
+
+SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *tmo)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = f.ops->recvmmsg(&f, vec, vlen, flags, tmo);
+    fdt_put(&f);
+    for (int i = 0; i < r; i++)
+        forget_passed_fds(&vec[i].msg_hdr);
+    return (int)wrap_finish(r, saved);
+}
+
+SHUNT_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+    struct io_call c = { .kind = IO_WRITE, .buf = (void *)buf, .len = n };
+    return do_send(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    struct io_call c = { .kind = IO_WRITEV, .iov = iov, .iovcnt = iovcnt };
+    return do_send(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+    struct io_call c = { .kind = IO_SEND, .buf = (void *)buf, .len = n, .flags = flags };
+    return do_send(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+    struct io_call c = { .kind = IO_SENDTO, .buf = (void *)buf, .len = n, .flags = flags,
+                         .dest = CONST_SOCKADDR_PTR(addr), .destlen = len };
+    return do_send(fd, &c);
+}
+
+SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    struct io_call c = { .kind = IO_SENDMSG, .msg = (struct msghdr *)msg, .flags = flags };
+    return do_send(fd, &c);
+}
+
+SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+    DISPATCH(int, fd, sendmmsg, vec, vlen, flags);
+}
+
+/* Positioned I/O is never a socket operation: the kernel answers ESPIPE for
+ * sockets, which is also the right answer for an accelerated one. */
+SHUNT_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    shunt_ensure_init();
+    return shunt_real.pread(fd, buf, n, off);
+}
+
+SHUNT_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    shunt_ensure_init();
+    return shunt_real.pwrite(fd, buf, n, off);
+}
+
+SHUNT_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+    shunt_ensure_init();
+    return shunt_real.pread64(fd, buf, n, off);
+}
+
+SHUNT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+    shunt_ensure_init();
+    return shunt_real.pwrite64(fd, buf, n, off);
+}
+
+SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
+{
+    _Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile assumes a 64-bit off_t");
+    DISPATCH(ssize_t, out_fd, sendfile, in_fd, (off64_t *)off, count);
+}
+
+SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t count)
+{
+    DISPATCH(ssize_t, out_fd, sendfile, in_fd, off, count);
+}
+
+/* splice moves data between kernel buffers; until a transport can take part
+ * in it, both ends are the kernel's. */
+SHUNT_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len, unsigned int flags)
+{
+    shunt_ensure_init();
+    return shunt_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+}

@@ -1,0 +1,109 @@
+/*
+ * process_calls.c: wrappers for fork, exec and posix_spawn, the points where
+ * a process's sockets change hands.  vfork lives in vfork.c: it cannot be an
+ * ordinary C function.
+ */
+#include <stdarg.h>
+
+#include "interpose/wrap.h"
+
+extern char **environ;
+
+SHUNT_EXPORT pid_t fork(void)
+{
+    shunt_ensure_init();
+    pid_t pid = shunt_real.fork();
+    if (pid == 0)
+        shunt_after_fork_child();
+    return pid;
+}
+
+SHUNT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    shunt_ensure_init();
+    return shunt_real.execve(path, argv, envp);
+}
+
+SHUNT_EXPORT int execv(const char *path, char *const argv[])
+{
+    shunt_ensure_init();
+    return shunt_real.execv(path, argv);
+}
+
+SHUNT_EXPORT int execvp(const char *file, char *const argv[])
+{
+    shunt_ensure_init();
+    return shunt_real.execvp(file, argv);
+}
+
+SHUNT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    shunt_ensure_init();
+    return shunt_real.execvpe(file, argv, envp);
+}
+
+SHUNT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    shunt_ensure_init();
+    return shunt_real.fexecve(fd, argv, envp);
+}
+
+/* The execl family: gather the variadic arguments into an argv on the stack
+ * (exec replaces the process or fails, so nothing needs freeing). */
+/* As glibc does, the list ends at the first NULL after arg. */
+static size_t count_args(va_list ap)
+{
+    size_t n = 1;
+    while (va_arg(ap, const char *))
+        n++;
+    return n;
+}
+
+#define GATHER_ARGS(arg, argv)                              \
+    va_list ap;                                             \
+    va_start(ap, arg);                                      \
+    size_t argc_ = count_args(ap);                     \
+    va_end(ap);                                             \
+    char *argv[argc_ + 1];                                  \
+    argv[0] = (char *)arg;                                  \
+    va_start(ap, arg);                                      \
+    for (size_t i_ = 1; i_ <= argc_; i_++)                  \
+        argv[i_] = va_arg(ap, char *)
+
+SHUNT_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    GATHER_ARGS(arg, argv);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+SHUNT_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    GATHER_ARGS(arg, argv);
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+SHUNT_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    GATHER_ARGS(arg, argv);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
+                             const posix_spawnattr_t *restrict attr, char *const argv[restrict],
+                             char *const envp[restrict])
+{
+    shunt_ensure_init();
+    return shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
+}
+
+SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, const posix_spawn_file_actions_t *fa,
+                              const posix_spawnattr_t *restrict attr, char *const argv[restrict],
+                              char *const envp[restrict])
+{
+    shunt_ensure_init();
+    return shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
+}

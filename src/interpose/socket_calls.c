@@ -1,0 +1,81 @@
+/*
+ * socket_calls.c: wrappers for creating, naming, connecting and configuring
+ * sockets.
+ */
+#include "core/tcp_socket.h"
+#include "interpose/wrap.h"
+
+SHUNT_EXPORT int socket(int domain, int type, int protocol)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    int fd = shunt_real.socket(domain, type, protocol);
+    if (fd < 0)
+        return -1;
+    fdt_install(fd, tcp_socket_wanted(domain, type, protocol) ? tcp_socket_new(fd, domain) : NULL);
+    errno = saved;
+    return fd;
+}
+
+SHUNT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+    int saved = errno;
+    shunt_ensure_init();
+    if (shunt_real.socketpair(domain, type, protocol, sv) < 0)
+        return -1;
+    /* Only AF_UNIX has socket pairs: shunt leaves them to the kernel. */
+    fdt_install(sv[0], NULL);
+    fdt_install(sv[1], NULL);
+    errno = saved;
+    return 0;
+}
+
+SHUNT_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+    DISPATCH(int, fd, bind, CONST_SOCKADDR_PTR(addr), len);
+}
+
+SHUNT_EXPORT int listen(int fd, int backlog)
+{
+    DISPATCH(int, fd, listen, backlog);
+}
+
+SHUNT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
+{
+    DISPATCH(int, fd, accept, SOCKADDR_PTR(addr), len, 0);
+}
+
+SHUNT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len, int flags)
+{
+    DISPATCH(int, fd, accept, SOCKADDR_PTR(addr), len, flags);
+}
+
+SHUNT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+    DISPATCH(int, fd, connect, CONST_SOCKADDR_PTR(addr), len);
+}
+
+SHUNT_EXPORT int shutdown(int fd, int how)
+{
+    DISPATCH(int, fd, shutdown, how);
+}
+
+SHUNT_EXPORT int getsockopt(int fd, int level, int name, void *restrict val, socklen_t *restrict len)
+{
+    DISPATCH(int, fd, getsockopt, level, name, val, len);
+}
+
+SHUNT_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+    DISPATCH(int, fd, setsockopt, level, name, val, len);
+}
+
+SHUNT_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
+{
+    DISPATCH(int, fd, getsockname, SOCKADDR_PTR(addr), len);
+}
+
+SHUNT_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
+{
+    DISPATCH(int, fd, getpeername, SOCKADDR_PTR(addr), len);
+}

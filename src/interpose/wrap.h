@@ -1,0 +1,51 @@
+/*
+ * wrap.h: what every wrapper shares: the generated prototypes, the errno
+ * convention and the look-up-and-dispatch pattern.
+ *
+ * A wrapper saves errno on entry and restores it on success, so nothing
+ * shunt does inside leaks into the program's errno; on failure it sets errno
+ * from the negative result of the operation.
+ */
+#ifndef SHUNT_WRAP_H
+#define SHUNT_WRAP_H
+
+#include "core/fdtable.h"
+#include "core/init.h"
+#include "interpose/real.h"
+
+#define SHUNT_EXPORT __attribute__((visibility("default")))
+
+/* Every wrapper must match libc's prototype exactly: these say so to the compiler. */
+#define SHUNT_SYS(ret, name, params, args, sysno) SHUNT_EXPORT ret name params;
+#define SHUNT_LIB(ret, name, params) SHUNT_EXPORT ret name params;
+#include "interpose/calls.def"
+#undef SHUNT_SYS
+#undef SHUNT_LIB
+
+static inline long wrap_finish(long r, int saved_errno)
+{
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    errno = saved_errno;
+    return r;
+}
+
+/* The whole body of a wrapper that hands the call to the fd's operations. */
+#define DISPATCH(type, fd, op, ...)                        \
+    int saved_errno_ = errno;                              \
+    shunt_ensure_init();                                   \
+    struct fdref f_ = fdt_get(fd);                         \
+    type r_ = f_.ops->op(&f_, __VA_ARGS__);                \
+    fdt_put(&f_);                                          \
+    return (type)wrap_finish((long)r_, saved_errno_)
+
+/* Tells the fd's object that the kernel is about to close this fd. */
+static inline void release_fd(int fd, struct shunt_sock *s)
+{
+    struct fdref f = { .fd = fd, .sock = s, .ops = s->ops };
+    s->ops->release_fd(&f);
+}
+
+#endif

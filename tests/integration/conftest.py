@@ -1,0 +1,96 @@
+"""Shared fixtures for shunt's integration tests.
+
+Everything here is python3 stdlib + pytest.  The tests run real programs
+under ``build/shunt run -- PROGRAM ...`` and compare them with the same
+programs run directly.
+
+Environment:
+  SHUNT_BUILD          build directory holding ``shunt`` and ``libshunt.so``
+                       (default: <repo>/build)
+  SHUNT_TEST_TIMEOUT   per-test watchdog in seconds (default 300)
+
+Time bounds: every subprocess call here has a timeout, every socket a
+timeout, and an autouse watchdog (SIGALRM) fails a test that runs longer
+than SHUNT_TEST_TIMEOUT.  Processes are started in their own session /
+process group and are always ended by pid in teardown, including any
+children they left in their group.
+"""
+
+
+import os
+import signal
+import threading
+
+import pytest
+
+from shunttest import LIBNAME, Server, Shunt, build_dir, free_port
+
+
+@pytest.fixture(scope="session")
+def shunt_build():
+    """Path of the build directory (SHUNT_BUILD, default <repo>/build)."""
+    b = build_dir()
+    missing = [p.name for p in (b / "shunt", b / LIBNAME) if not p.exists()]
+    if missing:
+        pytest.fail("%s missing in %s: run `make` at the top of the repository "
+                    "(or set SHUNT_BUILD)" % (", ".join(missing), b), pytrace=False)
+    return b
+
+
+@pytest.fixture(scope="session")
+def shunt(shunt_build):
+    return Shunt(shunt_build)
+
+
+@pytest.fixture
+def port():
+    """A free TCP port on 127.0.0.1."""
+    return free_port()
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(argv, cwd=None, env=None, name=None) -> Server.
+
+    The process runs in its own process group; teardown always stops it
+    (SIGTERM, then SIGKILL, by pid) together with anything left in its
+    group."""
+    servers = []
+    logdir = tmp_path / "server-logs"
+    logdir.mkdir(exist_ok=True)
+
+    def start(argv, cwd=None, env=None, name=None):
+        s = Server(argv, cwd, env, logdir, name or "server%d" % len(servers))
+        servers.append(s)
+        return s
+
+    yield start
+    for s in reversed(servers):
+        s.stop()
+
+
+# --------------------------------------------------------------- watchdog
+
+class WatchdogTimeout(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    """Fail a test that runs longer than SHUNT_TEST_TIMEOUT seconds (its
+    fixtures' teardown still runs and stops its processes)."""
+    limit = float(os.environ.get("SHUNT_TEST_TIMEOUT", "300"))
+    if threading.current_thread() is not threading.main_thread() or limit <= 0:
+        yield
+        return
+
+    def fire(signum, frame):
+        raise WatchdogTimeout("test exceeded %ss (SHUNT_TEST_TIMEOUT)" % limit)
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

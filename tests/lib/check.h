@@ -1,0 +1,163 @@
+/*
+ * check.h: the tiny test framework of shunt's conformance and integration tests.
+ *
+ * Owns: the CHECK family of macros (print file:line, the expression and both values, then
+ * exit 1), the exit-status conventions (0 pass, 1 fail, 77 skip) and expect_accelerated(),
+ * which proves that a connection ran on the path the test mode claims.
+ *
+ * Header-only, C11 + _GNU_SOURCE, link with -ldl (dlsym). Never assert(): it vanishes under
+ * NDEBUG. Every macro works from any thread; exit() ends the whole process. In a forked child
+ * a failed CHECK exits the child with status 1, so the parent must check the child's status.
+ */
+#ifndef SHUNT_TESTS_CHECK_H
+#define SHUNT_TESTS_CHECK_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_EXIT_PASS 0
+#define TEST_EXIT_FAIL 1
+#define TEST_EXIT_SKIP 77
+
+/* CHECK(a, op, b): both sides are evaluated once and compared as long long. */
+#define CHECK(a, op, b)                                                                     \
+	do {                                                                                \
+		long long check_a_ = (long long)(a);                                        \
+		long long check_b_ = (long long)(b);                                        \
+		if (!(check_a_ op check_b_)) {                                              \
+			fprintf(stderr,                                                     \
+				"%s:%d: CHECK(%s %s %s) failed: %lld %s %lld is false "     \
+				"(errno %d: %s)\n",                                         \
+				__FILE__, __LINE__, #a, #op, #b, check_a_, #op, check_b_,   \
+				errno, strerror(errno));                                    \
+			exit(TEST_EXIT_FAIL);                                               \
+		}                                                                           \
+	} while (0)
+
+/* CHECK_ERRNO(call, e): the call must return -1 with errno == e. */
+#define CHECK_ERRNO(call, expected_errno)                                                   \
+	do {                                                                                \
+		errno = 0;                                                                  \
+		long long check_r_ = (long long)(call);                                     \
+		int check_e_ = errno;                                                       \
+		int check_x_ = (expected_errno);                                            \
+		if (check_r_ != -1 || check_e_ != check_x_) {                               \
+			fprintf(stderr,                                                     \
+				"%s:%d: CHECK_ERRNO(%s, %s) failed: returned %lld, errno %d " \
+				"(%s); expected -1, errno %d (%s)\n",                        \
+				__FILE__, __LINE__, #call, #expected_errno, check_r_,       \
+				check_e_, strerror(check_e_), check_x_,                     \
+				strerror(check_x_));                                        \
+			exit(TEST_EXIT_FAIL);                                               \
+		}                                                                           \
+	} while (0)
+
+/* CHECK_OK(call): the call must not return -1. Evaluates to the call's result. */
+#define CHECK_OK(call)                                                                      \
+	__extension__({                                                                     \
+		__typeof__(call) check_r_ = (call);                                         \
+		if (check_r_ == -1) {                                                       \
+			int check_e_ = errno;                                               \
+			fprintf(stderr, "%s:%d: CHECK_OK(%s) failed: errno %d (%s)\n",      \
+				__FILE__, __LINE__, #call, check_e_, strerror(check_e_));   \
+			exit(TEST_EXIT_FAIL);                                               \
+		}                                                                           \
+		check_r_;                                                                   \
+	})
+
+/* FAIL(fmt, ...): unconditional failure with a message. */
+#define FAIL(...)                                                                           \
+	do {                                                                                \
+		fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                       \
+		fprintf(stderr, __VA_ARGS__);                                               \
+		fprintf(stderr, "\n");                                                      \
+		exit(TEST_EXIT_FAIL);                                                       \
+	} while (0)
+
+/* SKIP(fmt, ...): the behaviour cannot be tested here; the runner prints this line. */
+#define SKIP(...)                                                                           \
+	do {                                                                                \
+		fflush(stdout);                                                             \
+		fprintf(stderr, "SKIP: ");                                                  \
+		fprintf(stderr, __VA_ARGS__);                                               \
+		fprintf(stderr, "\n");                                                      \
+		exit(TEST_EXIT_SKIP);                                                       \
+	} while (0)
+
+#define PASS()                                                                              \
+	do {                                                                                \
+		fflush(stdout);                                                             \
+		exit(TEST_EXIT_PASS);                                                       \
+	} while (0)
+
+/* Test modes, from SHUNT_TEST_MODE (set by tests/run_conformance.py). */
+enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED };
+
+static inline enum test_mode test_mode(void)
+{
+	const char *m = getenv("SHUNT_TEST_MODE");
+
+	if (m == NULL || *m == '\0' || strcmp(m, "plain") == 0)
+		return TEST_MODE_PLAIN;
+	if (strcmp(m, "passthrough") == 0)
+		return TEST_MODE_PASSTHROUGH;
+	if (strcmp(m, "accelerated") == 0)
+		return TEST_MODE_ACCELERATED;
+	FAIL("SHUNT_TEST_MODE=%s: expected plain, passthrough or accelerated", m);
+}
+
+static inline int test_mode_accelerated(void)
+{
+	return test_mode() == TEST_MODE_ACCELERATED;
+}
+
+/*
+ * expect_accelerated(fd): call on both ends of every TCP connection the test is about, once
+ * the connection is established (after accept returned). plain: libshunt must not be loaded
+ * (the symbol shunt_fd_accelerated is absent); passthrough: it is loaded and says 0 for this
+ * fd; accelerated: it says 1.
+ */
+static inline void expect_accelerated_at(int fd, const char *file, int line)
+{
+	enum test_mode mode = test_mode();
+	int (*accelerated)(int);
+	int got;
+
+	*(void **)&accelerated = dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+	if (mode == TEST_MODE_PLAIN) {
+		if (accelerated != NULL) {
+			fprintf(stderr, "%s:%d: mode plain, but shunt_fd_accelerated is present "
+					"(libshunt.so is loaded)\n", file, line);
+			exit(TEST_EXIT_FAIL);
+		}
+		return;
+	}
+	if (accelerated == NULL) {
+		fprintf(stderr, "%s:%d: mode %s, but shunt_fd_accelerated is absent "
+				"(libshunt.so is not loaded)\n", file, line,
+			getenv("SHUNT_TEST_MODE"));
+		exit(TEST_EXIT_FAIL);
+	}
+	got = accelerated(fd);
+	if (got != (mode == TEST_MODE_ACCELERATED)) {
+		fprintf(stderr, "%s:%d: mode %s, but shunt_fd_accelerated(%d) returned %d\n",
+			file, line, getenv("SHUNT_TEST_MODE"), fd, got);
+		exit(TEST_EXIT_FAIL);
+	}
+}
+
+/* The parenthesised name keeps the function addressable beside the macro. */
+static inline void(expect_accelerated)(int fd)
+{
+	expect_accelerated_at(fd, "(unknown)", 0);
+}
+#define expect_accelerated(fd) expect_accelerated_at((fd), __FILE__, __LINE__)
+
+#endif /* SHUNT_TESTS_CHECK_H */

@@ -1,0 +1,3 @@
+module shunt.test/goecho
+
+go 1.21
