@@ -29,14 +29,17 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC  := src/tool/shunt.c src/core/settings.c
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
+UNIT_SRC  := $(wildcard tests/unit/*.c)
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ)) $(BUILD)/obj/interpose/real.o
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
-.PHONY: all lib tool tests check deps test test-conformance test-integration test-san install clean
+.PHONY: all lib tool tests check deps test test-unit test-conformance test-integration test-san install clean
 
 all: lib tool tests
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(UNIT_BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
 	@mkdir -p $(dir $@)
@@ -68,9 +71,19 @@ check: deps
 deps:
 	scripts/install-deps
 
+# Unit tests of single modules (ring, channel, registry...), linked with the
+# library's objects but not preloaded.
+$(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_DEPS) $(wildcard tests/lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(UNIT_DEPS) -o $@ -ldl
+
+test-unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "unit: $$t"; timeout 120 $$t; done
+
 # The suite: every conformance test without shunt and under it, then the
 # integration tests with real programs.
 test: all
+	$(MAKE) test-unit
 	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough
 	python3 -m pytest -q tests/integration
 

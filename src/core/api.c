@@ -13,7 +13,7 @@ __attribute__((visibility("default"))) int shunt_fd_accelerated(int fd)
 {
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
-    int r = f.sock ? tcp_socket_accelerated(f.sock) : 0;
+    int r = f.sock && f.sock->ops == &tcp_ops ? tcp_socket_accelerated(f.sock, fd) : 0;
     fdt_put(&f);
     return r;
 }

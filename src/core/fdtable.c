@@ -138,6 +138,8 @@ struct fdref fdt_get(int fd)
             if (found == FDT_UNKNOWN)
                 return passthrough_ref(fd);
             uintptr_t expected = FDT_UNKNOWN;
+            if (is_object(found))
+                atomic_store(&((struct shunt_sock *)found)->fds, 1);
             if (!atomic_compare_exchange_strong(&sl->val, &expected, found) && is_object(found))
                 sock_put((struct shunt_sock *)found);   /* somebody else decided first */
             continue;
@@ -183,6 +185,8 @@ void fdt_install(int fd, struct shunt_sock *s)
         }
         return;
     }
+    if (s)
+        atomic_fetch_add(&s->fds, 1);
     uintptr_t old = swap_out(sl, s ? (uintptr_t)s : FDT_PASSTHROUGH);
     if (is_object(old))
         sock_put((struct shunt_sock *)old);   /* a stale entry the kernel had already closed */

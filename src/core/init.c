@@ -7,7 +7,7 @@
  *   2. settings: read once from the environment; a bad value is reported in
  *      one line and leaves every connection on kernel TCP.
  *   3. log: needs the settings, and is needed by everything after it.
- *   4. fd table: needs the log for its own errors.  Until it exists every
+ *   4. fd table and waiting: need the log for their own errors.  Until it exists every
  *      lookup answers passthrough, which is what a call re-entering shunt
  *      from inside stages 1 to 3 (a malloc replacement reading a file while
  *      dlsym allocates) must get.
@@ -19,10 +19,13 @@
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
+#include "core/tcp_socket.h"
+#include "core/wait.h"
 #include "interpose/real.h"
 
 atomic_int shunt_init_state;
 struct shunt_settings shunt_settings;
+pid_t shunt_pid;
 static _Thread_local bool initialising;
 
 void shunt_init_slow(void)
@@ -53,6 +56,8 @@ void shunt_init_slow(void)
     shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
 
     fdt_init();
+    wait_init();
+    shunt_pid = getpid();
 
     initialising = false;
     atomic_store_explicit(&shunt_init_state, 2, memory_order_release);
@@ -60,10 +65,19 @@ void shunt_init_slow(void)
 
 void shunt_after_fork_child(void)
 {
-    /* Nothing yet: the fd table is lock-free and copied with the process. */
+    /* The fd table is lock-free and copied with the process. */
+    shunt_pid = getpid();
 }
 
 __attribute__((constructor(101))) static void shunt_constructor(void)
 {
     shunt_ensure_init();
+}
+
+/* Runs at exit() (not at _exit or on a fatal signal: the registry's sweep
+ * and the companion's FIN cover those). */
+__attribute__((destructor(101))) static void shunt_destructor(void)
+{
+    if (atomic_load(&shunt_init_state) == 2)
+        tcp_sockets_at_exit();
 }

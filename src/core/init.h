@@ -8,11 +8,15 @@
 #define SHUNT_INIT_H
 
 #include <stdatomic.h>
+#include <sys/types.h>
 
 #include "core/settings.h"
 
 extern atomic_int shunt_init_state;   /* 0 not started, 1 running, 2 done */
 extern struct shunt_settings shunt_settings;
+/* This process's pid as shunt last saw it: a different getpid() means we
+ * run in a vfork child, which shares the parent's memory. */
+extern pid_t shunt_pid;
 
 void shunt_init_slow(void);
 

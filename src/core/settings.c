@@ -2,6 +2,7 @@
  * settings.c: the table of SHUNT_* settings and their parsers.  Also linked
  * into the `shunt` command, so it uses nothing but libc.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,57 @@ static int parse_strict(const char *v, struct shunt_settings *s, char *err, size
     return parse_bool(v, &s->strict, err, errlen);
 }
 
+/* A size with an optional k/K or m/M suffix (binary multiples). */
+static int parse_size(const char *v, unsigned long long *out, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (end == v || errno) {
+        snprintf(err, errlen, "'%s' is not a size", v);
+        return -1;
+    }
+    if (*end == 'k' || *end == 'K') {
+        n <<= 10;
+        end++;
+    } else if (*end == 'm' || *end == 'M') {
+        n <<= 20;
+        end++;
+    }
+    if (*end) {
+        snprintf(err, errlen, "'%s' is not a size (a number, optionally followed by K or M)", v);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n < 4096 || n > (1ull << 30) || (n & (n - 1))) {
+        snprintf(err, errlen, "%llu is not a power of two between 4K and 1024M", n);
+        return -1;
+    }
+    s->ring_size = (unsigned)n;
+    return 0;
+}
+
+static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (end == v || *end || errno || n > 1000000) {
+        snprintf(err, errlen, "'%s' is not a number of microseconds from 0 to 1000000", v);
+        return -1;
+    }
+    s->spin_us = (unsigned)n;
+    return 0;
+}
+
 const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_ACCEL", "1", "0 or 1",
       "Accelerate connections whose peer also runs shunt; 0 leaves every connection on kernel TCP "
@@ -61,6 +113,11 @@ const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_STRICT", "0", "0 or 1",
       "A connection that should have been accelerated but could not be fails instead of falling back "
       "(for tests)", parse_strict },
+    { "SHUNT_RING_SIZE", "256K", "power of two, 4K..1024M",
+      "Bytes of shared memory per direction of each accelerated connection", parse_ring_size },
+    { "SHUNT_SPIN_US", "50", "0..1000000",
+      "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
+      "less when spinning stops paying)", parse_spin },
     { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
       "What shunt records: negotiation, fallback reasons, state changes, errors", parse_log },
     { "SHUNT_LOG_FILE", "", "path; %p becomes the pid",

@@ -16,6 +16,8 @@ struct shunt_settings {
     char log_file[256];     /* empty: standard error */
     bool accel;             /* accelerate connections at all */
     bool strict;            /* a connection that should be accelerated but is not fails */
+    unsigned ring_size;     /* bytes per direction of a channel */
+    unsigned spin_us;       /* how long a waiter spins before it sleeps */
 };
 
 struct setting_def {

@@ -64,8 +64,8 @@ struct sock_ops {
     int (*getpeername)(struct fdref *f, struct sockaddr *a, socklen_t *len);
     int (*fcntl)(struct fdref *f, int cmd, void *arg);
     int (*ioctl)(struct fdref *f, unsigned long req, void *arg);
-    /* This fd is about to be closed by the kernel (close, dup2 over it,
-     * close_range, fclose); the object loses the table's reference after it. */
+    /* The last fd of this process referring to the object is about to be
+     * closed by the kernel (close, dup2 over it, close_range, fclose). */
     void (*release_fd)(struct fdref *f);
     /* The last reference is gone: free the object. */
     void (*destroy)(struct shunt_sock *s);
@@ -73,6 +73,7 @@ struct sock_ops {
 
 struct shunt_sock {
     atomic_int refs;
+    atomic_int fds;     /* fd-table entries of this process that point here */
     const struct sock_ops *ops;
     int domain;     /* AF_INET or AF_INET6 */
 };

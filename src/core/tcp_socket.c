@@ -1,16 +1,66 @@
 /*
- * tcp_socket.c: the TCP socket kind.  It owns the state of a TCP socket as
- * shunt sees it.  Until a transport is attached every operation is the
- * kernel's (the fallback path), so a program sees plain TCP.
+ * tcp_socket.c: the TCP socket kind: its operations, which hand each call
+ * to the kernel (PATH_TCP), to the negotiation (PATH_OFFERED) or to the
+ * channel (PATH_SHM), and its lifetime across close, fork and exec.
  */
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 
 #include "core/fdtable.h"
+#include "core/init.h"
 #include "core/log.h"
+#include "core/negotiate.h"
 #include "core/passthrough.h"
+#include "core/stream.h"
 #include "core/tcp_socket.h"
+#include "core/wait.h"
 #include "interpose/real.h"
+
+static const char *const reason_names[] = {
+    [FB_NONE] = "none",
+    [FB_DISABLED] = "disabled (SHUNT_ACCEL=0)",
+    [FB_NOT_NEGOTIATED] = "not negotiated",
+    [FB_NO_LISTENER] = "no accelerated listener",
+    [FB_NOT_LOOPBACK] = "destination not on loopback",
+    [FB_REGISTRY] = "registry unavailable",
+    [FB_REGISTRY_FULL] = "registry full",
+    [FB_BIND] = "could not bind",
+    [FB_CHANNEL] = "no shared memory for a channel",
+    [FB_NO_OFFER] = "client does not run shunt",
+    [FB_VERIFY] = "offer does not match the connection",
+    [FB_OTHER_USER] = "peer runs as another user",
+    [FB_CLAIM] = "claim did not settle",
+    [FB_REFUSED] = "server refused",
+    [FB_ATTACH] = "channel could not be mapped",
+    [FB_CONNECT_FAILED] = "connect failed",
+    [FB_INHERITED] = "inherited connection unknown to shunt",
+};
+
+const char *fallback_reason_name(enum fallback_reason r)
+{
+    return (unsigned)r < sizeof reason_names / sizeof reason_names[0] && reason_names[r] ? reason_names[r] : "?";
+}
+
+void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have)
+{
+    atomic_store(&t->reason, why);
+    atomic_store(&t->path, PATH_TCP);
+    if (should_have && shunt_settings.strict) {
+        t->strict_failed = true;
+        char line[160];
+        int n = snprintf(line, sizeof line, "shunt: SHUNT_STRICT: fd %d was not accelerated: %s\n", fd,
+                         fallback_reason_name(why));
+        shunt_real.write(2, line, (size_t)n);
+        return;
+    }
+    shunt_log(should_have ? LOG_WARN : LOG_INFO, "fd %d: kernel TCP: %s", fd, fallback_reason_name(why));
+}
 
 bool tcp_socket_wanted(int domain, int type, int protocol)
 {
@@ -18,17 +68,23 @@ bool tcp_socket_wanted(int domain, int type, int protocol)
            (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-struct shunt_sock *tcp_socket_new(int fd, int domain)
+struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
 {
-    struct shunt_sock *s = calloc(1, sizeof *s);
-    if (!s) {
+    struct tcp_sock *t = calloc(1, sizeof *t);
+    if (!t) {
         shunt_log(LOG_WARN, "fd %d: no memory for socket state; it passes through", fd);
         return NULL;
     }
-    atomic_init(&s->refs, 1);
-    s->ops = &tcp_ops;
-    s->domain = domain;
-    return s;
+    atomic_init(&t->base.refs, 1);
+    t->base.ops = &tcp_ops;
+    t->base.domain = domain;
+    atomic_init(&t->path, PATH_TCP);
+    atomic_init(&t->reason, FB_NOT_NEGOTIATED);
+    atomic_init(&t->nonblock, nonblock);
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->rx_lock, NULL);
+    pthread_mutex_init(&t->tx_lock, NULL);
+    return &t->base;
 }
 
 struct shunt_sock *tcp_socket_probe(int fd)
@@ -45,47 +101,373 @@ struct shunt_sock *tcp_socket_probe(int fd)
         return NULL;
     if (!tcp_socket_wanted(domain, type, protocol))
         return NULL;
-    shunt_log(LOG_DEBUG, "fd %d: found an inherited TCP socket", fd);
-    return tcp_socket_new(fd, domain);
+    struct shunt_sock *s = tcp_socket_new(fd, domain, -1);
+    if (s)
+        negotiate_attach_inherited(tcp_of(s), fd);
+    return s;
 }
 
-int tcp_socket_accelerated(const struct shunt_sock *s)
+int tcp_socket_accelerated(struct shunt_sock *s, int fd)
 {
-    (void)s;
-    return 0;
+    struct tcp_sock *t = tcp_of(s);
+    return negotiate_observe(t, fd) == PATH_SHM && !atomic_load(&t->broken);
+}
+
+/* A receive on a client whose offer is pending.  The server can only send
+ * after it accepted, and it settles the offer inside accept, so the first
+ * byte to arrive tells: once the claim has landed, whatever came by TCP from
+ * the server is a doorbell and the call continues on the channel; otherwise
+ * it is data and the call is the kernel's.  Waiting for that byte with
+ * MSG_PEEK keeps MSG_WAITALL from holding the kernel past the claim. */
+static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    int flags = (c->kind == IO_READ || c->kind == IO_READV) ? 0 : c->flags;
+    int fl = shunt_real.fcntl(f->fd, F_GETFL);
+    if (!(flags & MSG_DONTWAIT) && fl >= 0 && !(fl & O_NONBLOCK)) {
+        char b;
+        ssize_t r = shunt_real.recv(f->fd, &b, 1, MSG_PEEK);
+        if (r < 0 && negotiate_observe(t, f->fd) != PATH_SHM)
+            return -errno;
+    }
+    if (negotiate_observe(t, f->fd) == PATH_SHM)
+        return stream_recv(t, f, c);
+    ssize_t r = pt_recv(f, c);
+    if (r > 0 && negotiate_observe(t, f->fd) == PATH_SHM)
+        return stream_recv(t, f, c);   /* those were doorbells */
+    return r;
+}
+
+static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    switch (negotiate_observe(t, f->fd)) {
+    case PATH_SHM: return stream_recv(t, f, c);
+    case PATH_OFFERED: return offered_recv(t, f, c);
+    default: return pt_recv(f, c);
+    }
+}
+
+static ssize_t tcp_send(struct fdref *f, struct io_call *c)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    switch (negotiate_observe(t, f->fd)) {
+    case PATH_SHM: return stream_send(t, f, c);
+    case PATH_OFFERED: {
+        ssize_t r;
+        if (negotiate_prefix_send(t, f, c, &r))
+            return stream_send(t, f, c);
+        return r;
+    }
+    default: return pt_send(f, c);
+    }
+}
+
+static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *tmo)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_observe(t, f->fd) != PATH_SHM)
+        return pt_recvmmsg(f, vec, n, flags, tmo);
+    unsigned int i;
+    for (i = 0; i < n; i++) {
+        struct io_call c = { .kind = IO_RECVMSG, .msg = &vec[i].msg_hdr, .flags = flags & ~MSG_WAITFORONE };
+        ssize_t r = stream_recv(t, f, &c);
+        if (r < 0)
+            return i ? (int)i : (int)r;
+        vec[i].msg_len = (unsigned int)r;
+        if (r == 0) {
+            i++;
+            break;
+        }
+        if (flags & MSG_WAITFORONE)
+            flags |= MSG_DONTWAIT;
+    }
+    return (int)i;
+}
+
+static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_observe(t, f->fd) != PATH_SHM)
+        return pt_sendmmsg(f, vec, n, flags);
+    unsigned int i;
+    for (i = 0; i < n; i++) {
+        struct io_call c = { .kind = IO_SENDMSG, .msg = &vec[i].msg_hdr, .flags = flags };
+        ssize_t r = stream_send(t, f, &c);
+        if (r < 0)
+            return i ? (int)i : (int)r;
+        vec[i].msg_len = (unsigned int)r;
+    }
+    return (int)i;
+}
+
+/* sendfile onto a channel: the file's bytes are read here and written into
+ * the ring, with the kernel's offset rules (an offset pointer leaves the
+ * file position alone; without one the position moves by what was sent). */
+static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t count)
+{
+    struct tcp_sock *t = tcp_of(out->sock);
+    if (negotiate_observe(t, out->fd) != PATH_SHM)
+        return pt_sendfile(out, in_fd, off, count);
+    char buf[65536];
+    size_t done = 0;
+    while (done < count) {
+        size_t want = count - done < sizeof buf ? count - done : sizeof buf;
+        ssize_t n = off ? shunt_real.pread64(in_fd, buf, want, *off) : shunt_real.read(in_fd, buf, want);
+        if (n < 0)
+            return done ? (ssize_t)done : -errno;
+        if (n == 0)
+            break;
+        struct io_call c = { .kind = IO_SEND, .buf = buf, .len = (size_t)n, .flags = done ? MSG_DONTWAIT : 0 };
+        ssize_t w = stream_send(t, out, &c);
+        if (w < 0) {
+            if (!off)
+                lseek(in_fd, -(off_t)n, SEEK_CUR);   /* read but not sent: give it back */
+            return done ? (ssize_t)done : w;
+        }
+        if (off)
+            *off += w;
+        else if (w < n)
+            lseek(in_fd, -(off_t)(n - w), SEEK_CUR);
+        done += (size_t)w;
+        if (w < n)
+            break;
+    }
+    return (ssize_t)done;
+}
+
+static int tcp_listen(struct fdref *f, int backlog)
+{
+    int r = pt_listen(f, backlog);
+    if (r == 0)
+        negotiate_listen(tcp_of(f->sock), f->fd);
+    return r;
+}
+
+static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    bool first = !t->negotiated;
+    if (first)
+        negotiate_offer(t, f->fd, a, len);
+    if (t->strict_failed)
+        return -EPROTO;
+    int r = pt_connect(f, a, len);
+    if (first && r < 0 && r != -EINPROGRESS && r != -EINTR)
+        negotiate_withdraw(t, f->fd);
+    return r;
 }
 
 static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int flags)
 {
+    struct tcp_sock *listener = tcp_of(f->sock);
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
-    if (fd >= 0)
-        fdt_install(fd, tcp_socket_new(fd, f->sock->domain));
+    if (fd < 0)
+        return fd;
+    struct shunt_sock *s = tcp_socket_new(fd, f->sock->domain, (flags & SOCK_NONBLOCK) != 0);
+    if (s && listener->listener_registered) {
+        negotiate_claim(tcp_of(s), fd);
+        if (tcp_of(s)->strict_failed) {
+            sock_put(s);
+            shunt_real.close(fd);
+            return -ECONNABORTED;
+        }
+    }
+    fdt_install(fd, s);
     return fd;
+}
+
+static int tcp_shutdown(struct fdref *f, int how)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr)
+        return stream_shutdown(t, f->fd, how);
+    return pt_shutdown(f, how);
+}
+
+static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, socklen_t *len)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    int path = negotiate_observe(t, f->fd);
+    if (path == PATH_TCP || !val || !len || *len < (socklen_t)sizeof(int))
+        return pt_getsockopt(f, level, name, val, len);
+    int v;
+    if (level == IPPROTO_TCP && name == TCP_NODELAY) {
+        v = t->program_nodelay;
+    } else if (path == PATH_SHM && level == SOL_SOCKET && name == SO_ERROR && t->ch.hdr &&
+               (atomic_load(&t->ch.peer->state) & SIDE_RESET) && !atomic_exchange(&t->reset_reported, true)) {
+        v = ECONNRESET;
+    } else if (path == PATH_SHM && level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && t->ch.hdr) {
+        v = (int)t->ch.rx.size;   /* the ring is the buffer */
+    } else {
+        return pt_getsockopt(f, level, name, val, len);
+    }
+    memcpy(val, &v, sizeof v);
+    *len = sizeof v;
+    return 0;
+}
+
+static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val, socklen_t len)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (level == IPPROTO_TCP && name == TCP_NODELAY && val && len >= (socklen_t)sizeof(int)) {
+        int v;
+        memcpy(&v, val, sizeof v);
+        if (atomic_load(&t->path) != PATH_TCP) {
+            t->program_nodelay = v != 0;   /* the companion keeps NODELAY for doorbells */
+            return 0;
+        }
+        int r = pt_setsockopt(f, level, name, val, len);
+        if (r == 0)
+            t->program_nodelay = v != 0;
+        return r;
+    }
+    int r = pt_setsockopt(f, level, name, val, len);
+    if (r == 0 && level == SOL_SOCKET && name == SO_SNDTIMEO && val && len >= (socklen_t)sizeof(struct timeval))
+        memcpy(&t->sndtimeo, val, sizeof t->sndtimeo);
+    return r;
+}
+
+/* O_NONBLOCK belongs to the open file, which other fds and processes share:
+ * what we see set here is a hint, checked with the kernel before it matters. */
+static int tcp_fcntl(struct fdref *f, int cmd, void *arg)
+{
+    int r = pt_fcntl(f, cmd, arg);
+    if (r == 0 && cmd == F_SETFL)
+        atomic_store(&tcp_of(f->sock)->nonblock, ((long)(intptr_t)arg & O_NONBLOCK) != 0);
+    return r;
+}
+
+static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (req == FIONBIO) {
+        int r = pt_ioctl(f, req, arg);
+        if (r == 0 && arg)
+            atomic_store(&t->nonblock, *(int *)arg != 0);
+        return r;
+    }
+    if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr && arg && (req == FIONREAD || req == SIOCOUTQ)) {
+        int v = (int)(req == FIONREAD ? stream_readable(t) : stream_unread_by_peer(t));
+        memcpy(arg, &v, sizeof v);
+        return 0;
+    }
+    return pt_ioctl(f, req, arg);
+}
+
+/* The last fd of this process closes: let go of the channel, and when no
+ * process holds this end any more, close it as TCP would. */
+static void tcp_release_fd(struct fdref *f)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    pthread_mutex_lock(&t->lock);
+    if (t->released) {
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
+    t->released = true;
+    int path = atomic_load(&t->path);
+    if (path != PATH_TCP && t->ch.hdr) {
+        if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
+            if (path == PATH_SHM)
+                stream_close(t, f->fd);
+            negotiate_forget(t);
+        }
+    } else if (t->listener_registered) {
+        negotiate_forget(t);
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 static void tcp_destroy(struct shunt_sock *s)
 {
-    free(s);
+    struct tcp_sock *t = tcp_of(s);
+    if (t->ch.hdr)
+        channel_detach(&t->ch);
+    pthread_mutex_destroy(&t->lock);
+    pthread_mutex_destroy(&t->rx_lock);
+    pthread_mutex_destroy(&t->tx_lock);
+    free(t);
+}
+
+/* fork and exec bookkeeping: each distinct channel once, marked by epoch. */
+static unsigned epoch;
+
+struct holders_ctx {
+    int delta;
+    unsigned mark;
+};
+
+static void adjust_holders(int fd, void *ctx)
+{
+    struct holders_ctx *h = ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->ops == &tcp_ops) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        if (t->fork_epoch != h->mark && atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
+            t->fork_epoch = h->mark;
+            atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
+        }
+    }
+    fdt_put(&f);
+}
+
+static void adjust_all(int delta)
+{
+    struct holders_ctx h = { delta, ++epoch };
+    fdt_for_each_object(0, ~0U, adjust_holders, &h);
+}
+
+/* At exit the kernel closes every fd; shunt lets go of the channels first,
+ * as close would, so that nothing of them outlives the last holder. */
+static void release_at_exit(int fd, void *ctx)
+{
+    (void)ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->ops == &tcp_ops)
+        tcp_release_fd(&f);
+    fdt_put(&f);
+}
+
+void tcp_sockets_at_exit(void)
+{
+    fdt_for_each_object(0, ~0U, release_at_exit, NULL);
+}
+
+void tcp_sockets_before_fork(void) { adjust_all(1); }
+void tcp_sockets_fork_failed(void) { adjust_all(-1); }
+
+/* A vfork child (or posix_spawn's) was never counted as a holder, and its
+ * memory is the parent's: it leaves the counts alone. */
+void tcp_sockets_before_exec(void)
+{
+    if (getpid() == shunt_pid)
+        adjust_all(-1);
+}
+
+void tcp_sockets_exec_failed(void)
+{
+    if (getpid() == shunt_pid)
+        adjust_all(1);
 }
 
 const struct sock_ops tcp_ops = {
     .kind = "tcp",
-    .recv = pt_recv,
-    .send = pt_send,
-    .recvmmsg = pt_recvmmsg,
-    .sendmmsg = pt_sendmmsg,
-    .sendfile = pt_sendfile,
+    .recv = tcp_recv,
+    .send = tcp_send,
+    .recvmmsg = tcp_recvmmsg,
+    .sendmmsg = tcp_sendmmsg,
+    .sendfile = tcp_sendfile,
     .bind = pt_bind,
-    .listen = pt_listen,
+    .listen = tcp_listen,
     .accept = tcp_accept,
-    .connect = pt_connect,
-    .shutdown = pt_shutdown,
-    .getsockopt = pt_getsockopt,
-    .setsockopt = pt_setsockopt,
+    .connect = tcp_connect,
+    .shutdown = tcp_shutdown,
+    .getsockopt = tcp_getsockopt,
+    .setsockopt = tcp_setsockopt,
     .getsockname = pt_getsockname,
     .getpeername = pt_getpeername,
-    .fcntl = pt_fcntl,
-    .ioctl = pt_ioctl,
-    .release_fd = pt_release_fd,
+    .fcntl = tcp_fcntl,
+    .ioctl = tcp_ioctl,
+    .release_fd = tcp_release_fd,
     .destroy = tcp_destroy,
 };

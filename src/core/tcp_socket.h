@@ -1,22 +1,103 @@
 /*
  * tcp_socket.h: the kind of socket shunt manages: AF_INET and AF_INET6
- * stream sockets.
+ * stream sockets, and the state each one carries.
+ *
+ * A TCP socket is on one of three paths:
+ *   PATH_TCP      the kernel's: never negotiated, or fell back (reason says why)
+ *   PATH_OFFERED  a client that offered a channel and waits for the claim;
+ *                 it sends over TCP and counts the bytes (negotiate.c)
+ *   PATH_SHM      the bytes move through the channel's rings (stream.c)
+ * A socket only moves forward: TCP is final, SHM is final.
  */
 #ifndef SHUNT_TCP_SOCKET_H
 #define SHUNT_TCP_SOCKET_H
 
+#include <pthread.h>
+
 #include "core/sock.h"
+#include "transport/channel.h"
+
+enum tcp_path { PATH_TCP, PATH_OFFERED, PATH_SHM };
+
+/* Why a connection is on kernel TCP; shown by SHUNT_LOG and shunt stat. */
+enum fallback_reason {
+    FB_NONE,
+    FB_DISABLED,            /* SHUNT_ACCEL=0 */
+    FB_NOT_NEGOTIATED,      /* not connected or accepted through shunt yet */
+    FB_NO_LISTENER,         /* no accelerated listener for the destination */
+    FB_NOT_LOOPBACK,        /* destination is not a loopback address */
+    FB_REGISTRY,            /* the registry could not be opened */
+    FB_REGISTRY_FULL,
+    FB_BIND,                /* could not bind to learn the local port */
+    FB_CHANNEL,             /* no shared memory for the channel */
+    FB_NO_OFFER,            /* the client does not run shunt */
+    FB_VERIFY,              /* the offer is not this connection's (sock_diag) */
+    FB_OTHER_USER,          /* the peer runs as another user */
+    FB_CLAIM,               /* the claim did not settle in time */
+    FB_REFUSED,             /* the server refused the offer */
+    FB_ATTACH,              /* the channel could not be mapped */
+    FB_CONNECT_FAILED,
+    FB_INHERITED,           /* an inherited connection shunt does not know */
+};
+
+const char *fallback_reason_name(enum fallback_reason r);
+
+struct tcp_sock {
+    struct shunt_sock base;
+    _Atomic int path;                   /* enum tcp_path */
+    _Atomic int reason;                 /* enum fallback_reason */
+    bool negotiated;                    /* connect or accept has run the negotiation */
+    bool listener_registered;
+    uint64_t inode;
+    pthread_mutex_t lock;               /* path changes, attach, close */
+    pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
+    pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
+    struct channel ch;                  /* mapped while path is OFFERED or SHM */
+    atomic_bool peer_gone;              /* the companion reported EOF or reset */
+    atomic_int nonblock;                /* O_NONBLOCK as last seen: 0, 1, or -1 unknown */
+    atomic_bool shut_rd;
+    atomic_bool shut_wr;
+    atomic_bool broken;                 /* the peer corrupted the channel */
+    atomic_bool reset_reported;         /* ECONNRESET was returned once */
+    bool strict_failed;                 /* SHUNT_STRICT: this socket must fail */
+    bool released;                      /* this process let go of it */
+    int program_nodelay;                /* TCP_NODELAY as the program set it */
+    struct timeval sndtimeo;            /* SO_SNDTIMEO as the program set it */
+    unsigned spin_fails;                /* consecutive spins that found nothing */
+    unsigned fork_epoch;
+};
+
+static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
+{
+    return (struct tcp_sock *)s;
+}
 
 /* True for the (domain, type, protocol) of a socket shunt manages. */
 bool tcp_socket_wanted(int domain, int type, int protocol);
 
-/* A new object for a socket just created by the program; one reference. */
-struct shunt_sock *tcp_socket_new(int fd, int domain);
+/* A new object for a socket just created by the program; one reference.
+ * nonblock: the socket's O_NONBLOCK, or -1 if unknown. */
+struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock);
 
-/* An object for an fd the table has not seen, or NULL if it is not a TCP socket. */
+/* An object for an fd the table has not seen, or NULL if it is not a TCP
+ * socket.  An fd of an accelerated connection (inherited across exec or
+ * received with SCM_RIGHTS) is attached to its channel. */
 struct shunt_sock *tcp_socket_probe(int fd);
 
 /* 1 if the connection on this object runs on an accelerated path. */
-int tcp_socket_accelerated(const struct shunt_sock *s);
+int tcp_socket_accelerated(struct shunt_sock *s, int fd);
+
+/* Records a fallback (and, under SHUNT_STRICT, says it loudly). */
+void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
+
+/* fork: every channel this process holds gains a holder before, and loses
+ * it again if fork failed; exec: the old image lets go of its holds. */
+void tcp_sockets_before_fork(void);
+void tcp_sockets_fork_failed(void);
+void tcp_sockets_before_exec(void);
+void tcp_sockets_exec_failed(void);
+
+/* The process exits normally: let go of every channel as close would. */
+void tcp_sockets_at_exit(void);
 
 #endif

@@ -1,55 +1,63 @@
 /*
- * epoll_calls.c: wrappers for the epoll family.  An epoll fd is an fd shunt
- * leaves to the kernel; readiness of managed sockets is the kernel's while
- * no transport is attached.
+ * epoll_calls.c: wrappers for the epoll family.  The epoll fd becomes an
+ * object in the fd table (core/epoll.c) that answers for accelerated
+ * members; everything else in the set is the kernel's.
  */
+#include "core/epoll.h"
 #include "interpose/wrap.h"
+
+static int created(int fd, int saved)
+{
+    if (fd < 0)
+        return -1;
+    fdt_install(fd, epoll_object_new());
+    errno = saved;
+    return fd;
+}
 
 SHUNT_EXPORT int epoll_create(int size)
 {
     int saved = errno;
     shunt_ensure_init();
-    int fd = shunt_real.epoll_create(size);
-    if (fd < 0)
-        return -1;
-    fdt_install(fd, NULL);
-    errno = saved;
-    return fd;
+    return created(shunt_real.epoll_create(size), saved);
 }
 
 SHUNT_EXPORT int epoll_create1(int flags)
 {
     int saved = errno;
     shunt_ensure_init();
-    int fd = shunt_real.epoll_create1(flags);
-    if (fd < 0)
-        return -1;
-    fdt_install(fd, NULL);
-    errno = saved;
-    return fd;
+    return created(shunt_real.epoll_create1(flags), saved);
 }
 
 SHUNT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.epoll_ctl(epfd, op, fd, ev);
+    return (int)wrap_finish(epoll_control(epfd, op, fd, ev), saved);
+}
+
+static int wait_ms(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+    return (int)wrap_finish(epoll_wait_ready(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, mask), saved);
 }
 
 SHUNT_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
 {
-    shunt_ensure_init();
-    return shunt_real.epoll_wait(epfd, evs, maxevents, timeout);
+    return wait_ms(epfd, evs, maxevents, timeout, NULL);
 }
 
 SHUNT_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)
 {
-    shunt_ensure_init();
-    return shunt_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
+    return wait_ms(epfd, evs, maxevents, timeout, mask);
 }
 
 SHUNT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents, const struct timespec *tmo,
                               const sigset_t *mask)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
+    return (int)wrap_finish(epoll_wait_ready(epfd, evs, maxevents, tmo, mask), saved);
 }

@@ -47,7 +47,7 @@ static void release_cb(int fd, void *ctx)
     (void)ctx;
     struct fdref f = fdt_get(fd);
     if (f.sock)
-        f.sock->ops->release_fd(&f);
+        release_fd(fd, f.sock);
     fdt_put(&f);
 }
 
@@ -112,8 +112,10 @@ static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
     int r = is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     int err = errno;
     if (r < 0) {
-        if (old)
-            fdt_install(fd2, old);   /* fd2 is untouched: give its object back */
+        if (old) {
+            atomic_fetch_sub(&old->fds, 1);   /* fdt_install counts it again */
+            fdt_install(fd2, old);            /* fd2 is untouched: give its object back */
+        }
         else
             fdt_close_end(fd2);
     } else {

@@ -1,30 +1,55 @@
 /*
- * poll_calls.c: wrappers for poll, ppoll, select and pselect.  Readiness of
- * the fds shunt manages is the kernel's while no transport is attached.
+ * poll_calls.c: wrappers for poll, ppoll, select and pselect.  A set with an
+ * accelerated socket in it is answered by readiness.c; any other set is the
+ * kernel's, unchanged.
  */
+#include "core/readiness.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.poll(fds, nfds, timeout);
+    struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+    return (int)wrap_finish(readiness_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL), saved);
 }
 
 SHUNT_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo, const sigset_t *mask)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.ppoll(fds, nfds, tmo, mask);
+    return (int)wrap_finish(readiness_poll(fds, nfds, tmo, mask), saved);
 }
 
 SHUNT_EXPORT int select(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set *restrict e, struct timeval *restrict tmo)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.select(nfds, r, w, e, tmo);
+    if (!readiness_select_accelerated(nfds, r, w, e))
+        return shunt_real.select(nfds, r, w, e, tmo);
+    if (tmo && (tmo->tv_sec < 0 || tmo->tv_usec < 0 || tmo->tv_usec >= 1000000)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct timespec ts, left;
+    if (tmo) {
+        ts.tv_sec = tmo->tv_sec;
+        ts.tv_nsec = tmo->tv_usec * 1000;
+    }
+    int res = readiness_select(nfds, r, w, e, tmo ? &ts : NULL, NULL, tmo ? &left : NULL);
+    if (tmo) {   /* Linux's select reports the time it did not use */
+        tmo->tv_sec = left.tv_sec;
+        tmo->tv_usec = left.tv_nsec / 1000;
+    }
+    return (int)wrap_finish(res, saved);
 }
 
 SHUNT_EXPORT int pselect(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set *restrict e,
                          const struct timespec *restrict tmo, const sigset_t *restrict mask)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.pselect(nfds, r, w, e, tmo, mask);
+    if (!readiness_select_accelerated(nfds, r, w, e))
+        return shunt_real.pselect(nfds, r, w, e, tmo, mask);
+    return (int)wrap_finish(readiness_select(nfds, r, w, e, tmo, mask, NULL), saved);
 }

@@ -5,47 +5,62 @@
  */
 #include <stdarg.h>
 
+#include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
 extern char **environ;
 
+/* Both processes hold every channel after fork: count the child in first,
+ * so that whichever closes first does not end the connection for the other. */
 SHUNT_EXPORT pid_t fork(void)
 {
     shunt_ensure_init();
+    tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
-    if (pid == 0)
+    if (pid < 0) {
+        int err = errno;
+        tcp_sockets_fork_failed();
+        errno = err;
+    } else if (pid == 0) {
         shunt_after_fork_child();
+    }
     return pid;
 }
 
+/* exec replaces this image: its holds on channels end here, and the new
+ * image (under shunt) takes them up again when it finds the fds. */
+#define AROUND_EXEC(call)                   \
+    shunt_ensure_init();                    \
+    tcp_sockets_before_exec();              \
+    int r_ = call;                          \
+    int err_ = errno;                       \
+    tcp_sockets_exec_failed();              \
+    errno = err_;                           \
+    return r_
+
 SHUNT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    shunt_ensure_init();
-    return shunt_real.execve(path, argv, envp);
+    AROUND_EXEC(shunt_real.execve(path, argv, envp));
 }
 
 SHUNT_EXPORT int execv(const char *path, char *const argv[])
 {
-    shunt_ensure_init();
-    return shunt_real.execv(path, argv);
+    AROUND_EXEC(shunt_real.execv(path, argv));
 }
 
 SHUNT_EXPORT int execvp(const char *file, char *const argv[])
 {
-    shunt_ensure_init();
-    return shunt_real.execvp(file, argv);
+    AROUND_EXEC(shunt_real.execvp(file, argv));
 }
 
 SHUNT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    shunt_ensure_init();
-    return shunt_real.execvpe(file, argv, envp);
+    AROUND_EXEC(shunt_real.execvpe(file, argv, envp));
 }
 
 SHUNT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    shunt_ensure_init();
-    return shunt_real.fexecve(fd, argv, envp);
+    AROUND_EXEC(shunt_real.fexecve(fd, argv, envp));
 }
 
 /* The execl family: gather the variadic arguments into an argv on the stack
@@ -92,6 +107,10 @@ SHUNT_EXPORT int execle(const char *path, const char *arg, ...)
     return execve(path, argv, envp);
 }
 
+/* posix_spawn is fork and exec in one: the child gets the parent's fds
+ * (less those closed by file actions or O_CLOEXEC), and takes up the
+ * channels of those it uses when it finds them.  The parent's holds are
+ * not touched. */
 SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
                              const posix_spawnattr_t *restrict attr, char *const argv[restrict],
                              char *const envp[restrict])

@@ -12,7 +12,8 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
     int fd = shunt_real.socket(domain, type, protocol);
     if (fd < 0)
         return -1;
-    fdt_install(fd, tcp_socket_wanted(domain, type, protocol) ? tcp_socket_new(fd, domain) : NULL);
+    fdt_install(fd, tcp_socket_wanted(domain, type, protocol)
+                        ? tcp_socket_new(fd, domain, (type & SOCK_NONBLOCK) != 0) : NULL);
     errno = saved;
     return fd;
 }

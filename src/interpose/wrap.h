@@ -41,9 +41,12 @@ static inline long wrap_finish(long r, int saved_errno)
     fdt_put(&f_);                                          \
     return (type)wrap_finish((long)r_, saved_errno_)
 
-/* Tells the fd's object that the kernel is about to close this fd. */
+/* The kernel is about to close fd; when it is the object's last fd in this
+ * process, the object is told. */
 static inline void release_fd(int fd, struct shunt_sock *s)
 {
+    if (atomic_fetch_sub(&s->fds, 1) != 1)
+        return;
     struct fdref f = { .fd = fd, .sock = s, .ops = s->ops };
     s->ops->release_fd(&f);
 }

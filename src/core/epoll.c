@@ -1,0 +1,329 @@
+/*
+ * epoll.c: the epoll kind of fd.
+ *
+ * Sockets on the TCP path stay in the kernel's set exactly as the program
+ * put them there.  A socket with a channel (offered or accelerated) is
+ * registered in the kernel's set for EPOLLIN only, under a tag, so that a
+ * doorbell or the peer's death wakes epoll_wait; its real events are
+ * computed from the rings, with level, edge and one-shot semantics kept
+ * here.  The cost of a wait is one pass over the accelerated members
+ * (a later stage makes it follow readiness instead).
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/epoll.h"
+#include "core/fdtable.h"
+#include "core/negotiate.h"
+#include "core/passthrough.h"
+#include "core/readiness.h"
+#include "core/stream.h"
+#include "core/wait.h"
+#include "interpose/real.h"
+
+#define TAG_HIGH 0x5348554eull   /* "SHUN": marks the kernel events that are ours */
+
+struct ep_entry {
+    int fd;
+    struct tcp_sock *t;          /* holds a reference */
+    uint32_t events;
+    epoll_data_t data;
+    bool disabled;               /* EPOLLONESHOT fired */
+    uint32_t last;               /* EPOLLET: what was reported last */
+    uint64_t last_rx, last_tx;   /* EPOLLET: ring positions then */
+};
+
+struct epoll_obj {
+    struct shunt_sock base;
+    pthread_mutex_t lock;
+    struct ep_entry *v;
+    size_t n, cap;
+};
+
+static void epoll_destroy(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    for (size_t i = 0; i < ep->n; i++)
+        sock_put(&ep->v[i].t->base);
+    free(ep->v);
+    pthread_mutex_destroy(&ep->lock);
+    free(ep);
+}
+
+const struct sock_ops epoll_ops = {
+    .kind = "epoll",
+    .recv = pt_recv, .send = pt_send, .recvmmsg = pt_recvmmsg, .sendmmsg = pt_sendmmsg, .sendfile = pt_sendfile,
+    .bind = pt_bind, .listen = pt_listen, .accept = pt_accept, .connect = pt_connect, .shutdown = pt_shutdown,
+    .getsockopt = pt_getsockopt, .setsockopt = pt_setsockopt, .getsockname = pt_getsockname,
+    .getpeername = pt_getpeername, .fcntl = pt_fcntl, .ioctl = pt_ioctl, .release_fd = pt_release_fd,
+    .destroy = epoll_destroy,
+};
+
+struct shunt_sock *epoll_object_new(void)
+{
+    struct epoll_obj *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return NULL;
+    atomic_init(&ep->base.refs, 1);
+    ep->base.ops = &epoll_ops;
+    pthread_mutex_init(&ep->lock, NULL);
+    return &ep->base;
+}
+
+/* The epoll object behind epfd, made on first need (an inherited epoll fd
+ * arrives without one).  Returns it with a reference, or NULL. */
+static struct epoll_obj *epoll_of(int epfd, bool create)
+{
+    struct fdref f = fdt_get(epfd);
+    if (f.sock && f.sock->ops == &epoll_ops)
+        return (struct epoll_obj *)f.sock;
+    fdt_put(&f);
+    if (!create)
+        return NULL;
+    struct shunt_sock *s = epoll_object_new();
+    if (!s)
+        return NULL;
+    sock_get(s);
+    fdt_install(epfd, s);
+    return (struct epoll_obj *)s;
+}
+
+static struct ep_entry *find(struct epoll_obj *ep, int fd)
+{
+    for (size_t i = 0; i < ep->n; i++)
+        if (ep->v[i].fd == fd)
+            return &ep->v[i];
+    return NULL;
+}
+
+static void drop(struct epoll_obj *ep, struct ep_entry *e)
+{
+    sock_put(&e->t->base);
+    *e = ep->v[--ep->n];
+}
+
+static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    return shunt_real.epoll_ctl(epfd, op, fd, ev) < 0 ? -errno : 0;
+}
+
+static struct epoll_event tagged(int fd, uint32_t user_events)
+{
+    struct epoll_event k = { .events = EPOLLIN | EPOLLRDHUP | (user_events & EPOLLEXCLUSIVE) };
+    k.data.u64 = TAG_HIGH << 32 | (uint32_t)fd;
+    return k;
+}
+
+int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    struct fdref f = fdt_get(fd);
+    struct tcp_sock *t = NULL;
+    if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP)
+        t = tcp_of(f.sock);
+    struct epoll_obj *ep = epoll_of(epfd, t != NULL);
+    int r;
+    if (!ep) {
+        r = kernel_ctl(epfd, op, fd, ev);
+        fdt_put(&f);
+        return r;
+    }
+    pthread_mutex_lock(&ep->lock);
+    struct ep_entry *e = find(ep, fd);
+    if (e && e->t != t) {   /* a stale entry: that fd was closed and reused */
+        drop(ep, e);
+        e = NULL;
+    }
+    if (op == EPOLL_CTL_ADD && t) {
+        struct epoll_event k = tagged(fd, ev ? ev->events : 0);
+        r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
+        if (r == 0 && ep->n == ep->cap) {
+            size_t cap = ep->cap ? ep->cap * 2 : 8;
+            struct ep_entry *v = realloc(ep->v, cap * sizeof *v);
+            if (!v) {
+                kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+                r = -ENOMEM;
+            } else {
+                ep->v = v;
+                ep->cap = cap;
+            }
+        }
+        if (r == 0) {
+            sock_get(&t->base);
+            ep->v[ep->n++] = (struct ep_entry){ .fd = fd, .t = t, .events = ev->events, .data = ev->data };
+        }
+    } else if (op == EPOLL_CTL_MOD && e) {
+        struct epoll_event k = tagged(fd, 0);
+        r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
+        if (r == 0) {
+            e->events = ev->events;
+            e->data = ev->data;
+            e->disabled = false;
+            e->last = 0;
+        }
+    } else if (op == EPOLL_CTL_DEL && e) {
+        r = kernel_ctl(epfd, op, fd, ev);
+        drop(ep, e);
+    } else {
+        r = kernel_ctl(epfd, op, fd, ev);
+    }
+    pthread_mutex_unlock(&ep->lock);
+    sock_put(&ep->base);
+    fdt_put(&f);
+    return r;
+}
+
+/* An entry whose socket fell back to TCP goes back to the kernel as the
+ * program registered it. */
+static void hand_back(int epfd, struct epoll_obj *ep, struct ep_entry *e)
+{
+    struct epoll_event k = { .events = e->events, .data = e->data };
+    if (!e->disabled)
+        kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k);
+    drop(ep, e);
+}
+
+static uint32_t entry_ready(struct ep_entry *e)
+{
+    uint32_t want = e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM);
+    struct fdref f = { .fd = e->fd, .sock = &e->t->base, .ops = e->t->base.ops };
+    int rev = readiness_of(&f, (short)want);
+    if (rev < 0) {
+        /* still negotiating: the kernel knows */
+        struct pollfd p = { .fd = e->fd, .events = (short)want };
+        if (shunt_real.poll(&p, 1, 0) <= 0)
+            return 0;
+        rev = p.revents;
+    }
+    uint32_t got = (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
+    if (!got || !(e->events & EPOLLET))
+        return got;
+    /* Edge-triggered: only what is new since the last report. */
+    struct tcp_sock *t = e->t;
+    uint64_t rx = t->ch.hdr ? atomic_load(&t->ch.rx.hdr->head) : 0;
+    uint64_t tx = t->ch.hdr ? atomic_load(&t->ch.tx.hdr->tail) : 0;
+    uint32_t fresh = got & ~e->last;
+    if (rx != e->last_rx)
+        fresh |= got & (EPOLLIN | EPOLLRDNORM);
+    if (tx != e->last_tx)
+        fresh |= got & (EPOLLOUT | EPOLLWRNORM);
+    e->last = got;
+    e->last_rx = rx;
+    e->last_tx = tx;
+    return fresh;
+}
+
+/* Fills evs from the accelerated members; returns how many. */
+static int collect(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < ep->n && n < max;) {
+        struct ep_entry *e = &ep->v[i];
+        struct fdref f = fdt_get(e->fd);
+        bool same = f.sock == &e->t->base;
+        fdt_put(&f);
+        if (!same) {   /* closed: the kernel dropped it with its last fd */
+            drop(ep, e);
+            continue;
+        }
+        if (negotiate_observe(e->t, e->fd) == PATH_TCP) {
+            hand_back(epfd, ep, e);
+            continue;
+        }
+        if (!e->disabled) {
+            uint32_t got = entry_ready(e);
+            if (got) {
+                evs[n].events = got;
+                evs[n].data = e->data;
+                n++;
+                if (e->events & EPOLLONESHOT)
+                    e->disabled = true;
+            }
+        }
+        i++;
+    }
+    return n;
+}
+
+/* Removes our tagged events from what the kernel returned, draining the
+ * doorbells they stand for; returns how many of the program's remain. */
+static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n)
+{
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if ((evs[i].data.u64 >> 32) == TAG_HIGH) {
+            int fd = (int)(uint32_t)evs[i].data.u64;
+            struct ep_entry *e = find(ep, fd);
+            if (e && e->t->ch.hdr && atomic_load(&e->t->path) == PATH_SHM)
+                doorbell_drain(e->t, fd);
+            continue;
+        }
+        evs[kept++] = evs[i];
+    }
+    return kept;
+}
+
+static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
+{
+    int r = shunt_real.epoll_pwait2(epfd, evs, max, tmo, mask);
+    return r < 0 ? -errno : r;
+}
+
+int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
+{
+    if (max <= 0)
+        return kernel_wait(epfd, evs, max, tmo, mask);
+    struct epoll_obj *ep = epoll_of(epfd, false);
+    if (!ep || !ep->n) {
+        if (ep)
+            sock_put(&ep->base);
+        return kernel_wait(epfd, evs, max, tmo, mask);
+    }
+    static const struct timespec zero = { 0, 0 };
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    int result;
+    for (;;) {
+        pthread_mutex_lock(&ep->lock);
+        int n = collect(epfd, ep, evs, max);
+        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+        if (n > 0 || zero_wait || deadline_passed(&dl)) {
+            int k = n < max ? kernel_wait(epfd, evs + n, max - n, &zero, NULL) : 0;
+            k = k > 0 ? filter_kernel(ep, evs + n, k) : 0;
+            pthread_mutex_unlock(&ep->lock);
+            result = n + k;
+            break;
+        }
+        for (size_t i = 0; i < ep->n; i++)
+            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM)
+                doorbell_arm(ep->v[i].t);
+        n = collect(epfd, ep, evs, max);
+        pthread_mutex_unlock(&ep->lock);
+        struct timespec left;
+        int r = n > 0 ? 0 : kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
+        pthread_mutex_lock(&ep->lock);
+        for (size_t i = 0; i < ep->n; i++)
+            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM)
+                doorbell_disarm(ep->v[i].t);
+        if (n > 0) {
+            pthread_mutex_unlock(&ep->lock);
+            result = n;
+            break;
+        }
+        if (r < 0) {
+            pthread_mutex_unlock(&ep->lock);
+            result = r;
+            break;
+        }
+        int k = filter_kernel(ep, evs, r);
+        if (k > 0 && k < max)
+            k += collect(epfd, ep, evs + k, max - k);
+        pthread_mutex_unlock(&ep->lock);
+        if (k > 0) {
+            result = k;
+            break;
+        }
+    }
+    sock_put(&ep->base);
+    return result;
+}

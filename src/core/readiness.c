@@ -1,0 +1,275 @@
+/*
+ * readiness.c: poll and select over mixed sets.
+ *
+ * Without an accelerated fd in the set the call is the kernel's, unchanged.
+ * With one: the rings are looked at first; if something is ready (or the
+ * timeout is zero) the other fds get a zero-timeout kernel poll and the
+ * answers are merged.  Otherwise doorbells are armed, the rings looked at
+ * again, and the kernel waits on everything at once: the companion of each
+ * accelerated socket is watched for POLLIN, which a doorbell (or the peer's
+ * death) produces.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/negotiate.h"
+#include "core/readiness.h"
+#include "core/stream.h"
+#include "core/wait.h"
+#include "core/fdtable.h"
+#include "interpose/real.h"
+
+void deadline_start(struct deadline *d, const struct timespec *tmo)
+{
+    d->forever = tmo == NULL;
+    if (d->forever)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &d->at);
+    d->at.tv_sec += tmo->tv_sec;
+    d->at.tv_nsec += tmo->tv_nsec;
+    if (d->at.tv_nsec >= 1000000000) {
+        d->at.tv_sec++;
+        d->at.tv_nsec -= 1000000000;
+    }
+}
+
+const struct timespec *deadline_left(const struct deadline *d, struct timespec *buf)
+{
+    if (d->forever)
+        return NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    buf->tv_sec = d->at.tv_sec - now.tv_sec;
+    buf->tv_nsec = d->at.tv_nsec - now.tv_nsec;
+    if (buf->tv_nsec < 0) {
+        buf->tv_sec--;
+        buf->tv_nsec += 1000000000;
+    }
+    if (buf->tv_sec < 0)
+        buf->tv_sec = buf->tv_nsec = 0;
+    return buf;
+}
+
+bool deadline_passed(const struct deadline *d)
+{
+    struct timespec left;
+    const struct timespec *l = deadline_left(d, &left);
+    return l && l->tv_sec == 0 && l->tv_nsec == 0;
+}
+
+static struct tcp_sock *accelerated(struct fdref *f)
+{
+    if (!f->sock || f->sock->ops != &tcp_ops)
+        return NULL;
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_observe(t, f->fd) != PATH_SHM || !t->ch.hdr || stream_prefix_left(t) > 0)
+        return NULL;
+    return t;
+}
+
+int readiness_of(struct fdref *f, short events)
+{
+    struct tcp_sock *t = accelerated(f);
+    return t ? stream_poll(t, f->fd, events) : -1;
+}
+
+static int kernel_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    int r = shunt_real.ppoll(fds, n, tmo, mask);
+    return r < 0 ? -errno : r;
+}
+
+#define STACK_FDS 32
+
+int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    struct fdref stack_refs[STACK_FDS];
+    struct pollfd stack_k[STACK_FDS];
+    struct fdref *refs = stack_refs;
+    struct pollfd *k = stack_k;
+    if (n > STACK_FDS) {
+        refs = malloc(n * sizeof *refs);
+        k = malloc(n * sizeof *k);
+        if (!refs || !k) {
+            free(refs);
+            free(k);
+            return kernel_ppoll(fds, n, tmo, mask);
+        }
+    }
+    bool any = false;
+    for (nfds_t i = 0; i < n; i++) {
+        refs[i] = fdt_get(fds[i].fd);
+        if (fds[i].fd >= 0 && accelerated(&refs[i]))
+            any = true;
+    }
+    int result;
+    if (!any) {
+        result = kernel_ppoll(fds, n, tmo, mask);
+        goto out;
+    }
+
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    static const struct timespec zero = { 0, 0 };
+    for (;;) {
+        int count = 0;
+        for (nfds_t i = 0; i < n; i++) {
+            fds[i].revents = 0;
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            if (t && (fds[i].revents = stream_poll(t, fds[i].fd, fds[i].events)))
+                count++;
+        }
+        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+        if (count > 0 || zero_wait || deadline_passed(&dl)) {
+            /* the other fds, without waiting */
+            for (nfds_t i = 0; i < n; i++) {
+                k[i] = fds[i];
+                if (accelerated(&refs[i]))
+                    k[i].fd = -1;
+            }
+            int r = kernel_ppoll(k, n, &zero, NULL);
+            if (r < 0 && count == 0) {
+                result = r;
+                goto out;
+            }
+            for (nfds_t i = 0; r > 0 && i < n; i++)
+                if (k[i].fd >= 0 && (fds[i].revents = k[i].revents))
+                    count++;
+            result = count;
+            goto out;
+        }
+
+        for (nfds_t i = 0; i < n; i++) {
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            k[i] = fds[i];
+            if (t) {
+                doorbell_arm(t);
+                k[i].events = POLLIN;
+            }
+        }
+        /* armed: anything produced from now on rings; look once more */
+        bool ready = false;
+        for (nfds_t i = 0; i < n && !ready; i++) {
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            ready = t && stream_poll(t, fds[i].fd, fds[i].events);
+        }
+        struct timespec left;
+        int r = ready ? 0 : kernel_ppoll(k, n, deadline_left(&dl, &left), mask);
+        int count2 = 0;
+        for (nfds_t i = 0; i < n; i++) {
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            if (t) {
+                doorbell_disarm(t);
+                if (r > 0 && k[i].revents)
+                    doorbell_drain(t, fds[i].fd);
+            } else if (r > 0 && k[i].revents) {
+                fds[i].revents = k[i].revents;
+                count2++;
+            }
+        }
+        if (r < 0) {
+            result = r;
+            goto out;
+        }
+        if (count2 > 0) {
+            for (nfds_t i = 0; i < n; i++) {
+                struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+                if (t && (fds[i].revents = stream_poll(t, fds[i].fd, fds[i].events)))
+                    count2++;
+            }
+            result = count2;
+            goto out;
+        }
+    }
+out:
+    for (nfds_t i = 0; i < n; i++)
+        fdt_put(&refs[i]);
+    if (refs != stack_refs) {
+        free(refs);
+        free(k);
+    }
+    return result;
+}
+
+static bool bit_isset(const fd_set *s, int fd)
+{
+    return s && (s->fds_bits[fd / (8 * (int)sizeof(long))] & (1UL << (fd % (8 * (int)sizeof(long)))));
+}
+
+static void bit_set(fd_set *s, int fd)
+{
+    s->fds_bits[fd / (8 * (int)sizeof(long))] |= 1UL << (fd % (8 * (int)sizeof(long)));
+}
+
+bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+    bool any = false;
+    for (int fd = 0; fd < nfds && !any; fd++) {
+        if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
+            continue;
+        struct fdref f = fdt_get(fd);
+        any = accelerated(&f) != NULL;
+        fdt_put(&f);
+    }
+    return any;
+}
+
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
+                     struct timespec *left)
+{
+    if (nfds < 0)
+        return -EINVAL;
+    int count = 0;
+    for (int fd = 0; fd < nfds; fd++)
+        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
+            count++;
+    struct pollfd *p = malloc((size_t)(count ? count : 1) * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int i = 0;
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
+        if (ev)
+            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
+    if (left && tmo)
+        deadline_left(&dl, left);
+    if (n < 0) {
+        free(p);
+        return n;
+    }
+    for (i = 0; i < count; i++)
+        if (p[i].revents & POLLNVAL) {
+            free(p);
+            return -EBADF;
+        }
+    fd_set *sets[3] = { r, w, e };
+    for (int s = 0; s < 3; s++)
+        if (sets[s])
+            for (int fd = 0; fd < nfds; fd++)
+                if (bit_isset(sets[s], fd))
+                    sets[s]->fds_bits[fd / (8 * (int)sizeof(long))] &= ~(1UL << (fd % (8 * (int)sizeof(long))));
+    int bits = 0;
+    for (i = 0; i < count; i++) {
+        short rev = p[i].revents;
+        int fd = p[i].fd;
+        if (r && (p[i].events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR))) {
+            bit_set(r, fd);
+            bits++;
+        }
+        if (w && (p[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR))) {
+            bit_set(w, fd);
+            bits++;
+        }
+        if (e && (p[i].events & POLLPRI) && (rev & POLLPRI)) {
+            bit_set(e, fd);
+            bits++;
+        }
+    }
+    free(p);
+    return bits;
+}

@@ -1,0 +1,345 @@
+/*
+ * stream.c: recv, send, shutdown and close of an accelerated connection.
+ *
+ * The rings carry the bytes; the companion TCP socket carries only
+ * doorbells and tells us when the peer process is gone.  Semantics follow
+ * the kernel's TCP: partial reads, MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT and
+ * O_NONBLOCK, timeouts and EINTR (the blocking itself happens in the
+ * kernel on the program's own socket, so SO_RCVTIMEO and SA_RESTART apply
+ * as they would), in-order EOF, half-close, EPIPE/SIGPIPE and resets.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/passthrough.h"
+#include "core/stream.h"
+#include "core/wait.h"
+#include "interpose/real.h"
+
+/* The program's buffers as one iovec list. */
+struct iobuf {
+    struct iovec one;
+    const struct iovec *iov;
+    int iovcnt;
+    size_t total;
+};
+
+static int iobuf_from_call(struct iobuf *b, struct io_call *c)
+{
+    switch (c->kind) {
+    case IO_READ: case IO_RECV: case IO_RECVFROM: case IO_WRITE: case IO_SEND: case IO_SENDTO:
+        b->one.iov_base = c->buf;
+        b->one.iov_len = c->len;
+        b->iov = &b->one;
+        b->iovcnt = 1;
+        break;
+    case IO_READV: case IO_WRITEV:
+        b->iov = c->iov;
+        b->iovcnt = c->iovcnt;
+        break;
+    case IO_RECVMSG: case IO_SENDMSG:
+        if (c->msg->msg_iovlen > INT_MAX)
+            return -EMSGSIZE;
+        b->iov = c->msg->msg_iov;
+        b->iovcnt = (int)c->msg->msg_iovlen;
+        break;
+    }
+    if (b->iovcnt < 0 || b->iovcnt > IOV_MAX)
+        return -EINVAL;
+    if (b->iovcnt > 0 && !b->iov)
+        return -EFAULT;
+    b->total = 0;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (b->iov[i].iov_len > SSIZE_MAX - b->total)
+            return -EINVAL;
+        b->total += b->iov[i].iov_len;
+    }
+    return 0;
+}
+
+/* Whether this call must not wait.  A socket believed blocking is not
+ * asked: if that changed, the kernel's recv in the wait says EAGAIN. */
+static bool nonblocking(struct tcp_sock *t, int fd, int flags)
+{
+    if (flags & MSG_DONTWAIT)
+        return true;
+    if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 0)
+        return false;
+    int fl = shunt_real.fcntl(fd, F_GETFL);
+    bool nb = fl >= 0 && (fl & O_NONBLOCK);
+    atomic_store_explicit(&t->nonblock, nb, memory_order_relaxed);
+    return nb;
+}
+
+static bool peer_finished(struct tcp_sock *t)
+{
+    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+}
+
+static bool rx_ready(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.rx);
+    return n != 0 || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || atomic_load(&t->shut_rd);
+}
+
+static bool tx_ready(struct tcp_sock *t)
+{
+    return ring_writable(&t->ch.tx) != 0 || peer_finished(t);
+}
+
+static int broken(struct tcp_sock *t, int fd)
+{
+    if (!atomic_exchange(&t->broken, true))
+        shunt_log(LOG_ERROR, "fd %d: the peer corrupted the shared channel; connection reset", fd);
+    return -ECONNRESET;
+}
+
+/* What an empty ring means once nothing more can come. */
+static ssize_t end_of_stream(struct tcp_sock *t)
+{
+    int eof = ring_at_eof(&t->ch.rx);
+    if (eof < 0)
+        return -EIO;
+    if (eof == 1)
+        return 0;
+    unsigned peer = atomic_load(&t->ch.peer->state);
+    if ((peer & SIDE_RESET) || (atomic_load(&t->peer_gone) && ring_readable(&t->ch.tx) != 0 && !(peer & SIDE_CLOSED))) {
+        /* TCP reports a reset once; after it the socket reads as closed. */
+        return atomic_exchange(&t->reset_reported, true) ? 0 : -ECONNRESET;
+    }
+    return 0;
+}
+
+/* Server side: the client's bytes sent before the claim come first, by TCP. */
+static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t done, int flags)
+{
+    uint64_t left = stream_prefix_left(t);
+    struct iovec part[IOV_MAX];
+    int n = 0;
+    size_t want = b->total - done, skip = done;
+    if (want > left)
+        want = (size_t)left;
+    for (int i = 0; i < b->iovcnt && want > 0; i++) {
+        size_t len = b->iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        size_t take = len - skip < want ? len - skip : want;
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = take;
+        n++;
+        want -= take;
+        skip = 0;
+    }
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+    ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_PEEK | MSG_DONTWAIT | MSG_WAITALL));
+    if (r < 0)
+        return -errno;
+    if (r > 0 && !(flags & MSG_PEEK))
+        atomic_fetch_sub(&t->ch.hdr->neg, (uint64_t)r);
+    return r;
+}
+
+ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    struct iobuf b;
+    int r = iobuf_from_call(&b, c);
+    if (r < 0)
+        return r;
+    int flags = c->flags;
+    if (c->kind == IO_READ || c->kind == IO_READV)
+        flags = 0;
+    if (flags & (MSG_OOB | MSG_ERRQUEUE))
+        return flags & MSG_ERRQUEUE ? -EAGAIN : -EINVAL;
+    if (c->kind == IO_RECVFROM && c->addrlen)
+        *c->addrlen = 0;   /* TCP reports no source address */
+    if (c->kind == IO_RECVMSG) {
+        c->msg->msg_flags = 0;
+        c->msg->msg_controllen = 0;
+        c->msg->msg_namelen = 0;
+    }
+    if (atomic_load(&t->broken) && !t->ch.hdr)
+        return -ECONNRESET;
+    if (b.total == 0)
+        return 0;
+
+    size_t got = 0;
+    for (;;) {
+        if (stream_prefix_left(t) > 0) {
+            ssize_t n = recv_prefix(t, f->fd, &b, got, got ? flags | MSG_DONTWAIT : flags);
+            if (n < 0)
+                return got ? (ssize_t)got : n;
+            if (n == 0)
+                return (ssize_t)got;   /* the client closed before the claim */
+            got += (size_t)n;
+            if (got == b.total || (flags & MSG_PEEK) || !(flags & MSG_WAITALL))
+                return (ssize_t)got;
+            continue;
+        }
+        pthread_mutex_lock(&t->rx_lock);
+        ssize_t n = ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        pthread_mutex_unlock(&t->rx_lock);
+        if (n < 0)
+            return got ? (ssize_t)got : broken(t, f->fd);
+        if (n > 0) {
+            got += (size_t)n;
+            if (!(flags & MSG_PEEK))
+                wake_peer(t, f->fd);
+            if (got == b.total || !(flags & MSG_WAITALL) || (flags & MSG_PEEK))
+                return (ssize_t)got;
+            continue;
+        }
+        if (atomic_load(&t->shut_rd))
+            return (ssize_t)got;
+        if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
+            ssize_t end = end_of_stream(t);
+            return got ? (ssize_t)got : end;
+        }
+        if (got && !(flags & MSG_WAITALL))
+            return (ssize_t)got;
+        if (nonblocking(t, f->fd, flags)) {
+            /* An empty ring on a non-blocking socket: a look at the
+             * companion notices a peer that died without a word. */
+            doorbell_drain(t, f->fd);
+            if (peer_finished(t))
+                continue;
+            return got ? (ssize_t)got : -EAGAIN;
+        }
+        int w = wait_channel(t, f->fd, rx_ready, false);
+        if (w < 0)
+            return got ? (ssize_t)got : w;
+    }
+}
+
+static ssize_t send_failed(int flags)
+{
+    if (!(flags & MSG_NOSIGNAL))
+        raise(SIGPIPE);
+    return -EPIPE;
+}
+
+ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    struct iobuf b;
+    int r = iobuf_from_call(&b, c);
+    if (r < 0)
+        return r;
+    int flags = c->flags;
+    if (c->kind == IO_WRITE || c->kind == IO_WRITEV)
+        flags = 0;
+    if (flags & MSG_OOB)
+        return -EOPNOTSUPP;
+    if (atomic_load(&t->broken))
+        return t->ch.hdr ? send_failed(flags) : -ECONNRESET;
+    if (atomic_load(&t->shut_wr))
+        return send_failed(flags);
+    if (peer_finished(t))
+        return send_failed(flags);
+    if (b.total == 0)
+        return 0;
+
+    size_t sent = 0;
+    for (;;) {
+        pthread_mutex_lock(&t->tx_lock);
+        /* after FIN nothing more may enter the ring, even from a send that
+         * raced with shutdown in another thread */
+        ssize_t n = atomic_load(&t->shut_wr) ? -EPIPE : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, b.total - sent);
+        pthread_mutex_unlock(&t->tx_lock);
+        if (n == -EPIPE)
+            return sent ? (ssize_t)sent : send_failed(flags);
+        if (n < 0)
+            return sent ? (ssize_t)sent : broken(t, f->fd);
+        if (n > 0) {
+            sent += (size_t)n;
+            wake_peer(t, f->fd);
+            if (sent == b.total)
+                return (ssize_t)sent;
+            continue;
+        }
+        if (peer_finished(t))
+            return sent ? (ssize_t)sent : send_failed(flags);
+        if (nonblocking(t, f->fd, flags))
+            return sent ? (ssize_t)sent : -EAGAIN;
+        int w = wait_channel(t, f->fd, tx_ready, true);
+        if (w < 0)
+            return sent ? (ssize_t)sent : w;
+    }
+}
+
+int stream_shutdown(struct tcp_sock *t, int fd, int how)
+{
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return -EINVAL;
+    if (how != SHUT_WR) {
+        atomic_store(&t->shut_rd, true);
+        atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_RD);
+    }
+    if (how != SHUT_RD && !atomic_exchange(&t->shut_wr, true)) {
+        pthread_mutex_lock(&t->tx_lock);
+        ring_set_fin(&t->ch.tx);
+        pthread_mutex_unlock(&t->tx_lock);
+        atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR);
+    }
+    wake_peer(t, fd);
+    return 0;
+}
+
+void stream_close(struct tcp_sock *t, int fd)
+{
+    struct linger lg = { 0, 0 };
+    socklen_t len = sizeof lg;
+    shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
+    bool unread = ring_readable(&t->ch.rx) != 0;
+    if ((lg.l_onoff && lg.l_linger == 0) || unread) {
+        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+    } else if (!atomic_exchange(&t->shut_wr, true)) {
+        pthread_mutex_lock(&t->tx_lock);
+        ring_set_fin(&t->ch.tx);
+        pthread_mutex_unlock(&t->tx_lock);
+    }
+    atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
+    wake_peer(t, fd);
+    shunt_log(LOG_DEBUG, "fd %d: closed (%s)", fd, (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
+}
+
+long stream_readable(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.rx);
+    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0);
+}
+
+long stream_unread_by_peer(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.tx);
+    return n > 0 ? (long)n : 0;
+}
+
+short stream_poll(struct tcp_sock *t, int fd, short events)
+{
+    (void)fd;
+    short rev = 0;
+    if (atomic_load(&t->broken))
+        return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM)));
+    int64_t readable = ring_readable(&t->ch.rx);
+    int64_t writable = ring_writable(&t->ch.tx);
+    if (readable < 0 || writable < 0)
+        return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM)));
+    unsigned peer = atomic_load(&t->ch.peer->state);
+    bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
+    bool rd_shut = peer_fin || atomic_load(&t->shut_rd);
+    if (readable > 0 || rd_shut)
+        rev |= POLLIN | POLLRDNORM;
+    if (rd_shut)
+        rev |= POLLRDHUP;
+    bool wr_shut = atomic_load(&t->shut_wr);
+    if (writable > 0 || wr_shut || peer_finished(t))
+        rev |= POLLOUT | POLLWRNORM;
+    if (peer & SIDE_RESET)
+        rev |= POLLERR | POLLHUP;
+    else if (rd_shut && wr_shut)
+        rev |= POLLHUP;   /* both directions shut, as the kernel reports it */
+    return (short)(rev & (events | POLLERR | POLLHUP));
+}

@@ -1,0 +1,32 @@
+/*
+ * stream.h: TCP's stream semantics over a channel: recv and send with
+ * their flags, shutdown, close, and what a dead or misbehaving peer looks
+ * like (DESIGN sections 4 and 7).
+ */
+#ifndef SHUNT_STREAM_H
+#define SHUNT_STREAM_H
+
+#include "core/tcp_socket.h"
+
+ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+int stream_shutdown(struct tcp_sock *t, int fd, int how);
+
+/* The last holder of this endpoint closes it: FIN, or a reset when
+ * SO_LINGER is {1, 0} or data was left unread (as TCP would). */
+void stream_close(struct tcp_sock *t, int fd);
+
+/* Bytes readable (FIONREAD) and bytes sent but not yet read by the peer (SIOCOUTQ). */
+long stream_readable(struct tcp_sock *t);
+long stream_unread_by_peer(struct tcp_sock *t);
+
+/* Readiness in poll(2) terms for the requested events. */
+short stream_poll(struct tcp_sock *t, int fd, short events);
+
+/* The TCP bytes the server must still deliver before the ring. */
+static inline uint64_t stream_prefix_left(const struct tcp_sock *t)
+{
+    return t->ch.side == 1 ? (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK) : 0;
+}
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * wait.h: waiting for a channel (DESIGN section 5).  A waiter spins a
+ * bounded, adaptive time, then asks the peer for a doorbell and sleeps in
+ * the kernel on its own TCP socket, the companion.  Doorbells are single
+ * bytes on the companion that shunt consumes; the program never sees them.
+ */
+#ifndef SHUNT_WAIT_H
+#define SHUNT_WAIT_H
+
+#include "core/tcp_socket.h"
+
+typedef bool (*ready_fn)(struct tcp_sock *t);
+
+/* Waits until ready(t) may have become true.  0: check again; -EAGAIN:
+ * the socket's timeout ran out; -EINTR: a signal the program asked to
+ * interrupt calls.  Sets t->peer_gone when the companion closes. */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write);
+
+/* After producing into or consuming from a ring: rings the peer's doorbell
+ * if it asked for one. */
+void wake_peer(struct tcp_sock *t, int fd);
+
+/* Asks the peer for a doorbell (readiness waits); disarm takes it back if
+ * it was not used.  Balanced as wait_channel's are. */
+void doorbell_arm(struct tcp_sock *t);
+void doorbell_disarm(struct tcp_sock *t);
+
+/* Consumes doorbells queued on the companion when no thread of this
+ * process is blocked on them.  Sets peer_gone on EOF or error. */
+void doorbell_drain(struct tcp_sock *t, int fd);
+
+/* Called once at start-up: how many CPUs may run at once. */
+void wait_init(void);
+
+#endif

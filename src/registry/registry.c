@@ -1,0 +1,1051 @@
+/*
+ * registry.c: the host-local registry of accelerated listeners and
+ * connection records (see registry.h for the contract and
+ * registry_internal.h for the file layout).
+ *
+ * Owns: creating, checking and mapping the per-user, per-namespace file; the
+ * robust process-shared lock; liveness of the pids recorded in it and the
+ * reclaiming of dead entries; the table operations.
+ *
+ * Creation is race-free without any waiting: the first process builds the
+ * whole file under a temporary name (an O_TMPFILE inode, or a uniquely named
+ * file where O_TMPFILE is missing), then publishes it with link(), which
+ * never replaces an existing name.  Whoever loses the race opens the
+ * winner's file, which is complete by construction.
+ *
+ * Every operation takes the lock with all signals blocked (a handler that
+ * re-entered the registry would find the lock held by its own thread) and
+ * with a bounded wait, so a stopped process holding it costs a missed
+ * acceleration, never a hang.  A process that died holding it leaves entries
+ * that are each valid or free on their own (registry_internal.h), so taking
+ * the lock over needs no repair.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "interpose/real.h"
+#include "registry/registry.h"
+#include "registry/registry_internal.h"
+#include "transport/channel.h"
+
+_Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");
+_Static_assert(sizeof(struct reg_conn_ent) % 8 == 0, "connection records stay aligned");
+_Static_assert(REG_FILE_SIZE <= (4u << 20), "the registry stays a few MiB");
+_Static_assert((REG_FREE == 0), "a zeroed file is an empty registry");
+
+bool reg_test_named_tmp;
+int reg_lock_timeout_ms = 2000;
+
+static _Atomic(struct reg_file *) reg_map;
+
+/* The directory of the last reg_open_at (tests), which later implicit opens
+ * keep using; empty: /dev/shm. */
+static char reg_dir[PATH_MAX];
+
+/* ---- addresses ---------------------------------------------------------- */
+
+int reg_addr_from_sockaddr(struct reg_addr *out, const struct sockaddr *sa, socklen_t len)
+{
+    if (!out || !sa || len < (socklen_t)sizeof(sa_family_t))
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (sa->sa_family == AF_INET) {
+        struct sockaddr_in sin;
+        if (len < (socklen_t)sizeof sin)
+            return -EINVAL;
+        memcpy(&sin, sa, sizeof sin);
+        out->addr.s6_addr[10] = 0xff;
+        out->addr.s6_addr[11] = 0xff;
+        memcpy(&out->addr.s6_addr[12], &sin.sin_addr, 4);
+        out->port = ntohs(sin.sin_port);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 sin6;
+        /* 24 bytes (RFC 2133, without the scope id) is what the kernel accepts too */
+        if (len < 24)
+            return -EINVAL;
+        memset(&sin6, 0, sizeof sin6);
+        memcpy(&sin6, sa, len < (socklen_t)sizeof sin6 ? len : sizeof sin6);
+        out->addr = sin6.sin6_addr;
+        out->port = ntohs(sin6.sin6_port);
+        return 0;
+    }
+    return -EAFNOSUPPORT;
+}
+
+static bool addr_eq(const struct in6_addr *a, const struct in6_addr *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static bool addr_mapped(const struct in6_addr *a)
+{
+    return IN6_IS_ADDR_V4MAPPED(a);
+}
+
+/* :: or ::ffff:0.0.0.0 */
+static bool addr_unspecified(const struct in6_addr *a)
+{
+    static const uint8_t zero[16];
+    return IN6_IS_ADDR_UNSPECIFIED(a) ||
+           (addr_mapped(a) && memcmp(&a->s6_addr[12], zero, 4) == 0);
+}
+
+bool reg_addr_is_loopback(const struct reg_addr *a)
+{
+    return IN6_IS_ADDR_LOOPBACK(&a->addr) || (addr_mapped(&a->addr) && a->addr.s6_addr[12] == 127);
+}
+
+static bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b)
+{
+    return a->port == b->port && addr_eq(&a->addr, &b->addr);
+}
+
+/* Would a listener bound to l (with IPV6_V6ONLY as given) take a connection to dst?
+ * The kernel's rules: the exact address; :: takes every IPv6 destination and,
+ * unless v6only, every IPv4 one; 0.0.0.0 takes every IPv4 one. */
+static bool listener_covers(const struct reg_listener *l, const struct reg_addr *dst)
+{
+    if (l->addr.port != dst->port)
+        return false;
+    if (addr_eq(&l->addr.addr, &dst->addr))
+        return true;
+    if (IN6_IS_ADDR_UNSPECIFIED(&l->addr.addr))
+        return !(l->v6only && addr_mapped(&dst->addr));
+    if (addr_mapped(&l->addr.addr) && addr_unspecified(&l->addr.addr))
+        return addr_mapped(&dst->addr);
+    return false;
+}
+
+/* ---- namespaces and process identity ------------------------------------ */
+
+static uint64_t ns_inode(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return 0;
+    return (uint64_t)st.st_ino;
+}
+
+uint64_t reg_netns(void)
+{
+    int saved = errno;
+    uint64_t ns = ns_inode("/proc/self/ns/net");
+    errno = saved;
+    return ns;
+}
+
+/* Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
+ * after boot.  A pid reused by another process has another start time. */
+static int proc_start_time(int32_t pid, uint64_t *out)
+{
+    char path[48];
+    char buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = shunt_real.read(fd, buf, sizeof buf - 1);
+    int err = errno;
+    shunt_real.close(fd);
+    if (n < 0)
+        return err == ESRCH ? -ENOENT : -err;
+    buf[n] = 0;
+    /* The command name (field 2) is in parentheses and may hold anything,
+     * spaces and ')' included; the fields after the last ')' are plain. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -EIO;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        while (*p == ' ')
+            p++;
+        while (*p && *p != ' ')
+            p++;
+    }
+    while (*p == ' ')
+        p++;
+    if (*p < '0' || *p > '9')
+        return -EIO;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (*end != ' ' && *end != '\n' && *end != 0)
+        return -EIO;
+    *out = v;
+    return 0;
+}
+
+/* This process: computed once per thread and pid (fork changes the pid). */
+static _Thread_local int32_t self_pid;
+static _Thread_local struct reg_owner self_owner;
+
+static const struct reg_owner *self_identity(int32_t *pid)
+{
+    int32_t now = (int32_t)getpid();
+    if (self_pid != now) {
+        uint64_t start = 0;
+        if (proc_start_time(now, &start) < 0)
+            start = 0;
+        self_owner.start = start;
+        self_owner.pidns = ns_inode("/proc/self/ns/pid");
+        self_pid = now;
+    }
+    if (pid)
+        *pid = self_pid;
+    return &self_owner;
+}
+
+/* What to record beside a pid: for our own pid our identity, for another
+ * (a caller may name one) its start time as /proc tells it now. */
+static struct reg_owner owner_of(int32_t pid)
+{
+    int32_t me;
+    struct reg_owner o = *self_identity(&me);
+    if (pid == me)
+        return o;
+    uint64_t start = 0;
+    if (pid <= 0 || proc_start_time(pid, &start) < 0)
+        start = 0;
+    o.start = start;
+    return o;
+}
+
+/* Liveness answers, remembered for one locked operation (a sweep meets the
+ * same few pids again and again). */
+#define LIVE_SLOTS 32
+struct live_cache {
+    struct {
+        int32_t pid;
+        bool alive;
+        uint64_t start;
+    } slot[LIVE_SLOTS];
+};
+
+static void live_cache_init(struct live_cache *lc)
+{
+    memset(lc, 0, sizeof *lc);
+}
+
+/* Alive: kill(pid, 0) finds the process (EPERM: it exists but is another
+ * user's) and, when a start time was recorded, /proc still gives that one. */
+static bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
+{
+    if (pid <= 0)
+        return false;
+    int32_t me;
+    const struct reg_owner *self = self_identity(&me);
+    /* A pid of another pid namespace means nothing here: assume it lives. */
+    if (o->pidns && self->pidns && o->pidns != self->pidns)
+        return true;
+    if (pid == me)
+        return o->start == 0 || self->start == 0 || o->start == self->start;
+
+    unsigned h = (unsigned)pid % LIVE_SLOTS;
+    if (lc->slot[h].pid == pid && lc->slot[h].start == o->start)
+        return lc->slot[h].alive;
+
+    bool alive = kill(pid, 0) == 0 || errno == EPERM;
+    if (alive && o->start) {
+        uint64_t now = 0;
+        int r = proc_start_time(pid, &now);
+        if (r == 0)
+            alive = now == o->start;
+        else if (r == -ENOENT)
+            alive = false;
+        /* other errors (no /proc, hidepid): trust kill */
+    }
+    lc->slot[h].pid = pid;
+    lc->slot[h].start = o->start;
+    lc->slot[h].alive = alive;
+    return alive;
+}
+
+/* ---- the lock ----------------------------------------------------------- */
+
+static int reg_lock(struct reg_file *f, sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int ms = reg_lock_timeout_ms > 0 ? reg_lock_timeout_ms : 1;
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    int r = pthread_mutex_clocklock(&f->hdr.lock, CLOCK_MONOTONIC, &t);
+    if (r == EOWNERDEAD) {
+        /* The owner died inside an update.  Each entry is valid or free on
+         * its own, so the tables need no repair; dead entries go by the
+         * usual reclaiming. */
+        r = pthread_mutex_consistent(&f->hdr.lock);
+        if (r == 0) {
+            f->hdr.recoveries++;
+            shunt_log(LOG_WARN, "registry: a process died holding the lock; taken over");
+        }
+    }
+    if (r != 0) {
+        shunt_log(LOG_WARN, "registry: cannot take the lock: %s", strerror(r));
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+        return -r;
+    }
+    return 0;
+}
+
+static void reg_unlock(struct reg_file *f, const sigset_t *old)
+{
+    pthread_mutex_unlock(&f->hdr.lock);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* The high-water marks are hints kept under the lock; never trust them past
+ * the table. */
+static uint32_t listener_hwm(const struct reg_file *f)
+{
+    uint32_t h = f->hdr.listener_hwm;
+    return h > REG_LISTENERS ? REG_LISTENERS : h;
+}
+
+static uint32_t conn_hwm(const struct reg_file *f)
+{
+    uint32_t h = f->hdr.conn_hwm;
+    return h > REG_CONNS ? REG_CONNS : h;
+}
+
+static uint32_t entry_state(_Atomic uint32_t *state)
+{
+    /* pairs with the release store that published the entry (same process
+     * under the lock, or a tool reading without it) */
+    return atomic_load_explicit(state, memory_order_acquire);
+}
+
+static void entry_publish(_Atomic uint32_t *state, uint32_t value)
+{
+    /* release: the entry's fields are in memory before the state says so,
+     * also for whoever takes the lock over after this process dies */
+    atomic_store_explicit(state, value, memory_order_release);
+}
+
+/* ---- reclaiming --------------------------------------------------------- */
+
+/* Channel names come from shared memory: only a plain "shunt-..." name,
+ * terminated inside the field, is ever unlinked. */
+static void unlink_channel(const char *field)
+{
+    char name[CHANNEL_NAME_MAX];
+    memcpy(name, field, sizeof name);
+    if (memchr(name, 0, sizeof name) == NULL)
+        return;
+    if (strncmp(name, "shunt-", 6) != 0 || strchr(name, '/') != NULL)
+        return;
+    channel_unlink(name);
+}
+
+static unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
+{
+    unsigned freed = 0;
+    uint32_t top = 0;
+    uint32_t hwm = listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (entry_state(&l->state) == REG_FREE)
+            continue;
+        if (!owner_alive(l->pid, &l->owner, lc)) {
+            entry_publish(&l->state, REG_FREE);
+            freed++;
+            continue;
+        }
+        top = i + 1;
+    }
+    f->hdr.listener_hwm = top;
+    f->hdr.reclaimed_listeners += freed;
+    return freed;
+}
+
+static bool client_present(const struct reg_conn_ent *e)
+{
+    return e->c.client_inode != 0;
+}
+
+static bool server_present(const struct reg_conn_ent *e, uint32_t state)
+{
+    return state == REG_CLAIMED && e->c.server_inode != 0;
+}
+
+static unsigned sweep_conns(struct reg_file *f, struct live_cache *lc)
+{
+    unsigned freed = 0;
+    uint32_t top = 0;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        uint32_t st = entry_state(&e->state);
+        if (st == REG_FREE)
+            continue;
+        /* An end counts while its socket is recorded and its process lives;
+         * a record left with no end (its last end died inside reg_conn_end)
+         * is dead as well. */
+        bool live = (client_present(e) && owner_alive(e->c.client_pid, &e->client_owner, lc)) ||
+                    (server_present(e, st) && owner_alive(e->c.server_pid, &e->server_owner, lc));
+        if (!live) {
+            char name[CHANNEL_NAME_MAX];
+            memcpy(name, e->c.channel, sizeof name);
+            entry_publish(&e->state, REG_FREE);
+            unlink_channel(name);
+            shunt_log(LOG_DEBUG, "registry: reclaimed the record of dead pids %d/%d",
+                      (int)e->c.client_pid, (int)e->c.server_pid);
+            freed++;
+            continue;
+        }
+        top = i + 1;
+    }
+    f->hdr.conn_hwm = top;
+    f->hdr.reclaimed_conns += freed;
+    return freed;
+}
+
+/* ---- creating and opening the file -------------------------------------- */
+
+static void init_header(struct reg_file *f, uid_t uid, uint64_t netns)
+{
+    struct reg_header *h = &f->hdr;
+    h->version = REG_VERSION;
+    h->header_size = sizeof(struct reg_header);
+    h->listener_count = REG_LISTENERS;
+    h->listener_size = sizeof(struct reg_listener);
+    h->conn_count = REG_CONNS;
+    h->conn_size = sizeof(struct reg_conn_ent);
+    h->total_size = REG_FILE_SIZE;
+    h->netns = netns;
+    h->uid = (uint32_t)uid;
+}
+
+static int init_lock(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    int r = pthread_mutexattr_init(&a);
+    if (r)
+        return -r;
+    r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    if (!r)
+        r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    if (!r)
+        r = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+    if (!r)
+        r = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return -r;
+}
+
+/* Builds a complete registry in fd (an unnamed or private file). */
+static int fill_new(int fd, uid_t uid, uint64_t netns)
+{
+    if (fchmod(fd, 0600) < 0)
+        return -errno;
+    /* Allocate every page now: a write to a hole of a full tmpfs would be SIGBUS. */
+    if (fallocate(fd, 0, 0, (off_t)REG_FILE_SIZE) < 0) {
+        if (errno != EOPNOTSUPP)
+            return -errno;
+        if (ftruncate(fd, (off_t)REG_FILE_SIZE) < 0)
+            return -errno;
+    }
+    void *p = mmap(NULL, REG_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    struct reg_file *f = p;
+    init_header(f, uid, netns);
+    int r = init_lock(&f->hdr.lock);
+    if (r == 0)
+        atomic_store_explicit(&f->hdr.magic, REG_MAGIC, memory_order_release);
+    munmap(p, REG_FILE_SIZE);
+    return r;
+}
+
+/* Creates the registry at path, fully initialised before its name appears.
+ * 0, -EEXIST if another process published one first, or a negative errno. */
+static int reg_create(const char *dir, const char *path, uid_t uid, uint64_t netns)
+{
+    static atomic_uint tmp_counter;
+    char tmp[PATH_MAX];
+    bool named = reg_test_named_tmp;
+    int fd = -1;
+    int r;
+
+    if (!named) {
+        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
+            named = true;
+        else if (fd < 0)
+            return -errno;
+    }
+    if (named) {
+        int n = snprintf(tmp, sizeof tmp, "%s.%d.%u.tmp", path, (int)getpid(),
+                         atomic_fetch_add(&tmp_counter, 1));
+        if (n < 0 || (size_t)n >= sizeof tmp)
+            return -ENAMETOOLONG;
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return -errno;
+    }
+
+    r = fill_new(fd, uid, netns);
+    if (r == 0) {
+        /* link() never replaces an existing name: exactly one creator wins. */
+        int lr;
+        if (named) {
+            lr = link(tmp, path);
+        } else {
+            char self[64];
+            snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+            lr = linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+        }
+        r = lr < 0 ? -errno : 0;
+    }
+    if (named)
+        unlink(tmp);
+    shunt_real.close(fd);
+    return r;
+}
+
+/* Opens and checks an existing registry.  -ENOENT if there is none. */
+static int reg_map_existing(const char *path, uid_t uid, uint64_t netns, struct reg_file **out)
+{
+    /* O_NOFOLLOW: not through a symlink someone else planted in /dev/shm;
+     * O_NONBLOCK: nor stuck opening a FIFO planted there. */
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP || e == EACCES || e == ENXIO)
+            return -EPERM;
+        return -e;
+    }
+    struct stat st;
+    int r = 0;
+    if (fstat(fd, &st) < 0)
+        r = -errno;
+    else if (!S_ISREG(st.st_mode) || st.st_uid != uid || (st.st_mode & 07777) != 0600)
+        r = -EPERM;
+    else if ((uint64_t)st.st_size != REG_FILE_SIZE)
+        r = -EPROTO;
+    if (r < 0) {
+        shunt_real.close(fd);
+        shunt_log(LOG_WARN, "registry: refusing %s: %s", path, strerror(-r));
+        return r;
+    }
+    void *p = mmap(NULL, REG_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    shunt_real.close(fd);
+    if (p == MAP_FAILED)
+        return -e;
+    struct reg_file *f = p;
+    const struct reg_header *h = &f->hdr;
+    if (atomic_load_explicit(&f->hdr.magic, memory_order_acquire) != REG_MAGIC ||
+        h->version != REG_VERSION || h->header_size != sizeof(struct reg_header) ||
+        h->listener_count != REG_LISTENERS || h->listener_size != sizeof(struct reg_listener) ||
+        h->conn_count != REG_CONNS || h->conn_size != sizeof(struct reg_conn_ent) ||
+        h->total_size != REG_FILE_SIZE || h->netns != netns || h->uid != (uint32_t)uid) {
+        munmap(p, REG_FILE_SIZE);
+        shunt_log(LOG_WARN, "registry: refusing %s: not a registry of this version", path);
+        return -EPROTO;
+    }
+    *out = f;
+    return 0;
+}
+
+int reg_open_at(const char *dir)
+{
+    if (atomic_load_explicit(&reg_map, memory_order_acquire))
+        return 0;
+    int saved = errno;
+    if (dir && dir != reg_dir)
+        snprintf(reg_dir, sizeof reg_dir, "%s", dir);
+    uid_t uid = geteuid();
+    uint64_t netns = reg_netns();
+    if (netns == 0) {
+        /* Without the namespace, processes of different namespaces could
+         * meet here: better no acceleration. */
+        shunt_log(LOG_WARN, "registry: the network namespace is unknown (/proc?)");
+        errno = saved;
+        return -ENOENT;
+    }
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/shunt-%u-%llu.reg", dir ? dir : "/dev/shm",
+                     (unsigned)uid, (unsigned long long)netns);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        errno = saved;
+        return -ENAMETOOLONG;
+    }
+
+    struct reg_file *f = NULL;
+    int r = -ENOENT;
+    /* Bounded: the name can only vanish between create and open if someone
+     * removes registries by hand. */
+    for (int attempt = 0; attempt < 4 && r == -ENOENT; attempt++) {
+        r = reg_map_existing(path, uid, netns, &f);
+        if (r != -ENOENT)
+            break;
+        r = reg_create(dir ? dir : "/dev/shm", path, uid, netns);
+        if (r == 0 || r == -EEXIST) {
+            shunt_log(LOG_DEBUG, "registry: %s %s", r == 0 ? "created" : "raced to create", path);
+            r = -ENOENT;    /* now open it */
+        }
+    }
+    if (r < 0) {
+        shunt_log(LOG_WARN, "registry: cannot open %s: %s", path, strerror(-r));
+        errno = saved;
+        return r;
+    }
+
+    struct reg_file *expected = NULL;
+    if (!atomic_compare_exchange_strong(&reg_map, &expected, f)) {
+        munmap(f, REG_FILE_SIZE);   /* another thread was quicker */
+        errno = saved;
+        return 0;
+    }
+
+    /* The first open in this process sweeps out what dead processes left. */
+    sigset_t old;
+    if (reg_lock(f, &old) == 0) {
+        struct live_cache lc;
+        live_cache_init(&lc);
+        unsigned nl = sweep_listeners(f, &lc);
+        unsigned nc = sweep_conns(f, &lc);
+        reg_unlock(f, &old);
+        if (nl || nc)
+            shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records", nl, nc);
+    }
+    errno = saved;
+    return 0;
+}
+
+int reg_open(void)
+{
+    return reg_open_at(reg_dir[0] ? reg_dir : NULL);
+}
+
+struct reg_file *reg_mapped(void)
+{
+    return atomic_load_explicit(&reg_map, memory_order_acquire);
+}
+
+void reg_close_for_test(void)
+{
+    struct reg_file *f = atomic_exchange(&reg_map, NULL);
+    if (f)
+        munmap(f, REG_FILE_SIZE);
+}
+
+/* Every operation opens the registry if this process has not yet. */
+static int reg_get(struct reg_file **out)
+{
+    struct reg_file *f = reg_mapped();
+    if (!f) {
+        int r = reg_open();
+        if (r < 0)
+            return r;
+        f = reg_mapped();
+    }
+    *out = f;
+    return 0;
+}
+
+/* ---- listeners ---------------------------------------------------------- */
+
+static int free_listener(struct reg_file *f, uint32_t skip)
+{
+    for (uint32_t i = 0; i < REG_LISTENERS; i++)
+        if (i != skip && entry_state(&f->listeners[i].state) == REG_FREE)
+            return (int)i;
+    return -1;
+}
+
+int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
+{
+    if (inode == 0 || !bound)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    int32_t pid;
+    struct reg_owner owner = *self_identity(&pid);
+
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    /* listen() again on the same socket: replace our entry, after the new
+     * one is in (a crash in between leaves a harmless duplicate). */
+    uint32_t prev = UINT32_MAX;
+    uint32_t hwm = listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid) {
+            prev = i;
+            break;
+        }
+    }
+    int slot = free_listener(f, prev);
+    if (slot < 0) {
+        struct live_cache lc;
+        live_cache_init(&lc);
+        sweep_listeners(f, &lc);
+        if (prev != UINT32_MAX && entry_state(&f->listeners[prev].state) != REG_USED)
+            prev = UINT32_MAX;
+        slot = free_listener(f, prev);
+    }
+    if (slot < 0 && prev != UINT32_MAX) {
+        /* Full: rewrite ours in place, through free. */
+        entry_publish(&f->listeners[prev].state, REG_FREE);
+        slot = (int)prev;
+        prev = UINT32_MAX;
+    }
+    if (slot < 0) {
+        r = -ENOSPC;
+    } else {
+        struct reg_listener *l = &f->listeners[slot];
+        l->v6only = v6only;
+        l->inode = inode;
+        l->pid = pid;
+        l->owner = owner;
+        l->addr = *bound;
+        if ((uint32_t)slot + 1 > f->hdr.listener_hwm)
+            f->hdr.listener_hwm = (uint32_t)slot + 1;
+        entry_publish(&l->state, REG_USED);
+        if (prev != UINT32_MAX)
+            entry_publish(&f->listeners[prev].state, REG_FREE);
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+void reg_listener_remove(uint64_t inode)
+{
+    int saved = errno;
+    struct reg_file *f;
+    if (inode == 0 || reg_get(&f) < 0) {
+        errno = saved;
+        return;
+    }
+    int32_t pid;
+    self_identity(&pid);
+    sigset_t old;
+    if (reg_lock(f, &old) < 0) {
+        errno = saved;
+        return;
+    }
+    /* Only this process's own entries: a child closing the listening socket
+     * it inherited must not unregister the parent that still listens. */
+    uint32_t hwm = listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
+            entry_publish(&l->state, REG_FREE);
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+}
+
+bool reg_listener_match(const struct reg_addr *dst)
+{
+    if (!dst)
+        return false;
+    int saved = errno;
+    struct reg_file *f;
+    if (reg_get(&f) < 0) {
+        errno = saved;
+        return false;
+    }
+    sigset_t old;
+    if (reg_lock(f, &old) < 0) {
+        errno = saved;
+        return false;
+    }
+    bool found = false;
+    struct live_cache lc;
+    live_cache_init(&lc);
+    uint32_t hwm = listener_hwm(f);
+    for (uint32_t i = 0; i < hwm && !found; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (entry_state(&l->state) != REG_USED || !listener_covers(l, dst))
+            continue;
+        if (owner_alive(l->pid, &l->owner, &lc)) {
+            found = true;
+        } else {
+            entry_publish(&l->state, REG_FREE);
+            f->hdr.reclaimed_listeners++;
+            shunt_log(LOG_DEBUG, "registry: listener of dead pid %d removed", (int)l->pid);
+        }
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return found;
+}
+
+/* ---- connection records ------------------------------------------------- */
+
+static int free_conn(struct reg_file *f)
+{
+    for (uint32_t i = 0; i < REG_CONNS; i++)
+        if (entry_state(&f->conns[i].state) == REG_FREE)
+            return (int)i;
+    return -1;
+}
+
+/* The record as the caller may see it: terminated, and with no server
+ * until claimed. */
+static void copy_out(const struct reg_conn_ent *e, uint32_t state, struct reg_conn *out)
+{
+    if (!out)
+        return;
+    *out = e->c;
+    out->channel[CHANNEL_NAME_MAX - 1] = 0;
+    if (state != REG_CLAIMED) {
+        out->server_inode = 0;
+        out->server_pid = 0;
+    }
+}
+
+int reg_conn_post(const struct reg_conn *c)
+{
+    if (!c || c->client_inode == 0 || c->channel[0] == 0 ||
+        memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    struct reg_owner owner = owner_of(c->client_pid);
+
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    int slot = free_conn(f);
+    if (slot < 0) {
+        struct live_cache lc;
+        live_cache_init(&lc);
+        sweep_conns(f, &lc);
+        slot = free_conn(f);
+    }
+    if (slot < 0) {
+        r = -ENOSPC;
+    } else {
+        struct reg_conn_ent *e = &f->conns[slot];
+        e->seq = ++f->hdr.conn_seq;
+        e->client_owner = owner;
+        memset(&e->server_owner, 0, sizeof e->server_owner);
+        e->c = *c;
+        e->c.server_inode = 0;
+        e->c.server_pid = 0;
+        if ((uint32_t)slot + 1 > f->hdr.conn_hwm)
+            f->hdr.conn_hwm = (uint32_t)slot + 1;
+        entry_publish(&e->state, REG_OFFER);
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
+{
+    if (!client || !server)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    /* The client may have bound to a wildcard address before it learnt its
+     * port: such a record matches any client address with that port.  When
+     * several match, the newest wins (an older one is left over). */
+    struct reg_conn_ent *best = NULL;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        if (entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
+            continue;
+        if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
+            continue;
+        if (!addr_eq(&e->c.client.addr, &client->addr) && !addr_unspecified(&e->c.client.addr))
+            continue;
+        if (!best || e->seq > best->seq)
+            best = e;
+    }
+    if (best)
+        copy_out(best, REG_OFFER, out);
+    else
+        r = -ENOENT;
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
+{
+    if (client_inode == 0 || server_inode == 0)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    struct reg_owner owner = owner_of(server_pid);
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    struct reg_conn_ent *best = NULL;
+    bool claimed_already = false;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        uint32_t st = entry_state(&e->state);
+        if (st == REG_FREE || e->c.client_inode != client_inode)
+            continue;
+        if (st == REG_CLAIMED) {
+            claimed_already = true;
+            continue;
+        }
+        if (!best || e->seq > best->seq)
+            best = e;
+    }
+    if (best) {
+        /* The server's fields first, the state last: until then they mean nothing. */
+        best->server_owner = owner;
+        best->c.server_pid = server_pid;
+        best->c.server_inode = server_inode;
+        entry_publish(&best->state, REG_CLAIMED);
+    } else {
+        r = claimed_already ? -EALREADY : -ENOENT;
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+/* The record in which inode is a present end (the newest if several). */
+static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *side, uint32_t *state)
+{
+    struct reg_conn_ent *best = NULL;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        uint32_t st = entry_state(&e->state);
+        if (st == REG_FREE)
+            continue;
+        int s;
+        if (e->c.client_inode == inode)
+            s = 0;
+        else if (server_present(e, st) && e->c.server_inode == inode)
+            s = 1;
+        else
+            continue;
+        if (!best || e->seq > best->seq) {
+            best = e;
+            *side = s;
+            *state = st;
+        }
+    }
+    return best;
+}
+
+int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
+{
+    if (inode == 0)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    int s = 0;
+    uint32_t st = REG_FREE;
+    struct reg_conn_ent *e = find_end(f, inode, &s, &st);
+    if (e) {
+        copy_out(e, st, out);
+        if (side)
+            *side = s;
+    } else {
+        r = -ENOENT;
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+bool reg_conn_end(uint64_t inode)
+{
+    if (inode == 0)
+        return false;
+    int saved = errno;
+    struct reg_file *f;
+    if (reg_get(&f) < 0) {
+        errno = saved;
+        return false;
+    }
+    sigset_t old;
+    if (reg_lock(f, &old) < 0) {
+        errno = saved;
+        return false;
+    }
+    bool removed = false;
+    int side = 0;
+    uint32_t st = REG_FREE;
+    struct reg_conn_ent *e = find_end(f, inode, &side, &st);
+    if (e) {
+        /* One field at a time, the inode first: a record whose inode is 0
+         * has lost that end whatever its pid says. */
+        if (side == 0) {
+            e->c.client_inode = 0;
+            e->c.client_pid = 0;
+        } else {
+            e->c.server_inode = 0;
+            e->c.server_pid = 0;
+        }
+        /* An offer nobody claimed goes with its client. */
+        if (!client_present(e) && !server_present(e, st)) {
+            entry_publish(&e->state, REG_FREE);
+            removed = true;
+        }
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return removed;
+}

@@ -1,0 +1,74 @@
+/*
+ * registry.h: the host-local rendezvous of shunt processes.
+ *
+ * One shared-memory file per user and network namespace
+ * (/dev/shm/shunt-<uid>-<netns inode>.reg, mode 0600), created by whichever
+ * process needs it first: no daemon.  Fixed-size tables, so it never grows;
+ * entries of processes that died are reclaimed when space runs short and by
+ * a sweep at open.  Changes go under a process-shared robust mutex, so a
+ * process dying inside one does not stall the others.
+ *
+ * Addresses are kept as IPv6 (IPv4 as v4-mapped) so that IPv4, IPv6 and
+ * dual-stack listeners compare in one way.
+ */
+#ifndef SHUNT_REGISTRY_H
+#define SHUNT_REGISTRY_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "transport/channel.h"
+
+struct reg_addr {
+    struct in6_addr addr;   /* v4 as ::ffff:a.b.c.d */
+    uint16_t port;          /* host order */
+};
+
+/* Normalises a sockaddr_in or sockaddr_in6; -EAFNOSUPPORT for others. */
+int reg_addr_from_sockaddr(struct reg_addr *out, const struct sockaddr *sa, socklen_t len);
+bool reg_addr_is_loopback(const struct reg_addr *a);
+
+/* A connection record: an offer until the server claims it, then the
+ * record through which either end (after exec, or in a process that
+ * received the fd) finds the channel by its socket's inode. */
+struct reg_conn {
+    uint64_t client_inode;
+    uint64_t server_inode;          /* 0 until claimed */
+    struct reg_addr client;         /* the client's local address as the server will see it */
+    struct reg_addr server;         /* where the client connected */
+    char channel[CHANNEL_NAME_MAX];
+    int32_t client_pid;
+    int32_t server_pid;
+};
+
+/* Opens (creating if needed) this user's registry for this process's
+ * network namespace.  0 or a negative errno.  Safe to call repeatedly. */
+int reg_open(void);
+
+/* Listeners: -ENOSPC when full of live entries. */
+int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only);
+void reg_listener_remove(uint64_t inode);
+/* Is there a live accelerated listener that would take a connection to dst?
+ * (exact address, or a wildcard bind of the same family rules as the kernel) */
+bool reg_listener_match(const struct reg_addr *dst);
+
+/* Offers: the client posts before connect; -ENOSPC when full. */
+int reg_conn_post(const struct reg_conn *c);
+/* Finds the offer for a connection the server accepted (by both addresses);
+ * copies it to out.  0, or -ENOENT. */
+int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out);
+/* Marks the offer of client_inode as claimed by server_inode. */
+int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid);
+/* Finds the record of either end by its socket inode; *side is 0 (client) or 1. */
+int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side);
+/* The end with this inode has gone; the record goes when both have.  Returns
+ * true when this call removed the record (the caller then unlinks the channel). */
+bool reg_conn_end(uint64_t inode);
+
+/* The inode of the network namespace of this process (0 if unknown). */
+uint64_t reg_netns(void);
+
+#endif

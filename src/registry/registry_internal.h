@@ -1,0 +1,113 @@
+/*
+ * registry_internal.h: the layout of the registry file, for registry.c, its
+ * unit test and (read-only) tools.  Not part of the negotiation contract:
+ * that is registry.h.
+ *
+ * The file (/dev/shm/shunt-<euid>-<netns inode>.reg, mode 0600):
+ *
+ *   struct reg_header                 magic, version, sizes, the robust mutex
+ *   struct reg_listener[REG_LISTENERS]
+ *   struct reg_conn_ent[REG_CONNS]
+ *
+ * Every table entry is valid or free on its own: an entry is filled while its
+ * state word says free and published by storing the state last (release), and
+ * a change to a live entry only ever clears one field at a time.  So a process
+ * that dies in the middle of an update (the next locker sees EOWNERDEAD) leaves
+ * nothing that needs repair.
+ */
+#ifndef SHUNT_REGISTRY_INTERNAL_H
+#define SHUNT_REGISTRY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+
+#define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
+#define REG_VERSION   1u
+#define REG_LISTENERS 1024u
+#define REG_CONNS     16384u
+
+/* Entry states. */
+#define REG_FREE    0u
+#define REG_USED    1u    /* listener */
+#define REG_OFFER   1u    /* connection record, not yet claimed */
+#define REG_CLAIMED 2u    /* connection record the server claimed */
+
+/* Who owns an entry: a pid, and what tells a reused pid apart. */
+struct reg_owner {
+    uint64_t start;     /* field 22 of /proc/<pid>/stat; 0 if unknown */
+    uint64_t pidns;     /* inode of the pid namespace the pid belongs to; 0 if unknown */
+};
+
+struct reg_header {
+    _Atomic uint64_t magic;         /* stored last at creation */
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t listener_count;
+    uint32_t listener_size;
+    uint32_t conn_count;
+    uint32_t conn_size;
+    uint64_t total_size;
+    uint64_t netns;
+    uint32_t uid;
+    uint32_t pad0;
+    alignas(64) pthread_mutex_t lock;   /* process-shared, robust, error-checking */
+    /* Everything below is changed under lock. */
+    uint32_t listener_hwm;          /* no used listener at or above this index (a hint, clamped) */
+    uint32_t conn_hwm;              /* the same for connection records */
+    uint64_t conn_seq;              /* the sequence number of the last record posted */
+    uint64_t recoveries;            /* locks taken over from a dead owner */
+    uint64_t reclaimed_listeners;   /* entries of dead processes removed */
+    uint64_t reclaimed_conns;
+};
+
+struct reg_listener {
+    _Atomic uint32_t state;         /* REG_FREE or REG_USED, stored last */
+    uint32_t v6only;
+    uint64_t inode;
+    int32_t pid;
+    uint32_t pad0;
+    struct reg_owner owner;
+    struct reg_addr addr;
+    uint32_t pad1;
+};
+
+struct reg_conn_ent {
+    _Atomic uint32_t state;         /* REG_FREE, REG_OFFER or REG_CLAIMED, stored last */
+    uint32_t pad0;
+    uint64_t seq;                   /* newer records win when several match */
+    struct reg_owner client_owner;
+    struct reg_owner server_owner;  /* meaningful only once REG_CLAIMED */
+    struct reg_conn c;
+};
+
+struct reg_file {
+    struct reg_header hdr;
+    alignas(64) struct reg_listener listeners[REG_LISTENERS];
+    alignas(64) struct reg_conn_ent conns[REG_CONNS];
+};
+
+#define REG_FILE_SIZE (((sizeof(struct reg_file) + 4095) / 4096) * 4096)
+
+/* reg_open with another directory than /dev/shm (the unit tests use a
+ * private one).  Does nothing if a registry is already open. */
+int reg_open_at(const char *dir);
+
+/* The registry this process has mapped, or NULL. */
+struct reg_file *reg_mapped(void);
+
+/* Unmaps it, so that the next operation opens (and sweeps) again.  Only for
+ * tests: nothing else may be using the registry at the time. */
+void reg_close_for_test(void);
+
+/* Tests: create the file under a named temporary instead of O_TMPFILE. */
+extern bool reg_test_named_tmp;
+
+/* Tests: how long an operation waits for the lock before giving up. */
+extern int reg_lock_timeout_ms;
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * channel.c: the shared-memory segment of one accelerated connection (see
+ * channel.h).
+ *
+ * Owns: the segment's name, its file under /dev/shm, its layout and the
+ * checks made before a process trusts a segment someone else created.
+ *
+ * Layout (CHANNEL_ALIGN is fixed, not the run-time page size, because both
+ * processes must compute the same offsets; on x86_64 it is the page size):
+ *
+ *   0                       struct chan_hdr (magic ... ring[2])
+ *   HDR_BYTES               data of ring 0 (client to server), ring_size bytes
+ *   HDR_BYTES + ring_size   data of ring 1 (server to client), ring_size bytes
+ *
+ * HDR_BYTES is sizeof(struct chan_hdr) rounded up to CHANNEL_ALIGN, and
+ * ring_size is a power of two >= RING_MIN_SIZE (a multiple of it), so each
+ * ring's data starts on a page.  The views are computed from the ring size
+ * this process chose (create) or checked (attach), never from the header
+ * again.
+ *
+ * Names: "shunt-<euid>-<pid>-<counter>-<16 hex digits from getrandom>".
+ * Only [A-Za-z0-9-] are accepted on the way in, so a name taken from shared
+ * memory cannot climb out of /dev/shm or reach the registry's file (whose
+ * name has a '.').
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "interpose/real.h"
+#include "transport/channel.h"
+
+#define CHANNEL_ALIGN 4096u
+#define CHANNEL_DIR "/dev/shm/"
+#define CHANNEL_PREFIX "shunt-"
+#define HDR_BYTES ((sizeof(struct chan_hdr) + CHANNEL_ALIGN - 1) & ~(size_t)(CHANNEL_ALIGN - 1))
+#define CREATE_TRIES 8
+
+_Static_assert(sizeof(size_t) >= 8, "channel_size needs 64-bit sizes");
+_Static_assert((RING_MIN_SIZE & (RING_MIN_SIZE - 1)) == 0, "RING_MIN_SIZE is a power of two");
+_Static_assert(RING_MIN_SIZE % CHANNEL_ALIGN == 0, "ring data must stay page-aligned");
+_Static_assert(RING_MAX_SIZE <= UINT32_MAX, "ring_size is stored in 32 bits");
+_Static_assert(sizeof(CHANNEL_DIR) + CHANNEL_NAME_MAX <= 128, "path buffer");
+
+static atomic_uint name_counter;
+
+static bool ring_size_ok(uint64_t size)
+{
+    return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
+}
+
+size_t channel_size(uint32_t ring_size)
+{
+    return HDR_BYTES + 2 * (size_t)ring_size;
+}
+
+/*
+ * Copies a name into out (CHANNEL_NAME_MAX bytes) and checks the copy:
+ * "shunt-" and at least one more character, only [A-Za-z0-9-], shorter than
+ * CHANNEL_NAME_MAX.  The source may be in shared memory and unterminated, so
+ * it is read at most CHANNEL_NAME_MAX bytes, once; only the copy is used.
+ */
+static bool name_copy_ok(char out[CHANNEL_NAME_MAX], const char *name)
+{
+    if (name == NULL)
+        return false;
+    size_t n = 0;
+    while (n < CHANNEL_NAME_MAX && (out[n] = name[n]) != '\0')
+        n++;
+    if (n == CHANNEL_NAME_MAX || n <= sizeof(CHANNEL_PREFIX) - 1)
+        return false;
+    /* From here on only the private copy is looked at. */
+    if (memcmp(out, CHANNEL_PREFIX, sizeof(CHANNEL_PREFIX) - 1) != 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = out[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void name_path(char *path, size_t len, const char *name)
+{
+    snprintf(path, len, "%s%s", CHANNEL_DIR, name);
+}
+
+/* 64 unpredictable bits, so that nobody can pre-create the next name.  If
+ * getrandom cannot answer (no entropy yet, an old kernel, a seccomp
+ * filter), the clock and an address still make a collision unlikely, and
+ * O_EXCL turns any collision into a retry, never into sharing a file. */
+static uint64_t name_random(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
+        return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)&ts;
+    return r;
+}
+
+/* Fills ch's private part for side from a mapping of a segment whose ring
+ * size the caller chose or checked. */
+static void set_views(struct channel *ch, void *base, size_t map_size, uint32_t ring_size, int side)
+{
+    struct chan_hdr *hdr = base;
+    unsigned char *data = (unsigned char *)base + HDR_BYTES;
+    int other = 1 - side;
+
+    ch->hdr = hdr;
+    ch->map_size = map_size;
+    /* ring s carries side s's output: ring 0 client to server, ring 1 back */
+    ch->tx.hdr = &hdr->ring[side];
+    ch->tx.data = data + (size_t)side * ring_size;
+    ch->tx.size = ring_size;
+    ch->rx.hdr = &hdr->ring[other];
+    ch->rx.data = data + (size_t)other * ring_size;
+    ch->rx.size = ring_size;
+    ch->self = &hdr->side[side];
+    ch->peer = &hdr->side[other];
+    ch->side = side;
+}
+
+static int create(struct channel *ch, uint32_t ring_size)
+{
+    if (ch == NULL)
+        return -EINVAL;
+    memset(ch, 0, sizeof *ch);
+    if (!ring_size_ok(ring_size))
+        return -EINVAL;
+
+    size_t total = channel_size(ring_size);
+    char name[CHANNEL_NAME_MAX];
+    char path[128];
+    int fd = -1;
+    for (int i = 0; i < CREATE_TRIES && fd < 0; i++) {
+        unsigned counter = atomic_fetch_add_explicit(&name_counter, 1, memory_order_relaxed);
+        int len = snprintf(name, sizeof name, CHANNEL_PREFIX "%u-%d-%u-%016llx", (unsigned)geteuid(),
+                           (int)getpid(), counter, (unsigned long long)name_random());
+        if (len < 0 || (size_t)len >= sizeof name)
+            return -ENAMETOOLONG;
+        name_path(path, sizeof path, name);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (fd < 0)
+        return -EEXIST;
+
+    int err = 0;
+    /* The umask may have removed bits of 0600; attach insists on exactly
+     * 0600.  Then size the file, and reserve its pages: on tmpfs a page that
+     * cannot be allocated later is a SIGBUS in the middle of a copy, so a
+     * full /dev/shm must show up here, as an error, instead. */
+    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)total) < 0)
+        err = -errno;
+    if (err == 0 && fallocate(fd, 0, 0, (off_t)total) < 0 && errno != EOPNOTSUPP)
+        err = -errno;
+    void *base = MAP_FAILED;
+    if (err == 0) {
+        base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED)
+            err = -errno;
+    }
+    shunt_real.close(fd);
+    if (err != 0) {
+        unlink(path);
+        return err;
+    }
+
+    /* The file is new and all zero; the peer learns its name only through
+     * the registry, whose lock publishes these plain stores. */
+    struct chan_hdr *hdr = base;
+    hdr->magic = CHANNEL_MAGIC;
+    hdr->version = CHANNEL_VERSION;
+    hdr->ring_size = ring_size;
+    hdr->total_size = total;
+    atomic_store_explicit(&hdr->neg, 0, memory_order_relaxed);
+    ring_init(&hdr->ring[0]);
+    ring_init(&hdr->ring[1]);
+
+    set_views(ch, base, total, ring_size, 0);
+    memcpy(ch->name, name, sizeof name);
+    return 0;
+}
+
+static int attach(struct channel *ch, const char *name, int side)
+{
+    if (ch == NULL)
+        return -EINVAL;
+    memset(ch, 0, sizeof *ch);
+    char nm[CHANNEL_NAME_MAX];
+    if ((side != 0 && side != 1) || !name_copy_ok(nm, name))
+        return -EINVAL;
+
+    char path[128];
+    name_path(path, sizeof path, nm);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+
+    int err = 0;
+    struct stat st;
+    uint64_t magic = 0, total = 0;
+    uint32_t version = 0, ring_size = 0;
+    unsigned char raw[offsetof(struct chan_hdr, total_size) + sizeof(uint64_t)];
+    void *base = MAP_FAILED;
+
+    if (fstat(fd, &st) < 0) {
+        err = -errno;
+        goto out;
+    }
+    /* Ours alone: a file of another user, or one others may write, is not a
+     * channel this process created a peer for. */
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
+        err = -EPERM;
+        goto out;
+    }
+    if (st.st_size < (off_t)sizeof(struct chan_hdr)) {
+        err = -EPROTO;
+        goto out;
+    }
+    /* The fixed fields are read once, into private memory, and checked
+     * there; the mapping's size comes from the checked ring size. */
+    ssize_t got = shunt_real.pread(fd, raw, sizeof raw, 0);
+    if (got < 0) {
+        err = -errno;
+        goto out;
+    }
+    if ((size_t)got != sizeof raw) {
+        err = -EPROTO;
+        goto out;
+    }
+    memcpy(&magic, raw + offsetof(struct chan_hdr, magic), sizeof magic);
+    memcpy(&version, raw + offsetof(struct chan_hdr, version), sizeof version);
+    memcpy(&ring_size, raw + offsetof(struct chan_hdr, ring_size), sizeof ring_size);
+    memcpy(&total, raw + offsetof(struct chan_hdr, total_size), sizeof total);
+    if (magic != CHANNEL_MAGIC || version != CHANNEL_VERSION || !ring_size_ok(ring_size) ||
+        total != channel_size(ring_size) || (uint64_t)st.st_size != total) {
+        err = -EPROTO;
+        goto out;
+    }
+
+    size_t map_size = channel_size(ring_size);
+    base = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        err = -errno;
+        goto out;
+    }
+    set_views(ch, base, map_size, ring_size, side);
+    memcpy(ch->name, nm, sizeof nm);
+
+out:
+    shunt_real.close(fd);
+    return err;
+}
+
+/* errno is this process's, not ours: every entry point leaves it as it
+ * found it (the interposed call that got us here may yet succeed). */
+int channel_create(struct channel *ch, uint32_t ring_size)
+{
+    int saved = errno;
+    int r = create(ch, ring_size);
+    errno = saved;
+    return r;
+}
+
+int channel_attach(struct channel *ch, const char *name, int side)
+{
+    int saved = errno;
+    int r = attach(ch, name, side);
+    errno = saved;
+    return r;
+}
+
+void channel_detach(struct channel *ch)
+{
+    int saved = errno;
+    if (ch == NULL)
+        return;
+    if (ch->hdr != NULL && ch->map_size != 0)
+        munmap(ch->hdr, ch->map_size);
+    memset(ch, 0, sizeof *ch);
+    errno = saved;
+}
+
+void channel_unlink(const char *name)
+{
+    char nm[CHANNEL_NAME_MAX];
+    char path[128];
+    if (!name_copy_ok(nm, name))
+        return;
+    name_path(path, sizeof path, nm);
+    /* ENOENT (already gone) is the expected race between the two ends, and
+     * there is nothing else a caller could do about a failure here. */
+    int saved = errno;
+    unlink(path);
+    errno = saved;
+}

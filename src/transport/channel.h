@@ -1,0 +1,82 @@
+/*
+ * channel.h: the shared-memory segment of one accelerated connection.
+ *
+ * One file in /dev/shm (mode 0600) per connection, created by the client
+ * when it offers acceleration and opened by the server when it claims the
+ * offer.  It holds the negotiation word, one header per endpoint (side 0 is
+ * the client, side 1 the server) and one ring per direction:
+ * ring 0 carries client to server, ring 1 server to client.
+ *
+ * Everything in the segment can be scribbled on by the peer; the layout is
+ * computed from the ring size this process chose or checked at attach time,
+ * and never re-read.
+ */
+#ifndef SHUNT_CHANNEL_H
+#define SHUNT_CHANNEL_H
+
+#include "transport/ring.h"
+
+#define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
+#define CHANNEL_VERSION 1u
+#define CHANNEL_NAME_MAX 64
+
+/* The negotiation word (DESIGN section 2): until the server claims, the
+ * client sends over TCP and counts those bytes here. */
+#define NEG_CLAIMED  (1ull << 63)   /* server took the channel: bytes after the prefix are doorbells */
+#define NEG_REFUSED  (1ull << 62)   /* server will not take it: the connection stays TCP */
+#define NEG_SENDING  (1ull << 61)   /* client is inside a TCP send; the prefix is not final */
+#define NEG_PREFIX_MASK (NEG_SENDING - 1)
+
+/* Endpoint state bits (chan_side.state). */
+#define SIDE_SHUT_WR  1u    /* wrote FIN into its outgoing ring */
+#define SIDE_SHUT_RD  2u
+#define SIDE_CLOSED   4u    /* the last holder closed it */
+#define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
+
+struct chan_side {
+    alignas(64) atomic_uint sleepers;  /* threads of this endpoint waiting for a doorbell */
+    atomic_uint waiters;               /* threads of this endpoint inside a wait */
+    atomic_uint holders;               /* processes holding this endpoint's socket */
+    atomic_uint state;                 /* SIDE_* */
+    atomic_uint running;               /* nonzero while a thread of it is awake in shunt: a spin hint */
+    atomic_int pid;
+};
+
+struct chan_hdr {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t ring_size;
+    uint64_t total_size;
+    alignas(64) _Atomic uint64_t neg;
+    struct chan_side side[2];
+    struct ring_hdr ring[2];
+};
+
+/* A mapped channel, private to this process. */
+struct channel {
+    struct chan_hdr *hdr;
+    size_t map_size;
+    struct ring_view rx;        /* the ring this endpoint reads */
+    struct ring_view tx;        /* the ring this endpoint writes */
+    struct chan_side *self;
+    struct chan_side *peer;
+    int side;                   /* 0 client, 1 server */
+    char name[CHANNEL_NAME_MAX];
+};
+
+/* Bytes the segment takes for a ring size. */
+size_t channel_size(uint32_t ring_size);
+
+/* Client: creates a fresh segment (a unique name under /dev/shm, 0600) and
+ * maps it as side 0.  0 or a negative errno. */
+int channel_create(struct channel *ch, uint32_t ring_size);
+
+/* Server: opens the named segment, checks its header and size against the
+ * file (a mismatch is -EPROTO), and maps it as side 1. */
+int channel_attach(struct channel *ch, const char *name, int side);
+
+/* Unmaps; the name stays until channel_unlink. */
+void channel_detach(struct channel *ch);
+void channel_unlink(const char *name);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * ring.c: the single-producer, single-consumer byte ring (see ring.h).
+ *
+ * Owns: the index arithmetic, the copies in and out of the ring's data, the
+ * FIN marker, and the validation of everything read from the shared header.
+ *
+ * Indexes.  head and tail are free-running byte counts (they are never
+ * masked in shared memory); a byte at stream position p lives at
+ * data[p & (size - 1)].  An honest ring always has 0 <= head - tail <= size
+ * in unsigned 64-bit arithmetic; anything else is a peer that scribbled on
+ * the header, and the call answers -EIO.  Each call loads every shared index
+ * it uses once, checks that value, and then works only with its own copy, so
+ * a peer changing the header in the middle of a call cannot widen a copy:
+ * every copy is bounded by min(checked distance, size, max), and every
+ * offset into data is masked by the private size.
+ *
+ * Memory ordering (each pair is named again where it happens):
+ *   W1  ring_write: release store of head, after the copy into data.
+ *   R1  ring_read, ring_readable, ring_at_eof: acquire load of head, before
+ *       the copy out of data.  R1 pairs with W1: the bytes below head are
+ *       visible to the consumer before it reads them.
+ *   R2  ring_read: release store of tail, after the copy out of data.
+ *   W2  ring_write, ring_writable: acquire load of tail, before the copy into
+ *       data.  W2 pairs with R2: the consumer is done with the bytes below
+ *       tail before the producer overwrites them.
+ *   F1  ring_set_fin: release store of fin, after the producer's last W1.
+ *   E1  ring_at_eof: acquire load of fin, before its load of head.  E1 pairs
+ *       with F1: having seen fin, the consumer sees head == fin - 1.
+ * Each side loads its own index (head for the producer, tail for the
+ * consumer) relaxed: only that side stores it.  A handover of a side between
+ * threads or processes must go through a lock of that endpoint, which orders
+ * it.  The bytes of data are plain memory: a hostile peer racing on them
+ * only changes what is read, never where.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "transport/ring.h"
+
+/* The private view must describe a ring this process set up; a broken one
+ * is a bug of the caller, reported rather than dereferenced. */
+static bool view_ok(const struct ring_view *r)
+{
+    return r != NULL && r->hdr != NULL && r->data != NULL && r->size != 0 &&
+           (r->size & (r->size - 1)) == 0;
+}
+
+void ring_init(struct ring_hdr *hdr)
+{
+    /* Relaxed: the segment is published to the peer later, by the channel's
+     * name travelling through the registry, whose lock orders these stores. */
+    atomic_store_explicit(&hdr->head, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->tail, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->fin, 0, memory_order_relaxed);
+    memset(hdr->pad, 0, sizeof hdr->pad);
+}
+
+/*
+ * How much of the ring is in use, for the two functions that may be called
+ * by either side, or by a third thread while the owners of both indexes keep
+ * working (poll on one thread, recv on another).  tail is loaded before and
+ * after head.  When both loads agree, tail did not move while head was read
+ * and the honest invariant head - tail <= size holds exactly for the pair:
+ * the producer stored that head after its W2 load saw a tail no later than
+ * ours (a later one would have reached us through W1/R1 and made our second
+ * load of tail differ), and the consumer stored our tail after its R1 load
+ * saw a head no later than ours.  So a pair outside [0, size] is -EIO.
+ *
+ * When tail keeps moving (a consumer is draining right now), no pair can be
+ * trusted to be simultaneous, and a mismatch proves nothing: the answer is
+ * then taken from head and the newest tail, or, when tail already ran past
+ * the head we saw (producer and consumer both busy), -EAGAIN, which the
+ * callers turn into "nothing readable / nothing writable yet".  Only these
+ * two advisory functions do this; ring_read and ring_write, which load their
+ * own index, always check exactly before they touch data.
+ */
+#define USAGE_TRIES 8
+
+static int64_t ring_used(const struct ring_view *r)
+{
+    struct ring_hdr *h = r->hdr;
+    uint64_t t1 = 0, hd = 0, t2 = 0;
+    for (int i = 0; i < USAGE_TRIES; i++) {
+        /* acquire: pairs with R2, the consumer's release of tail */
+        t1 = atomic_load_explicit(&h->tail, memory_order_acquire);
+        /* acquire (R1): pairs with W1, the producer's release of head */
+        hd = atomic_load_explicit(&h->head, memory_order_acquire);
+        /* acquire: pairs with R2 again; coherence orders it after t1 */
+        t2 = atomic_load_explicit(&h->tail, memory_order_acquire);
+        if (t1 == t2)
+            return hd - t1 > r->size ? -EIO : (int64_t)(hd - t1);
+    }
+    return hd - t2 > r->size ? -EAGAIN : (int64_t)(hd - t2);
+}
+
+int64_t ring_readable(const struct ring_view *r)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    int64_t used = ring_used(r);
+    return used == -EAGAIN ? 0 : used;
+}
+
+int64_t ring_writable(const struct ring_view *r)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    int64_t used = ring_used(r);
+    if (used == -EAGAIN)
+        return 0;
+    return used < 0 ? used : (int64_t)r->size - used;
+}
+
+int ring_at_eof(const struct ring_view *r)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_hdr *h = r->hdr;
+    /* acquire (E1): pairs with F1, the release of fin in ring_set_fin, so the
+     * head load below sees at least the head the producer stopped at. */
+    uint64_t fin = atomic_load_explicit(&h->fin, memory_order_acquire);
+    if (fin == 0)
+        return 0;
+    /* acquire (R1): pairs with W1, like every load of head by the consumer */
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    /* acquire: pairs with R2; the caller may be a thread other than the one
+     * reading, and tail, loaded after head, is then at least as recent. */
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    /* Once fin is set the producer writes no more, so head is frozen at
+     * fin - 1.  Anything else, or a tail outside [head - size, head], is a
+     * broken or hostile header.  With head frozen, tail loaded after it can
+     * only be closer to it, so no retry is needed. */
+    if (head != fin - 1 || head - tail > r->size)
+        return -EIO;
+    return tail == head ? 1 : 0;
+}
+
+/* Copies n bytes (n <= size) at stream position pos out of the ring: at most
+ * two memcpy, the second for the part that wraps to data[0]. */
+static void copy_out(const struct ring_view *r, uint64_t pos, unsigned char *dst, size_t n)
+{
+    size_t off = (size_t)(pos & (r->size - 1));
+    size_t first = (size_t)r->size - off;
+    if (first > n)
+        first = n;
+    memcpy(dst, r->data + off, first);
+    if (n > first)
+        memcpy(dst + first, r->data, n - first);
+}
+
+static void copy_in(const struct ring_view *r, uint64_t pos, const unsigned char *src, size_t n)
+{
+    size_t off = (size_t)(pos & (r->size - 1));
+    size_t first = (size_t)r->size - off;
+    if (first > n)
+        first = n;
+    memcpy(r->data + off, src, first);
+    if (n > first)
+        memcpy(r->data, src + first, n - first);
+}
+
+/*
+ * Walks the iovec from byte skip and moves up to want bytes between it and
+ * the ring starting at stream position pos.  Only the iovec entries that
+ * take part are touched: the walk stops when want bytes are done, so a
+ * wrong iovcnt is harmless as long as the entries before that point exist.
+ * Zero-length and NULL entries are stepped over without a memcpy.
+ */
+static size_t copy_iov(const struct ring_view *r, uint64_t pos, const struct iovec *iov, int iovcnt,
+                       size_t skip, size_t want, bool out)
+{
+    size_t done = 0;
+    if (iov == NULL)
+        return 0;
+    for (int i = 0; i < iovcnt && done < want; i++) {
+        size_t len = iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        size_t n = len - skip;
+        if (n > want - done)
+            n = want - done;
+        unsigned char *base = (unsigned char *)iov[i].iov_base + skip;
+        if (out)
+            copy_out(r, pos + done, base, n);
+        else
+            copy_in(r, pos + done, base, n);
+        done += n;
+        skip = 0;
+    }
+    return done;
+}
+
+ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
+                  bool peek)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_hdr *h = r->hdr;
+    /* relaxed: tail is this side's own index (see the top of the file) */
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    /* acquire (R1): pairs with W1, the producer's release of head, so the
+     * bytes in [tail, head) are visible before copy_out reads them. */
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    uint64_t avail = head - tail;
+    if (avail > r->size)
+        return -EIO;
+    size_t want = avail < max ? (size_t)avail : max;
+    if (want > SSIZE_MAX)
+        want = SSIZE_MAX;
+    size_t n = copy_iov(r, tail, iov, iovcnt, skip, want, true);
+    if (n != 0 && !peek) {
+        /* release (R2): pairs with W2, the producer's acquire of tail; the
+         * copy out is complete before the producer may reuse the bytes. */
+        atomic_store_explicit(&h->tail, tail + n, memory_order_release);
+    }
+    return (ssize_t)n;
+}
+
+ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_hdr *h = r->hdr;
+    /* relaxed: head is this side's own index (see the top of the file) */
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    /* acquire (W2): pairs with R2, the consumer's release of tail, so its
+     * reads of [old tail, tail) are done before copy_in overwrites them. */
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    uint64_t used = head - tail;
+    if (used > r->size)
+        return -EIO;
+    uint64_t room = r->size - used;
+    size_t want = room < max ? (size_t)room : max;
+    if (want > SSIZE_MAX)
+        want = SSIZE_MAX;
+    size_t n = copy_iov(r, head, iov, iovcnt, skip, want, false);
+    if (n != 0) {
+        /* release (W1): pairs with R1, the consumer's acquire of head; the
+         * bytes are in data before head says so. */
+        atomic_store_explicit(&h->head, head + n, memory_order_release);
+    }
+    return (ssize_t)n;
+}
+
+void ring_set_fin(const struct ring_view *r)
+{
+    if (!view_ok(r))
+        return;
+    struct ring_hdr *h = r->hdr;
+    /* relaxed: head is this side's own index */
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    /* release (F1): pairs with E1, the consumer's acquire of fin in
+     * ring_at_eof; every W1 store of head before this one is visible to a
+     * consumer that sees fin.  The producer must not write after this. */
+    atomic_store_explicit(&h->fin, head + 1, memory_order_release);
+}

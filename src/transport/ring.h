@@ -1,0 +1,65 @@
+/*
+ * ring.h: a single-producer, single-consumer byte ring living in shared
+ * memory, one per direction of a connection.
+ *
+ * head and tail are free-running 64-bit byte counts on cache lines of their
+ * own; the free space is the flow-control window.  The shared header may be
+ * written by a buggy or hostile peer, so the size and data pointer are kept
+ * in a private view, and every index read from shared memory is checked:
+ * a bad one gives -EIO, never an access outside the ring.
+ */
+#ifndef SHUNT_RING_H
+#define SHUNT_RING_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define RING_MIN_SIZE 4096u
+#define RING_MAX_SIZE (1u << 30)
+
+/* In shared memory. */
+struct ring_hdr {
+    alignas(64) _Atomic uint64_t head;  /* bytes ever written; producer stores, consumer loads */
+    alignas(64) _Atomic uint64_t tail;  /* bytes ever consumed; consumer stores, producer loads */
+    alignas(64) _Atomic uint64_t fin;   /* 0, or 1 + the head at which the producer shut down */
+    char pad[64 - sizeof(uint64_t)];
+};
+
+/* Private to each process: never read back from shared memory. */
+struct ring_view {
+    struct ring_hdr *hdr;
+    unsigned char *data;
+    uint64_t size;      /* a power of two */
+};
+
+/* Prepares a ring in memory the caller owns (all zero is a valid empty ring). */
+void ring_init(struct ring_hdr *hdr);
+
+/* Bytes readable now (0..size), or -EIO if the shared indexes are inconsistent. */
+int64_t ring_readable(const struct ring_view *r);
+
+/* Bytes writable now (0..size), or -EIO. */
+int64_t ring_writable(const struct ring_view *r);
+
+/* True when the producer has shut down and every byte before it was read;
+ * -EIO if the FIN position is inconsistent. */
+int ring_at_eof(const struct ring_view *r);
+
+/* Copies up to max readable bytes into iov, starting at byte offset skip of
+ * the iovec (so a partly filled buffer can be resumed), and unless peek
+ * advances tail.  Returns the bytes copied (0 when empty) or -EIO. */
+ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max, bool peek);
+
+/* Copies up to max bytes in from iov, starting at byte offset skip of the
+ * iovec, and advances head.  Returns the bytes copied (0 when full) or -EIO. */
+ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max);
+
+/* Records the producer's shut down at the current head. */
+void ring_set_fin(const struct ring_view *r);
+
+#endif
