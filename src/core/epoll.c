@@ -30,8 +30,10 @@ struct ep_entry {
     uint32_t events;
     epoll_data_t data;
     bool disabled;               /* EPOLLONESHOT fired */
-    uint32_t last;               /* EPOLLET: what was reported last */
+    uint32_t last;               /* EPOLLET: what was ready when last looked at */
     uint64_t last_rx, last_tx;   /* EPOLLET: ring positions then */
+    bool last_end;               /* EPOLLET: the peer had finished then */
+    bool armed;                  /* asked for a doorbell for this wait */
 };
 
 struct epoll_obj {
@@ -39,6 +41,8 @@ struct epoll_obj {
     pthread_mutex_t lock;
     struct ep_entry *v;
     size_t n, cap;
+    size_t next;                 /* where the next collect starts: ready members take turns */
+    bool kernel_first;           /* and so do the kernel's members and ours */
 };
 
 static void epoll_destroy(struct shunt_sock *s)
@@ -99,6 +103,8 @@ static struct ep_entry *find(struct epoll_obj *ep, int fd)
 
 static void drop(struct epoll_obj *ep, struct ep_entry *e)
 {
+    if (e->armed)
+        doorbell_disarm(e->t);
     sock_put(&e->t->base);
     *e = ep->v[--ep->n];
 }
@@ -130,7 +136,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     }
     pthread_mutex_lock(&ep->lock);
     struct ep_entry *e = find(ep, fd);
-    if (e && e->t != t) {   /* a stale entry: that fd was closed and reused */
+    if (e && t && e->t != t) {   /* a stale entry: that fd number now names another socket */
         drop(ep, e);
         e = NULL;
     }
@@ -163,7 +169,8 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         }
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
-        drop(ep, e);
+        if (r == 0)
+            drop(ep, e);
     } else {
         r = kernel_ctl(epfd, op, fd, ev);
     }
@@ -196,51 +203,63 @@ static uint32_t entry_ready(struct ep_entry *e)
         rev = p.revents;
     }
     uint32_t got = (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
-    if (!got || !(e->events & EPOLLET))
+    if (!(e->events & EPOLLET))
         return got;
-    /* Edge-triggered: only what is new since the last report. */
+    /* Edge-triggered: an event for each change: data arrived, space was
+     * made, the peer finished, or a condition newly became true. */
     struct tcp_sock *t = e->t;
     uint64_t rx = t->ch.hdr ? atomic_load(&t->ch.rx.hdr->head) : 0;
     uint64_t tx = t->ch.hdr ? atomic_load(&t->ch.tx.hdr->tail) : 0;
+    bool end = t->ch.hdr && (atomic_load(&t->ch.rx.hdr->fin) || atomic_load(&t->peer_gone) ||
+                             (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET)));
     uint32_t fresh = got & ~e->last;
-    if (rx != e->last_rx)
-        fresh |= got & (EPOLLIN | EPOLLRDNORM);
+    if (rx != e->last_rx || end != e->last_end)
+        fresh |= got & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
     if (tx != e->last_tx)
         fresh |= got & (EPOLLOUT | EPOLLWRNORM);
     e->last = got;
     e->last_rx = rx;
     e->last_tx = tx;
+    e->last_end = end;
     return fresh;
 }
 
 /* Fills evs from the accelerated members; returns how many. */
 static int collect(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
 {
-    int n = 0;
-    for (size_t i = 0; i < ep->n && n < max;) {
+    /* Members whose socket is gone from this process leave the set, as the
+     * kernel's rule has it: when the last fd of the socket is closed. */
+    for (size_t i = 0; i < ep->n;) {
         struct ep_entry *e = &ep->v[i];
-        struct fdref f = fdt_get(e->fd);
-        bool same = f.sock == &e->t->base;
-        fdt_put(&f);
-        if (!same) {   /* closed: the kernel dropped it with its last fd */
+        if (atomic_load(&e->t->base.fds) <= 0) {
             drop(ep, e);
             continue;
         }
-        if (negotiate_observe(e->t, e->fd) == PATH_TCP) {
+        struct fdref f = fdt_get(e->fd);
+        bool same = f.sock == &e->t->base;
+        fdt_put(&f);
+        if (same && negotiate_observe(e->t, e->fd) == PATH_TCP) {
             hand_back(epfd, ep, e);
             continue;
         }
-        if (!e->disabled) {
-            uint32_t got = entry_ready(e);
-            if (got) {
-                evs[n].events = got;
-                evs[n].data = e->data;
-                n++;
-                if (e->events & EPOLLONESHOT)
-                    e->disabled = true;
-            }
-        }
         i++;
+    }
+    int n = 0;
+    size_t count = ep->n, start = count ? ep->next % count : 0;
+    for (size_t k = 0; k < count && n < max; k++) {
+        size_t i = (start + k) % count;
+        struct ep_entry *e = &ep->v[i];
+        if (e->disabled)
+            continue;
+        uint32_t got = entry_ready(e);
+        if (got) {
+            evs[n].events = got;
+            evs[n].data = e->data;
+            n++;
+            ep->next = i + 1;
+            if (e->events & EPOLLONESHOT)
+                e->disabled = true;
+        }
     }
     return n;
 }
@@ -285,26 +304,41 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     int result;
     for (;;) {
         pthread_mutex_lock(&ep->lock);
-        int n = collect(epfd, ep, evs, max);
+        /* Ours and the kernel's members take turns at being first, so that
+         * a small maxevents starves neither. */
+        bool kernel_first = ep->kernel_first;
+        ep->kernel_first = !kernel_first;
+        int n = 0;
+        if (kernel_first) {
+            int k = kernel_wait(epfd, evs, max, &zero, NULL);
+            n = k > 0 ? filter_kernel(ep, evs, k) : 0;
+        }
+        n += collect(epfd, ep, evs + n, max - n);
+        if (!kernel_first && n < max) {
+            int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
+            n += k > 0 ? filter_kernel(ep, evs + n, k) : 0;
+        }
         bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
         if (n > 0 || zero_wait || deadline_passed(&dl)) {
-            int k = n < max ? kernel_wait(epfd, evs + n, max - n, &zero, NULL) : 0;
-            k = k > 0 ? filter_kernel(ep, evs + n, k) : 0;
             pthread_mutex_unlock(&ep->lock);
-            result = n + k;
+            result = n;
             break;
         }
         for (size_t i = 0; i < ep->n; i++)
-            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM)
+            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
                 doorbell_arm(ep->v[i].t);
+                ep->v[i].armed = true;
+            }
         n = collect(epfd, ep, evs, max);
         pthread_mutex_unlock(&ep->lock);
         struct timespec left;
         int r = n > 0 ? 0 : kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
         pthread_mutex_lock(&ep->lock);
         for (size_t i = 0; i < ep->n; i++)
-            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM)
+            if (ep->v[i].armed) {
                 doorbell_disarm(ep->v[i].t);
+                ep->v[i].armed = false;
+            }
         if (n > 0) {
             pthread_mutex_unlock(&ep->lock);
             result = n;

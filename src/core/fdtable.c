@@ -115,14 +115,14 @@ static struct fdref passthrough_ref(int fd)
 }
 
 /* Decides what an fd the table has not seen is.  Only TCP sockets get an object. */
-static uintptr_t probe(int fd)
+static uintptr_t probe(int fd, bool passed)
 {
     struct stat st;
     if (fstat(fd, &st) < 0)
         return FDT_UNKNOWN;   /* closed or bad: the kernel will say so; remember nothing */
     if (!S_ISSOCK(st.st_mode))
         return FDT_PASSTHROUGH;
-    struct shunt_sock *s = tcp_socket_probe(fd);
+    struct shunt_sock *s = tcp_socket_probe(fd, passed);
     return s ? (uintptr_t)s : FDT_PASSTHROUGH;
 }
 
@@ -134,7 +134,7 @@ struct fdref fdt_get(int fd)
     for (;;) {
         uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
         if (v == FDT_UNKNOWN) {
-            uintptr_t found = probe(fd);
+            uintptr_t found = probe(fd, false);
             if (found == FDT_UNKNOWN)
                 return passthrough_ref(fd);
             uintptr_t expected = FDT_UNKNOWN;
@@ -209,6 +209,19 @@ void fdt_close_end(int fd)
     uintptr_t expected = FDT_CLOSING;
     /* An fd the kernel reused meanwhile has been installed already: keep that. */
     atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN);
+}
+
+void fdt_adopt_passed(int fd)
+{
+    struct slot *sl = slot_for(fd, true);
+    if (!sl)
+        return;
+    uintptr_t found = probe(fd, true);
+    if (is_object(found))
+        atomic_store(&((struct shunt_sock *)found)->fds, 1);
+    uintptr_t old = swap_out(sl, found);
+    if (is_object(old))
+        sock_put((struct shunt_sock *)old);
 }
 
 void fdt_forget(int fd)

@@ -33,6 +33,10 @@ void fdt_close_end(int fd);
 /* Forgets fd, so that its next use probes it again. */
 void fdt_forget(int fd);
 
+/* An fd that just arrived with SCM_RIGHTS: forgets what the table knew
+ * about its number and takes it up at once (see tcp_socket_probe). */
+void fdt_adopt_passed(int fd);
+
 /* Forgets every fd in [first, last] (after close_range). */
 void fdt_forget_range(unsigned first, unsigned last);
 

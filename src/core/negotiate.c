@@ -82,6 +82,8 @@ void negotiate_listen(struct tcp_sock *t, int fd)
         return;
     }
     t->listener_registered = true;
+    _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
+    memcpy(t->bound, &bound, sizeof bound);
     shunt_log(LOG_INFO, "fd %d: accelerated listener on port %u", fd, bound.port);
 }
 
@@ -303,7 +305,7 @@ int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c
     return 0;
 }
 
-void negotiate_attach_inherited(struct tcp_sock *t, int fd)
+void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
 {
     uint64_t inode = fd_inode(fd);
     if (!inode || reg_open() < 0)
@@ -324,18 +326,35 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd)
         atomic_store(&t->path, PATH_SHM);
         return;
     }
-    atomic_fetch_add(&t->ch.self->holders, 1);
+    if (!passed)   /* a passed fd's hold was taken by its sender */
+        atomic_fetch_add(&t->ch.self->holders, 1);
     bool claimed = side == 1 || (atomic_load(&t->ch.hdr->neg) & NEG_CLAIMED);
     atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
     shunt_log(LOG_INFO, "fd %d: attached inherited connection (channel %s, side %d)", fd, rec.channel, side);
 }
 
+/* After the kernel closed our last fd of a listener: our registry entry
+ * goes, unless another process (a pre-forked worker that has not yet made
+ * its own entry) still listens on the same socket. */
+void negotiate_listener_closed(struct tcp_sock *t)
+{
+    if (!t->listener_registered)
+        return;
+    t->listener_registered = false;
+    struct reg_addr bound, none;
+    memcpy(&bound, t->bound, sizeof bound);
+    memset(&none, 0, sizeof none);
+    if (IN6_IS_ADDR_V4MAPPED(&bound.addr))
+        none.addr.s6_addr[10] = none.addr.s6_addr[11] = 0xff;   /* no peer, same family */
+    uint64_t inode = 0;
+    uid_t uid;
+    if (sockdiag_lookup(&bound, &none, &inode, &uid) == 0 && inode == t->inode)
+        return;
+    reg_listener_remove(t->inode);
+}
+
 void negotiate_forget(struct tcp_sock *t)
 {
-    if (t->listener_registered) {
-        reg_listener_remove(t->inode);
-        t->listener_registered = false;
-    }
     if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
         if (reg_conn_end(t->inode))
             channel_unlink(t->ch.name);

@@ -31,9 +31,12 @@ int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c
 
 /* A socket found by probing (exec, SCM_RIGHTS): attaches it to its channel
  * if the registry knows its inode. */
-void negotiate_attach_inherited(struct tcp_sock *t, int fd);
+void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed);
 
 /* The last holder of this endpoint is gone: forget its registry records. */
 void negotiate_forget(struct tcp_sock *t);
+
+/* A listener's last fd in this process is closed (by the kernel already). */
+void negotiate_listener_closed(struct tcp_sock *t);
 
 #endif

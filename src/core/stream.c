@@ -163,8 +163,8 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     }
     if (atomic_load(&t->broken) && !t->ch.hdr)
         return -ECONNRESET;
-    if (b.total == 0)
-        return 0;
+    if (b.total == 0 && (c->kind == IO_READ || c->kind == IO_READV))
+        return 0;   /* read(2) of nothing returns at once; recv(2) of nothing waits for data */
 
     size_t got = 0;
     for (;;) {
@@ -179,6 +179,11 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 return (ssize_t)got;
             continue;
         }
+        if (b.total == 0) {
+            int64_t avail = ring_readable(&t->ch.rx);
+            if (avail != 0)
+                return avail < 0 ? broken(t, f->fd) : 0;
+        }
         pthread_mutex_lock(&t->rx_lock);
         ssize_t n = ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
         pthread_mutex_unlock(&t->rx_lock);
@@ -192,6 +197,9 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 return (ssize_t)got;
             continue;
         }
+        if ((atomic_load(&t->ch.peer->state) & SIDE_RESET) && !got &&
+            !atomic_exchange(&t->reset_reported, true))
+            return -ECONNRESET;   /* a reset is reported even after our SHUT_RD */
         if (atomic_load(&t->shut_rd))
             return (ssize_t)got;
         if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
@@ -236,10 +244,18 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return t->ch.hdr ? send_failed(flags) : -ECONNRESET;
     if (atomic_load(&t->shut_wr))
         return send_failed(flags);
-    if (peer_finished(t))
+    if (peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_RESET))
         return send_failed(flags);
     if (b.total == 0)
         return 0;
+    unsigned ps = atomic_load(&t->ch.peer->state);
+    if ((ps & (SIDE_SHUT_RD | SIDE_SHUT_WR)) == (SIDE_SHUT_RD | SIDE_SHUT_WR)) {
+        /* Data for a socket shut down both ways: TCP accepts the send and
+         * the peer answers with a reset, which both ends then see. */
+        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+        wake_peer(t, f->fd);
+        return (ssize_t)b.total;
+    }
 
     size_t sent = 0;
     for (;;) {

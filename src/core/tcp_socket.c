@@ -87,7 +87,7 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
     return &t->base;
 }
 
-struct shunt_sock *tcp_socket_probe(int fd)
+struct shunt_sock *tcp_socket_probe(int fd, bool passed)
 {
     int domain = 0, type = 0, protocol = 0;
     socklen_t len = sizeof domain;
@@ -102,8 +102,15 @@ struct shunt_sock *tcp_socket_probe(int fd)
     if (!tcp_socket_wanted(domain, type, protocol))
         return NULL;
     struct shunt_sock *s = tcp_socket_new(fd, domain, -1);
-    if (s)
-        negotiate_attach_inherited(tcp_of(s), fd);
+    if (!s)
+        return NULL;
+    int listening = 0;
+    len = sizeof listening;
+    shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
+    if (listening)
+        negotiate_listen(tcp_of(s), fd);   /* an inherited listener: this process listens too */
+    else
+        negotiate_attach_inherited(tcp_of(s), fd, passed);
     return s;
 }
 
@@ -296,8 +303,6 @@ static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, sockl
     } else if (path == PATH_SHM && level == SOL_SOCKET && name == SO_ERROR && t->ch.hdr &&
                (atomic_load(&t->ch.peer->state) & SIDE_RESET) && !atomic_exchange(&t->reset_reported, true)) {
         v = ECONNRESET;
-    } else if (path == PATH_SHM && level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && t->ch.hdr) {
-        v = (int)t->ch.rx.size;   /* the ring is the buffer */
     } else {
         return pt_getsockopt(f, level, name, val, len);
     }
@@ -372,8 +377,6 @@ static void tcp_release_fd(struct fdref *f)
                 stream_close(t, f->fd);
             negotiate_forget(t);
         }
-    } else if (t->listener_registered) {
-        negotiate_forget(t);
     }
     pthread_mutex_unlock(&t->lock);
 }
@@ -381,6 +384,7 @@ static void tcp_release_fd(struct fdref *f)
 static void tcp_destroy(struct shunt_sock *s)
 {
     struct tcp_sock *t = tcp_of(s);
+    negotiate_listener_closed(t);
     if (t->ch.hdr)
         channel_detach(&t->ch);
     pthread_mutex_destroy(&t->lock);
@@ -433,7 +437,36 @@ void tcp_sockets_at_exit(void)
     fdt_for_each_object(0, ~0U, release_at_exit, NULL);
 }
 
+void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct fdref f = fdt_get(fds[i]);
+        if (f.sock && f.sock->ops == &tcp_ops) {
+            struct tcp_sock *t = tcp_of(f.sock);
+            if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr)
+                atomic_fetch_add(&t->ch.self->holders, (unsigned)delta);
+        }
+        fdt_put(&f);
+    }
+}
+
 void tcp_sockets_before_fork(void) { adjust_all(1); }
+
+static void register_listener(int fd, void *ctx)
+{
+    (void)ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->listener_registered) {
+        tcp_of(f.sock)->listener_registered = false;
+        negotiate_listen(tcp_of(f.sock), fd);
+    }
+    fdt_put(&f);
+}
+
+void tcp_sockets_after_fork_child(void)
+{
+    fdt_for_each_object(0, ~0U, register_listener, NULL);
+}
 void tcp_sockets_fork_failed(void) { adjust_all(-1); }
 
 /* A vfork child (or posix_spawn's) was never counted as a holder, and its

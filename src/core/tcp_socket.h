@@ -47,7 +47,8 @@ struct tcp_sock {
     _Atomic int path;                   /* enum tcp_path */
     _Atomic int reason;                 /* enum fallback_reason */
     bool negotiated;                    /* connect or accept has run the negotiation */
-    bool listener_registered;
+    bool listener_registered;           /* this process has a registry entry for it */
+    unsigned char bound[24];            /* listener: its address (struct reg_addr) */
     uint64_t inode;
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
@@ -64,6 +65,8 @@ struct tcp_sock {
     int program_nodelay;                /* TCP_NODELAY as the program set it */
     struct timeval sndtimeo;            /* SO_SNDTIMEO as the program set it */
     unsigned spin_fails;                /* consecutive spins that found nothing */
+    atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
+    bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
     unsigned fork_epoch;
 };
 
@@ -81,8 +84,13 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock);
 
 /* An object for an fd the table has not seen, or NULL if it is not a TCP
  * socket.  An fd of an accelerated connection (inherited across exec or
- * received with SCM_RIGHTS) is attached to its channel. */
-struct shunt_sock *tcp_socket_probe(int fd);
+ * received with SCM_RIGHTS) is attached to its channel.  passed: it just
+ * arrived with SCM_RIGHTS, and the sender already counted it as a holder. */
+struct shunt_sock *tcp_socket_probe(int fd, bool passed);
+
+/* sendmsg with SCM_RIGHTS: each accelerated socket in flight is held for
+ * its receiver (delta +1 before sending, -1 if the send failed). */
+void tcp_sockets_in_flight(const int *fds, size_t n, int delta);
 
 /* 1 if the connection on this object runs on an accelerated path. */
 int tcp_socket_accelerated(struct shunt_sock *s, int fd);
@@ -93,6 +101,8 @@ void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool sho
 /* fork: every channel this process holds gains a holder before, and loses
  * it again if fork failed; exec: the old image lets go of its holds. */
 void tcp_sockets_before_fork(void);
+/* In the child: its own registry entries for the listeners it inherited. */
+void tcp_sockets_after_fork_child(void);
 void tcp_sockets_fork_failed(void);
 void tcp_sockets_before_exec(void);
 void tcp_sockets_exec_failed(void);

@@ -8,10 +8,14 @@
  * So queued bytes plus counts never fall below the number of blocked
  * sleepers: nobody misses a wake-up, and the worst case is a spurious one.
  * Bytes nobody consumed are drained by doorbell_drain, under wait_lock so
- * that no sleeper can be about to block on one of them.
+ * that no sleeper can be about to block on one of them.  Only one thread
+ * per endpoint and process sleeps in the kernel at a time (wait_channel).
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "core/init.h"
@@ -100,16 +104,36 @@ void doorbell_disarm(struct tcp_sock *t)
     retract(t->ch.self);
 }
 
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+static int futex_wait(atomic_uint *word, unsigned expected, const struct timespec *tmo)
 {
-    if (spin(t, ready))
-        return 0;
-    struct chan_side *self = t->ch.self;
-    pthread_mutex_lock(&wait_lock);
-    atomic_fetch_add(&self->waiters, 1);
-    doorbell_arm(t);
-    pthread_mutex_unlock(&wait_lock);
+    return syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, tmo, NULL, 0) < 0 ? -errno : 0;
+}
 
+static void futex_wake_all(atomic_uint *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The socket's own timeout for this direction, if it has one. */
+static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct timespec *out)
+{
+    struct timeval tv = t->sndtimeo;
+    if (!for_write) {
+        socklen_t len = sizeof tv;
+        if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
+            return false;
+    }
+    if (!tv.tv_sec && !tv.tv_usec)
+        return false;
+    out->tv_sec = tv.tv_sec;
+    out->tv_nsec = tv.tv_usec * 1000;
+    return true;
+}
+
+/* The one thread of this endpoint that sleeps in the kernel: armed, it
+ * blocks in recv() for one doorbell. */
+static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+{
     int result = 0;
     bool consumed = false;
     if (!ready(t)) {
@@ -117,6 +141,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         ssize_t r;
         struct timeval tv = t->sndtimeo;
         if (for_write && (tv.tv_sec || tv.tv_usec)) {
+            /* recv would time out by SO_RCVTIMEO: wait by the send timeout */
             struct pollfd p = { .fd = fd, .events = POLLIN };
             int ms = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
             int n = shunt_real.poll(&p, 1, ms > 0 ? ms : 1);
@@ -128,7 +153,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
             } else {
                 r = shunt_real.recv(fd, &b, 1, MSG_DONTWAIT);
                 if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                    r = -1, errno = EINPROGRESS;   /* woken but the byte went to another thread */
+                    r = -1, errno = EINPROGRESS;   /* drained meanwhile: just look again */
             }
         } else {
             r = shunt_real.recv(fd, &b, 1, 0);   /* sleeps in the kernel until a doorbell */
@@ -151,7 +176,49 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         }
     }
     if (!consumed)
-        retract(self);
+        retract(t->ch.self);
+    return result;
+}
+
+/*
+ * Several threads of one process may wait on one socket (a reader and a
+ * writer, say).  A doorbell byte wakes only the thread that consumes it, so
+ * only one of them sleeps in the kernel; the others sleep on a futex and
+ * are woken, all of them, whenever that one wakes.  futex waits restart
+ * under SA_RESTART like recv does, and take the socket's timeout.
+ */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+{
+    if (spin(t, ready))
+        return 0;
+    struct chan_side *self = t->ch.self;
+    pthread_mutex_lock(&wait_lock);
+    atomic_fetch_add(&self->waiters, 1);
+    unsigned gen = atomic_load(&t->wait_gen);
+    bool in_kernel = !t->kernel_sleeper;
+    if (in_kernel) {
+        t->kernel_sleeper = true;
+        doorbell_arm(t);
+    }
+    pthread_mutex_unlock(&wait_lock);
+
+    int result = 0;
+    if (in_kernel) {
+        result = sleep_in_kernel(t, fd, ready, for_write);
+        pthread_mutex_lock(&wait_lock);
+        t->kernel_sleeper = false;
+        atomic_fetch_add(&t->wait_gen, 1);
+        pthread_mutex_unlock(&wait_lock);
+        futex_wake_all(&t->wait_gen);
+    } else if (!ready(t)) {
+        struct timespec tmo;
+        bool timed = socket_timeout(t, fd, for_write, &tmo);
+        int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+        if (r == -ETIMEDOUT)
+            result = -EAGAIN;
+        else if (r == -EINTR)
+            result = -EINTR;
+    }
     atomic_fetch_sub(&self->waiters, 1);
     return result;
 }

@@ -4,6 +4,8 @@
  */
 #include <string.h>
 
+#include "core/splice.h"
+#include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
 static ssize_t do_recv(int fd, struct io_call *c)
@@ -26,9 +28,8 @@ static ssize_t do_send(int fd, struct io_call *c)
     return wrap_finish(r, saved);
 }
 
-/* fds that arrive with SCM_RIGHTS take numbers the table may remember
- * wrongly: forget them so that their first use probes them. */
-static void forget_passed_fds(const struct msghdr *msg)
+/* The fds a message carries with SCM_RIGHTS: calls fn on each array. */
+static void for_passed_fds(const struct msghdr *msg, void (*fn)(const int *fds, size_t n))
 {
     if (!msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
         return;
@@ -36,13 +37,28 @@ static void forget_passed_fds(const struct msghdr *msg)
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        const unsigned char *data = CMSG_DATA(c);
-        for (size_t i = 0; i < n; i++) {
-            int fd;
-            memcpy(&fd, data + i * sizeof fd, sizeof fd);
-            fdt_forget(fd);
-        }
+        int fds[n ? n : 1];
+        memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+        fn(fds, n);
     }
+}
+
+/* Received fds take numbers the table may remember wrongly: they are taken
+ * up afresh, and an accelerated one attached to its channel. */
+static void adopt(const int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fdt_adopt_passed(fds[i]);
+}
+
+static void hold_in_flight(const int *fds, size_t n)
+{
+    tcp_sockets_in_flight(fds, n, 1);
+}
+
+static void release_in_flight(const int *fds, size_t n)
+{
+    tcp_sockets_in_flight(fds, n, -1);
 }
 
 SHUNT_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -76,7 +92,7 @@ SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     struct io_call c = { .kind = IO_RECVMSG, .msg = msg, .flags = flags };
     ssize_t r = do_recv(fd, &c);
     if (r >= 0)
-        forget_passed_fds(msg);
+        for_passed_fds(msg, adopt);
     return r;
 }
 
@@ -88,7 +104,7 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
     int r = f.ops->recvmmsg(&f, vec, vlen, flags, tmo);
     fdt_put(&f);
     for (int i = 0; i < r; i++)
-        forget_passed_fds(&vec[i].msg_hdr);
+        for_passed_fds(&vec[i].msg_hdr, adopt);
     return (int)wrap_finish(r, saved);
 }
 
@@ -117,10 +133,21 @@ SHUNT_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONS
     return do_send(fd, &c);
 }
 
+/* An accelerated socket sent with SCM_RIGHTS stays held while in flight,
+ * so that the sender closing its copy does not end the connection. */
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct io_call c = { .kind = IO_SENDMSG, .msg = (struct msghdr *)msg, .flags = flags };
-    return do_send(fd, &c);
+    shunt_ensure_init();
+    if (msg)
+        for_passed_fds(msg, hold_in_flight);
+    ssize_t r = do_send(fd, &c);
+    if (r < 0 && msg) {
+        int err = errno;
+        for_passed_fds(msg, release_in_flight);
+        errno = err;
+    }
+    return r;
 }
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
@@ -165,10 +192,17 @@ SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t coun
     DISPATCH(ssize_t, out_fd, sendfile, in_fd, off, count);
 }
 
-/* splice moves data between kernel buffers; until a transport can take part
- * in it, both ends are the kernel's. */
+/* splice with an accelerated socket at either end goes through the ring
+ * (core/splice.c); anything else is the kernel's. */
 SHUNT_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len, unsigned int flags)
 {
+    int saved = errno;
     shunt_ensure_init();
-    return shunt_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+    struct fdref in = fdt_get(fd_in), out = fdt_get(fd_out);
+    ssize_t r;
+    if (!splice_accelerated(&in, off_in, &out, off_out, len, flags, &r))
+        r = sysret(shunt_real.splice(fd_in, off_in, fd_out, off_out, len, flags));
+    fdt_put(&in);
+    fdt_put(&out);
+    return wrap_finish(r, saved);
 }

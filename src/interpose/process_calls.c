@@ -23,6 +23,7 @@ SHUNT_EXPORT pid_t fork(void)
         errno = err;
     } else if (pid == 0) {
         shunt_after_fork_child();
+        tcp_sockets_after_fork_child();
     }
     return pid;
 }

@@ -1,0 +1,14 @@
+/*
+ * splice.h: splice(2) with an accelerated socket at one end.
+ */
+#ifndef SHUNT_SPLICE_H
+#define SHUNT_SPLICE_H
+
+#include "core/sock.h"
+
+/* Handles the call when either end is an accelerated socket (true, with the
+ * result or a negative errno in *result); false leaves it to the kernel. */
+bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
+                        unsigned int flags, ssize_t *result);
+
+#endif

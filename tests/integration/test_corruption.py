@@ -1,0 +1,66 @@
+"""A peer that writes garbage into a live shared segment: that one
+connection fails with ECONNRESET or EIO; the process neither crashes nor
+touches memory outside the ring; its other connections keep working."""
+import os
+import random
+import re
+import struct
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def victim(tmp_path_factory, shunt_build):
+    exe = str(tmp_path_factory.mktemp("corrupt") / "corrupt_victim")
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-I", os.path.join(REPO, "src"),
+                    os.path.join(REPO, "tests/programs/corrupt_victim.c"), "-o", exe, "-ldl"],
+                   check=True, timeout=60)
+    return exe
+
+
+def first_segment(pid):
+    names = set()
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            m = re.search(r"/dev/shm/(shunt-\d+-(\d+)-(\d+)-[0-9a-f]+)", line)
+            if m and int(m.group(2)) == pid:
+                names.add((int(m.group(3)), m.group(1)))
+    return "/dev/shm/" + sorted(names)[0][1] if names else None
+
+
+@pytest.mark.parametrize("how", ["head-beyond-size", "random-header"])
+def test_corrupted_segment_fails_one_connection(victim, shunt_build, how):
+    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
+    p = subprocess.Popen([victim], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stdout.readline()
+        if line.startswith("not accelerated"):
+            pytest.fail("the victim's connections were not accelerated")
+        m = re.match(r"ready (\d+) (\d+) (\d+) (\d+)", line)
+        assert m, line
+        pid, head, tail, fin = map(int, m.groups())
+        seg = first_segment(pid)
+        assert seg, "no channel segment mapped by the victim"
+        with open(seg, "r+b") as f:
+            if how == "head-beyond-size":
+                f.seek(tail)
+                (t,) = struct.unpack("<Q", f.read(8))
+                f.seek(head)
+                f.write(struct.pack("<Q", t + (1 << 40)))
+            else:
+                rnd = random.Random(1234)
+                for off in (head, tail, fin):
+                    f.seek(off)
+                    f.write(struct.pack("<Q", rnd.getrandbits(64) | (1 << 62)))
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        out, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, f"victim exit {p.returncode}: {out}"
+    assert "other=ok" in out
