@@ -84,17 +84,17 @@ test-unit: $(UNIT_BIN)
 # integration tests with real programs.
 test: all
 	$(MAKE) test-unit
-	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough
+	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough,accelerated
 	python3 -m pytest -q tests/integration
 
 test-conformance: all
-	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough
+	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough,accelerated
 
 # The conformance suite under ASan + UBSan (the library is sanitized, the
 # test programs are not, so libasan is preloaded first).
 test-san:
 	$(MAKE) SANITIZE=1 all
-	python3 tests/run_conformance.py --build build-san --modes passthrough --sanitizer
+	python3 tests/run_conformance.py --build build-san --modes passthrough,accelerated --sanitizer
 
 install: lib tool
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
@@ -103,3 +103,10 @@ install: lib tool
 
 clean:
 	rm -rf build build-san
+
+# The demonstration: the same real programs (sockperf, NetPIPE) over kernel
+# TCP and under shunt, side by side (bench/README.md).
+.PHONY: demo
+demo: lib tool
+	scripts/install-deps --demo
+	python3 bench/demo.py

@@ -104,7 +104,7 @@ static struct ep_entry *find(struct epoll_obj *ep, int fd)
 static void drop(struct epoll_obj *ep, struct ep_entry *e)
 {
     if (e->armed)
-        doorbell_disarm(e->t);
+        doorbell_leave(e->t, e->fd);
     sock_put(&e->t->base);
     *e = ep->v[--ep->n];
 }
@@ -273,8 +273,9 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n)
         if ((evs[i].data.u64 >> 32) == TAG_HIGH) {
             int fd = (int)(uint32_t)evs[i].data.u64;
             struct ep_entry *e = find(ep, fd);
-            if (e && e->t->ch.hdr && atomic_load(&e->t->path) == PATH_SHM)
-                doorbell_drain(e->t, fd);
+            if (e && e->t->ch.hdr && atomic_load(&e->t->path) == PATH_SHM &&
+                (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+                doorbell_check_peer(e->t, fd);
             continue;
         }
         evs[kept++] = evs[i];
@@ -326,7 +327,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         for (size_t i = 0; i < ep->n; i++)
             if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
-                doorbell_arm(ep->v[i].t);
+                doorbell_enter(ep->v[i].t);
                 ep->v[i].armed = true;
             }
         n = collect(epfd, ep, evs, max);
@@ -336,7 +337,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         pthread_mutex_lock(&ep->lock);
         for (size_t i = 0; i < ep->n; i++)
             if (ep->v[i].armed) {
-                doorbell_disarm(ep->v[i].t);
+                doorbell_leave(ep->v[i].t, ep->v[i].fd);
                 ep->v[i].armed = false;
             }
         if (n > 0) {

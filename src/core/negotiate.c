@@ -278,6 +278,30 @@ int negotiate_observe(struct tcp_sock *t, int fd)
     return path;
 }
 
+int negotiate_settle(struct tcp_sock *t, int fd)
+{
+    if (atomic_load(&t->path) != PATH_OFFERED)
+        return atomic_load(&t->path);
+    _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    for (;;) {
+        uint64_t w = atomic_load(neg);
+        if (w & (NEG_CLAIMED | NEG_REFUSED))
+            break;
+        if (w & NEG_SENDING) {
+            sched_yield();
+            continue;
+        }
+        /* seq_cst CAS against the server's claim: one of them wins */
+        if (atomic_compare_exchange_strong(neg, &w, w | NEG_REFUSED)) {
+            shunt_log(LOG_INFO, "fd %d: offer withdrawn before the server claimed it", fd);
+            int path = negotiate_observe(t, fd);
+            atomic_store(&t->reason, FB_WITHDRAWN);
+            return path;
+        }
+    }
+    return negotiate_observe(t, fd);
+}
+
 int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result)
 {
     _Atomic uint64_t *neg = &t->ch.hdr->neg;

@@ -24,6 +24,11 @@ void negotiate_claim(struct tcp_sock *t, int fd);
  * Returns the path now. */
 int negotiate_observe(struct tcp_sock *t, int fd);
 
+/* A client about to do what must not wait for the claim (shutdown): the
+ * offer is settled now, withdrawn if the server has not claimed it yet.
+ * Returns the path, never PATH_OFFERED. */
+int negotiate_settle(struct tcp_sock *t, int fd);
+
 /* Client send while the offer is pending: sends over TCP and adds the
  * bytes to the prefix, unless the claim has landed (then returns 1 and
  * sends nothing). */

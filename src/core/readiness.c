@@ -144,8 +144,8 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             k[i] = fds[i];
             if (t) {
-                doorbell_arm(t);
-                k[i].events = POLLIN;
+                doorbell_enter(t);
+                k[i].events = POLLIN | POLLRDHUP;
             }
         }
         /* armed: anything produced from now on rings; look once more */
@@ -160,9 +160,9 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             if (t) {
-                doorbell_disarm(t);
-                if (r > 0 && k[i].revents)
-                    doorbell_drain(t, fds[i].fd);
+                doorbell_leave(t, fds[i].fd);
+                if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
+                    doorbell_check_peer(t, fds[i].fd);
             } else if (r > 0 && k[i].revents) {
                 fds[i].revents = k[i].revents;
                 count2++;

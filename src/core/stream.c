@@ -204,6 +204,11 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return (ssize_t)got;
         if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
             ssize_t end = end_of_stream(t);
+            shunt_log(LOG_DEBUG, "fd %d: end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
+                      f->fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
+                      (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
+                      (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),
+                      atomic_load(&t->ch.peer->state), end);
             return got ? (ssize_t)got : end;
         }
         if (got && !(flags & MSG_WAITALL))
@@ -211,7 +216,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (nonblocking(t, f->fd, flags)) {
             /* An empty ring on a non-blocking socket: a look at the
              * companion notices a peer that died without a word. */
-            doorbell_drain(t, f->fd);
+            doorbell_check_peer(t, f->fd);
             if (peer_finished(t))
                 continue;
             return got ? (ssize_t)got : -EAGAIN;

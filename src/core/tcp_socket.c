@@ -40,6 +40,7 @@ static const char *const reason_names[] = {
     [FB_ATTACH] = "channel could not be mapped",
     [FB_CONNECT_FAILED] = "connect failed",
     [FB_INHERITED] = "inherited connection unknown to shunt",
+    [FB_WITHDRAWN] = "client shut down before the claim",
 };
 
 const char *fallback_reason_name(enum fallback_reason r)
@@ -286,7 +287,8 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
 static int tcp_shutdown(struct fdref *f, int how)
 {
     struct tcp_sock *t = tcp_of(f->sock);
-    if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr)
+    /* A FIN on the TCP path would end the doorbells a later claim needs. */
+    if (negotiate_settle(t, f->fd) == PATH_SHM && t->ch.hdr)
         return stream_shutdown(t, f->fd, how);
     return pt_shutdown(f, how);
 }

@@ -38,6 +38,7 @@ enum fallback_reason {
     FB_ATTACH,              /* the channel could not be mapped */
     FB_CONNECT_FAILED,
     FB_INHERITED,           /* an inherited connection shunt does not know */
+    FB_WITHDRAWN,           /* the client shut down before the server claimed */
 };
 
 const char *fallback_reason_name(enum fallback_reason r);

@@ -1,24 +1,28 @@
 /*
  * wait.c: spinning, sleeping and doorbells.
  *
- * Doorbell accounting.  chan_side.sleepers counts requests for a doorbell.
- * A waker takes the whole count with one exchange and sends that many
- * bytes.  A sleeper blocked in recv() consumes exactly one byte; a sleeper
- * that stops waiting without a byte takes one count back if any is left.
- * So queued bytes plus counts never fall below the number of blocked
- * sleepers: nobody misses a wake-up, and the worst case is a spurious one.
- * Bytes nobody consumed are drained by doorbell_drain, under wait_lock so
- * that no sleeper can be about to block on one of them.  Only one thread
- * per endpoint and process sleeps in the kernel at a time (wait_channel).
+ * A doorbell is one byte on the companion TCP socket; the peer sends one
+ * when it made progress and found a request for it (chan_side.sleepers).
+ * Every wait in the kernel (the one recv of a blocked reader or writer, and
+ * every poll or epoll) watches for such a byte without consuming it
+ * (MSG_PEEK, POLLIN), so one byte wakes every thread of the endpoint that
+ * sleeps: no consumer can hide it from another.  Bytes are drained only
+ * when no thread of the endpoint is inside a kernel wait, under wait_lock,
+ * which is also where a thread announces that it is going to sleep: so a
+ * byte is never drained between a sleeper's last look at the rings and its
+ * entry into the kernel.  A drained byte has therefore been seen by every
+ * sleeper it was meant for; the worst case is a spurious wake-up.
  */
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/init.h"
+#include "core/log.h"
 #include "core/wait.h"
 #include "interpose/real.h"
 
@@ -92,14 +96,14 @@ static void retract(struct chan_side *self)
         ;
 }
 
-void doorbell_arm(struct tcp_sock *t)
+static void doorbell_arm(struct tcp_sock *t)
 {
     /* seq_cst: ordered before the caller's re-check of the rings; pairs
      * with the fence in wake_peer. */
     atomic_fetch_add(&t->ch.self->sleepers, 1);
 }
 
-void doorbell_disarm(struct tcp_sock *t)
+static void doorbell_disarm(struct tcp_sock *t)
 {
     retract(t->ch.self);
 }
@@ -130,12 +134,13 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
     return true;
 }
 
-/* The one thread of this endpoint that sleeps in the kernel: armed, it
- * blocks in recv() for one doorbell. */
+/* The one thread of this process that sleeps in the kernel for this
+ * endpoint: entered (armed), it blocks in recv(MSG_PEEK) until a doorbell
+ * is queued, the peer goes away, a signal or the socket's timeout. */
 static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
     int result = 0;
-    bool consumed = false;
+    doorbell_enter(t);
     if (!ready(t)) {
         unsigned char b;
         ssize_t r;
@@ -145,38 +150,28 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
             struct pollfd p = { .fd = fd, .events = POLLIN };
             int ms = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
             int n = shunt_real.poll(&p, 1, ms > 0 ? ms : 1);
-            if (n == 0) {
-                r = -1;
+            r = n > 0 ? shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
+            if (n == 0)
                 errno = EAGAIN;
-            } else if (n < 0) {
-                r = -1;
-            } else {
-                r = shunt_real.recv(fd, &b, 1, MSG_DONTWAIT);
-                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                    r = -1, errno = EINPROGRESS;   /* drained meanwhile: just look again */
-            }
         } else {
-            r = shunt_real.recv(fd, &b, 1, 0);   /* sleeps in the kernel until a doorbell */
+            r = shunt_real.recv(fd, &b, 1, MSG_PEEK);   /* sleeps in the kernel until a doorbell */
         }
-        if (r == 1) {
-            consumed = true;
-        } else if (r == 0) {
+        if (r == 0) {
             atomic_store(&t->peer_gone, true);
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             /* For a reader this is SO_RCVTIMEO or O_NONBLOCK set meanwhile.
              * A writer without SO_SNDTIMEO only stops for O_NONBLOCK. */
             int fl = shunt_real.fcntl(fd, F_GETFL);
             bool nb = fl >= 0 && (fl & O_NONBLOCK);
             atomic_store(&t->nonblock, nb);
             result = for_write && !(tv.tv_sec || tv.tv_usec) && !nb ? 0 : -EAGAIN;
-        } else if (errno == EINTR) {
+        } else if (r < 0 && errno == EINTR) {
             result = -EINTR;
-        } else if (errno != EINPROGRESS) {
+        } else if (r < 0) {
             atomic_store(&t->peer_gone, true);
         }
     }
-    if (!consumed)
-        retract(t->ch.self);
+    doorbell_leave(t, fd);
     return result;
 }
 
@@ -191,15 +186,19 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
     if (spin(t, ready))
         return 0;
-    struct chan_side *self = t->ch.self;
+    if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) {
+        /* The client's TCP prefix is still queued ahead of any doorbell, so
+         * the companion cannot be slept on: a writer (the only kind that
+         * waits now) looks again in a little while. */
+        struct timespec pause = { 0, 200000 };
+        nanosleep(&pause, NULL);
+        return 0;
+    }
     pthread_mutex_lock(&wait_lock);
-    atomic_fetch_add(&self->waiters, 1);
     unsigned gen = atomic_load(&t->wait_gen);
     bool in_kernel = !t->kernel_sleeper;
-    if (in_kernel) {
+    if (in_kernel)
         t->kernel_sleeper = true;
-        doorbell_arm(t);
-    }
     pthread_mutex_unlock(&wait_lock);
 
     int result = 0;
@@ -219,43 +218,64 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         else if (r == -EINTR)
             result = -EINTR;
     }
-    atomic_fetch_sub(&self->waiters, 1);
     return result;
 }
 
 void wake_peer(struct tcp_sock *t, int fd)
 {
-    static const char zeros[256];
     /* seq_cst fence: our ring update is ordered before the load of the
      * peer's request, pairing with the seq_cst increment in doorbell_arm:
-     * either the peer's re-check sees the update or we see its request. */
+     * either the peer's last look sees the update or we see its request. */
     atomic_thread_fence(memory_order_seq_cst);
     struct chan_side *peer = t->ch.peer;
     if (atomic_load_explicit(&peer->sleepers, memory_order_relaxed) == 0)
         return;
-    unsigned n = atomic_exchange(&peer->sleepers, 0);
-    if (n > sizeof zeros)
-        n = sizeof zeros;   /* a scribbled count must not make us loop */
-    if (n)
-        shunt_real.send(fd, zeros, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    /* One byte wakes every sleeper of the peer: none of them consumes it. */
+    if (atomic_exchange(&peer->sleepers, 0))
+        shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void doorbell_drain(struct tcp_sock *t, int fd)
+/* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
+static void drain_locked(struct tcp_sock *t, int fd)
 {
-    /* A server's companion starts with the client's TCP prefix: data, not doorbells. */
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
-    pthread_mutex_lock(&wait_lock);
-    if (atomic_load(&t->ch.self->waiters) == 0) {
-        char buf[256];
-        for (;;) {
-            ssize_t r = shunt_real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (r > 0)
-                continue;
-            if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-                atomic_store(&t->peer_gone, true);
-            break;
+    char buf[256];
+    for (;;) {
+        ssize_t r = shunt_real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0)
+            continue;
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            shunt_log(LOG_DEBUG, "fd %d: companion says the peer is gone (drain: %zd, %s)", fd, r, r ? strerror(errno) : "EOF");
+            atomic_store(&t->peer_gone, true);
         }
+        break;
     }
+}
+
+void doorbell_enter(struct tcp_sock *t)
+{
+    pthread_mutex_lock(&wait_lock);
+    atomic_fetch_add(&t->ch.self->waiters, 1);
+    doorbell_arm(t);
     pthread_mutex_unlock(&wait_lock);
+}
+
+void doorbell_leave(struct tcp_sock *t, int fd)
+{
+    doorbell_disarm(t);
+    pthread_mutex_lock(&wait_lock);
+    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1)
+        drain_locked(t, fd);
+    pthread_mutex_unlock(&wait_lock);
+}
+
+void doorbell_check_peer(struct tcp_sock *t, int fd)
+{
+    char b;
+    ssize_t r = shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        shunt_log(LOG_DEBUG, "fd %d: companion says the peer is gone (check: %zd, %s)", fd, r, r ? strerror(errno) : "EOF");
+        atomic_store(&t->peer_gone, true);
+    }
 }

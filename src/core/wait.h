@@ -20,14 +20,16 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write);
  * if it asked for one. */
 void wake_peer(struct tcp_sock *t, int fd);
 
-/* Asks the peer for a doorbell (readiness waits); disarm takes it back if
- * it was not used.  Balanced as wait_channel's are. */
-void doorbell_arm(struct tcp_sock *t);
-void doorbell_disarm(struct tcp_sock *t);
+/* A readiness wait (poll, epoll) that is about to sleep in the kernel
+ * watching this socket: enter asks the peer for a doorbell; leave takes the
+ * request back and drains the doorbells if no other thread is still asleep
+ * on them (setting peer_gone on EOF or error).  Always in pairs. */
+void doorbell_enter(struct tcp_sock *t);
+void doorbell_leave(struct tcp_sock *t, int fd);
 
-/* Consumes doorbells queued on the companion when no thread of this
- * process is blocked on them.  Sets peer_gone on EOF or error. */
-void doorbell_drain(struct tcp_sock *t, int fd);
+/* Looks at the companion without consuming anything: EOF or an error mean
+ * the peer is gone. */
+void doorbell_check_peer(struct tcp_sock *t, int fd);
 
 /* Called once at start-up: how many CPUs may run at once. */
 void wait_init(void);

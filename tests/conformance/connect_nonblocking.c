@@ -1,5 +1,6 @@
 /* connect_nonblocking: a non-blocking connect returns EINPROGRESS, poll then reports POLLOUT
- * (without POLLERR/POLLHUP), SO_ERROR is 0 and the connection carries data both ways. */
+ * (without POLLERR/POLLHUP), SO_ERROR is 0, connect again returns 0 then EISCONN, and the
+ * connection carries data both ways. */
 #include "check.h"
 #include "net.h"
 
@@ -23,6 +24,9 @@ int main(void)
 	CHECK_OK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen));
 	CHECK(elen, ==, sizeof(int));
 	CHECK(err, ==, 0);
+	/* Linux quirk (plain mode measured): the first connect after an asynchronous connect
+	 * completed returns 0 (it moves the socket to SS_CONNECTED); only later ones say EISCONN. */
+	CHECK(connect(c, (struct sockaddr *)&ss, len), ==, 0);
 	CHECK_ERRNO(connect(c, (struct sockaddr *)&ss, len), EISCONN);
 
 	s = CHECK_OK(accept(lfd, NULL, NULL));

@@ -42,7 +42,6 @@ int main(void)
 
 	/* The connection is unharmed, and queued data comes back without waiting. */
 	xwrite_all(c, "data", 4);
-	t0 = now_sec();
 	xread_exact(s, buf, 4);
 	CHECK(memcmp(buf, "data", 4), ==, 0);
 	xexchange_both(c, s);

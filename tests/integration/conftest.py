@@ -4,6 +4,13 @@ Everything here is python3 stdlib + pytest.  The tests run real programs
 under ``build/shunt run -- PROGRAM ...`` and compare them with the same
 programs run directly.
 
+Fixtures: shunt_build (the build dir), shunt (how to run things under
+shunt: .cmd(argv), .run(argv)), port (a free port), start_server (processes
+in their own process group, stopped by pid in teardown), builds (the echo
+peers of tests/programs, compiled once per session).  Helpers live in
+shunttest.py (processes, ports, /proc maps, ELF) and echopeers.py (the
+echo programs and their checks).
+
 Environment:
   SHUNT_BUILD          build directory holding ``shunt`` and ``libshunt.so``
                        (default: <repo>/build)
@@ -19,10 +26,16 @@ children they left in their group.
 
 import os
 import signal
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
+# The helper modules beside this file (also under --import-mode=importlib).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from echopeers import Builds
 from shunttest import LIBNAME, Server, Shunt, build_dir, free_port
 
 
@@ -67,6 +80,13 @@ def start_server(tmp_path):
     yield start
     for s in reversed(servers):
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def builds(tmp_path_factory):
+    """The echo peers (echopeers.Builds), compiled once per session into a
+    temporary directory on first use."""
+    return Builds(tmp_path_factory.mktemp("peer-bin"))
 
 
 # --------------------------------------------------------------- watchdog

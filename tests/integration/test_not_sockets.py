@@ -125,6 +125,11 @@ def test_launcher_with_and_without_double_dash(shunt):
     assert (with_dd.returncode, with_dd.stdout) == (0, b"hi there"), show(with_dd.stderr)
     without = run_cmd([shunt.bin, "run", "echo", "hi", "there"], timeout=30)
     assert (without.returncode, without.stdout) == (0, b"hi there\n"), show(without.stderr)
+    # a "--" after the program name belongs to the program
+    r = run_cmd([shunt.bin, "run", "--", "echo", "--", "-n", "x"], timeout=30)
+    assert (r.returncode, r.stdout) == (0, b"-- -n x\n"), show(r.stderr)
+    r = run_cmd([shunt.bin, "run", "echo", "--", "y"], timeout=30)
+    assert (r.returncode, r.stdout) == (0, b"-- y\n"), show(r.stderr)
 
 
 @pytest.mark.parametrize("status", [0, 1, 42, 255])

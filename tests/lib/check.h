@@ -5,9 +5,10 @@
  * exit 1), the exit-status conventions (0 pass, 1 fail, 77 skip) and expect_accelerated(),
  * which proves that a connection ran on the path the test mode claims.
  *
- * Header-only, C11 + _GNU_SOURCE, link with -ldl (dlsym). Never assert(): it vanishes under
- * NDEBUG. Every macro works from any thread; exit() ends the whole process. In a forked child
- * a failed CHECK exits the child with status 1, so the parent must check the child's status.
+ * Header-only, C11 + _GNU_SOURCE, link with -ldl (dlsym). Not built on <assert.h>, which
+ * vanishes under NDEBUG. Every macro works from any thread; exit() ends the whole process. In
+ * a forked child a failed CHECK exits the child with status 1, so the parent must check the
+ * child's status.
  */
 #ifndef SHUNT_TESTS_CHECK_H
 #define SHUNT_TESTS_CHECK_H
@@ -27,74 +28,74 @@
 #define TEST_EXIT_SKIP 77
 
 /* CHECK(a, op, b): both sides are evaluated once and compared as long long. */
-#define CHECK(a, op, b)                                                                     \
-	do {                                                                                \
-		long long check_a_ = (long long)(a);                                        \
-		long long check_b_ = (long long)(b);                                        \
-		if (!(check_a_ op check_b_)) {                                              \
-			fprintf(stderr,                                                     \
-				"%s:%d: CHECK(%s %s %s) failed: %lld %s %lld is false "     \
-				"(errno %d: %s)\n",                                         \
-				__FILE__, __LINE__, #a, #op, #b, check_a_, #op, check_b_,   \
-				errno, strerror(errno));                                    \
-			exit(TEST_EXIT_FAIL);                                               \
-		}                                                                           \
+#define CHECK(a, op, b)                                                              \
+	do {                                                                         \
+		long long check_a_ = (long long)(a);                                 \
+		long long check_b_ = (long long)(b);                                 \
+		if (!(check_a_ op check_b_)) {                                       \
+			fprintf(stderr,                                              \
+				"%s:%d: CHECK(%s %s %s) failed: %lld %s %lld is false " \
+				"(errno now %d: %s)\n",                              \
+				__FILE__, __LINE__, #a, #op, #b, check_a_, #op, check_b_, \
+				errno, strerror(errno));                             \
+			exit(TEST_EXIT_FAIL);                                        \
+		}                                                                    \
 	} while (0)
 
 /* CHECK_ERRNO(call, e): the call must return -1 with errno == e. */
-#define CHECK_ERRNO(call, expected_errno)                                                   \
-	do {                                                                                \
-		errno = 0;                                                                  \
-		long long check_r_ = (long long)(call);                                     \
-		int check_e_ = errno;                                                       \
-		int check_x_ = (expected_errno);                                            \
-		if (check_r_ != -1 || check_e_ != check_x_) {                               \
-			fprintf(stderr,                                                     \
+#define CHECK_ERRNO(call, expected_errno)                                            \
+	do {                                                                         \
+		errno = 0;                                                           \
+		long long check_r_ = (long long)(call);                              \
+		int check_e_ = errno;                                                \
+		int check_x_ = (expected_errno);                                     \
+		if (check_r_ != -1 || check_e_ != check_x_) {                        \
+			fprintf(stderr,                                              \
 				"%s:%d: CHECK_ERRNO(%s, %s) failed: returned %lld, errno %d " \
-				"(%s); expected -1, errno %d (%s)\n",                        \
-				__FILE__, __LINE__, #call, #expected_errno, check_r_,       \
-				check_e_, strerror(check_e_), check_x_,                     \
-				strerror(check_x_));                                        \
-			exit(TEST_EXIT_FAIL);                                               \
-		}                                                                           \
+				"(%s); expected -1, errno %d (%s)\n",                \
+				__FILE__, __LINE__, #call, #expected_errno, check_r_, \
+				check_e_, strerror(check_e_), check_x_,              \
+				strerror(check_x_));                                 \
+			exit(TEST_EXIT_FAIL);                                        \
+		}                                                                    \
 	} while (0)
 
 /* CHECK_OK(call): the call must not return -1. Evaluates to the call's result. */
-#define CHECK_OK(call)                                                                      \
-	__extension__({                                                                     \
-		__typeof__(call) check_r_ = (call);                                         \
-		if (check_r_ == -1) {                                                       \
-			int check_e_ = errno;                                               \
-			fprintf(stderr, "%s:%d: CHECK_OK(%s) failed: errno %d (%s)\n",      \
-				__FILE__, __LINE__, #call, check_e_, strerror(check_e_));   \
-			exit(TEST_EXIT_FAIL);                                               \
-		}                                                                           \
-		check_r_;                                                                   \
+#define CHECK_OK(call)                                                               \
+	__extension__({                                                              \
+		__typeof__(call) check_r_ = (call);                                  \
+		if (check_r_ == -1) {                                                \
+			int check_e_ = errno;                                        \
+			fprintf(stderr, "%s:%d: CHECK_OK(%s) failed: errno %d (%s)\n", \
+				__FILE__, __LINE__, #call, check_e_, strerror(check_e_)); \
+			exit(TEST_EXIT_FAIL);                                        \
+		}                                                                    \
+		check_r_;                                                            \
 	})
 
 /* FAIL(fmt, ...): unconditional failure with a message. */
-#define FAIL(...)                                                                           \
-	do {                                                                                \
-		fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                       \
-		fprintf(stderr, __VA_ARGS__);                                               \
-		fprintf(stderr, "\n");                                                      \
-		exit(TEST_EXIT_FAIL);                                                       \
+#define FAIL(...)                                                                    \
+	do {                                                                         \
+		fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                \
+		fprintf(stderr, __VA_ARGS__);                                        \
+		fprintf(stderr, "\n");                                               \
+		exit(TEST_EXIT_FAIL);                                                \
 	} while (0)
 
 /* SKIP(fmt, ...): the behaviour cannot be tested here; the runner prints this line. */
-#define SKIP(...)                                                                           \
-	do {                                                                                \
-		fflush(stdout);                                                             \
-		fprintf(stderr, "SKIP: ");                                                  \
-		fprintf(stderr, __VA_ARGS__);                                               \
-		fprintf(stderr, "\n");                                                      \
-		exit(TEST_EXIT_SKIP);                                                       \
+#define SKIP(...)                                                                    \
+	do {                                                                         \
+		fflush(stdout);                                                      \
+		fprintf(stderr, "SKIP: ");                                           \
+		fprintf(stderr, __VA_ARGS__);                                        \
+		fprintf(stderr, "\n");                                               \
+		exit(TEST_EXIT_SKIP);                                                \
 	} while (0)
 
-#define PASS()                                                                              \
-	do {                                                                                \
-		fflush(stdout);                                                             \
-		exit(TEST_EXIT_PASS);                                                       \
+#define PASS()                                                                       \
+	do {                                                                         \
+		fflush(stdout);                                                      \
+		exit(TEST_EXIT_PASS);                                                \
 	} while (0)
 
 /* Test modes, from SHUNT_TEST_MODE (set by tests/run_conformance.py). */

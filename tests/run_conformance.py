@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Run shunt's socket conformance suite.
+
+Runs every test program in BUILD/tests/conformance/ (built by the Makefile; this script
+compiles nothing) in each requested mode:
+
+  plain        without shunt: LD_PRELOAD unset, SHUNT_TEST_MODE=plain
+  passthrough  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=0, SHUNT_TEST_MODE=passthrough
+  accelerated  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=1, SHUNT_STRICT=1,
+               SHUNT_TEST_MODE=accelerated
+
+A test exits 0 (pass), 77 (skip) or anything else (fail). Each runs in its own session and
+temporary working directory; on timeout its whole process group is killed. One line per test
+and mode, then a last line "N passed, N failed, N skipped". Exit status 1 if anything failed
+or timed out, or if no test was found; 0 otherwise.
+
+  tests/run_conformance.py --build build --modes plain,passthrough [--filter SUBSTR]
+                           [--timeout 30] [--jobs 2] [--sanitizer]
+"""
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+MODES = ("plain", "passthrough", "accelerated")
+EXIT_SKIP = 77
+# Variables a mode sets or clears; never inherited from the caller's environment.
+MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default="build", help="build directory (default: build)")
+    p.add_argument("--modes", default="plain",
+                   help="comma-separated: plain, passthrough, accelerated (default: plain)")
+    p.add_argument("--filter", default="", help="only tests whose name contains this")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds per test and mode (default: 30)")
+    p.add_argument("--jobs", type=int, default=2, help="tests run in parallel (default: 2)")
+    p.add_argument("--sanitizer", action="store_true",
+                   help="the library is built with ASan/UBSan: preload libasan before it")
+    p.add_argument("--tail", type=int, default=20,
+                   help="lines of output shown for a failing test (default: 20)")
+    args = p.parse_args(argv)
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad or not args.modes:
+        p.error("unknown mode(s) %s; choose from %s" % (", ".join(bad) or "(none)",
+                                                        ", ".join(MODES)))
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    if args.timeout <= 0:
+        p.error("--timeout must be positive")
+    return args
+
+
+def find_tests(test_dir, substr):
+    """Executable regular files without a dot in their name (no .o, .d, ...), sorted."""
+    if not os.path.isdir(test_dir):
+        return []
+    found = []
+    for name in sorted(os.listdir(test_dir)):
+        path = os.path.join(test_dir, name)
+        if "." in name or not os.path.isfile(path) or not os.access(path, os.X_OK):
+            continue
+        if substr in name:
+            found.append((name, path))
+    return found
+
+
+def sanitizer_runtime():
+    """Absolute path of libasan.so as the compiler knows it, or None."""
+    cc = os.environ.get("CC", "cc")
+    try:
+        out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = os.path.realpath(out) if out else ""
+    return path if os.path.isabs(out) and os.path.exists(path) else None
+
+
+def mode_env(mode, lib, asan):
+    env = {k: v for k, v in os.environ.items() if k not in MODE_VARS}
+    env["SHUNT_TEST_MODE"] = mode
+    if mode == "plain":
+        return env
+    env["LD_PRELOAD"] = ("%s %s" % (asan, lib)) if asan else lib
+    if asan:
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    if mode == "passthrough":
+        env["SHUNT_ACCEL"] = "0"
+    else:
+        env["SHUNT_ACCEL"] = "1"
+        env["SHUNT_STRICT"] = "1"
+    return env
+
+
+class Runner:
+    def __init__(self, timeout, tail):
+        self.timeout = timeout
+        self.tail = tail
+        self.lock = threading.Lock()
+        self.running = set()  # process group ids of tests in flight
+        self.stopping = False
+
+    def kill_group(self, pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill_all(self):
+        with self.lock:
+            self.stopping = True
+            groups = list(self.running)
+        for pgid in groups:
+            self.kill_group(pgid)
+
+    @staticmethod
+    def group_members(pgid):
+        """Live processes of process group pgid, other than its (exited) leader."""
+        members = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == pgid:
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # fields[0] is the state, fields[2] the process group.
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry))
+        return members
+
+    def wait_group(self, pgid, deadline):
+        while self.group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def wait_exit(self, pid, deadline):
+        """Wait until pid exits or the deadline passes, leaving it unreaped (a zombie keeps
+        its process group id from being reused while the group is killed). True if exited."""
+        delay = 0.001
+        while True:
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return True
+            if info is not None and info.si_pid == pid:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    def run(self, name, path, mode, env):
+        with tempfile.TemporaryDirectory(prefix="shunt-conf-") as cwd, \
+                tempfile.TemporaryFile() as out:
+            start = time.monotonic()
+            with self.lock:
+                if self.stopping:
+                    return (mode, name, "FAIL", 0.0, ["(not run: interrupted)"])
+                proc = subprocess.Popen([path], stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                        start_new_session=True)
+                self.running.add(proc.pid)
+            exited = self.wait_exit(proc.pid, start + self.timeout)
+            elapsed = time.monotonic() - start
+            if exited:
+                # Let the test's children finish their own output (a child's failure
+                # message explains why its parent failed), then kill what is left.
+                self.wait_group(proc.pid, min(start + self.timeout, time.monotonic() + 1.0))
+            self.kill_group(proc.pid)
+            rc = proc.wait()
+            with self.lock:
+                self.running.discard(proc.pid)
+            out.seek(0)
+            lines = out.read().decode("utf-8", "replace").splitlines()
+
+        if not exited:
+            return (mode, name, "FAIL", elapsed,
+                    lines[-self.tail:] + ["(timed out after %gs; process group killed)"
+                                          % self.timeout])
+        if rc == 0:
+            return (mode, name, "PASS", elapsed, [])
+        if rc == EXIT_SKIP:
+            reasons = [l for l in lines if l.startswith("SKIP")]
+            reason = reasons[-1] if reasons else (lines[-1] if lines else "SKIP: (no reason)")
+            return (mode, name, "SKIP", elapsed, [reason])
+        if rc < 0:
+            try:
+                why = "killed by %s" % signal.Signals(-rc).name
+            except ValueError:
+                why = "killed by signal %d" % -rc
+        else:
+            why = "exit status %d" % rc
+        return (mode, name, "FAIL", elapsed, lines[-self.tail:] + ["(%s)" % why])
+
+
+def main(argv):
+    args = parse_args(argv)
+    build = os.path.abspath(args.build)
+    test_dir = os.path.join(build, "tests", "conformance")
+    tests = find_tests(test_dir, args.filter)
+    if not tests:
+        print("no conformance tests found in %s%s" % (
+            test_dir, (" matching '%s'" % args.filter) if args.filter else ""))
+        print("0 passed, 0 failed, 0 skipped")
+        return 1
+
+    lib = os.path.join(build, "libshunt.so")
+    asan = None
+    if any(m != "plain" for m in args.modes):
+        if not os.path.isfile(lib):
+            print("%s not found: needed for mode(s) %s" % (
+                lib, ",".join(m for m in args.modes if m != "plain")))
+            print("0 passed, 0 failed, 0 skipped")
+            return 1
+        if args.sanitizer:
+            asan = sanitizer_runtime()
+            if asan is None:
+                print("--sanitizer: libasan.so not found (cc -print-file-name=libasan.so)")
+                print("0 passed, 0 failed, 0 skipped")
+                return 1
+
+    envs = {m: mode_env(m, lib, asan) for m in args.modes}
+    work = [(name, path, mode) for mode in args.modes for name, path in tests]
+    runner = Runner(args.timeout, args.tail)
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    failed = []
+
+    def report(result):
+        mode, name, status, elapsed, detail = result
+        counts[status] += 1
+        line = "%s  %s  %s  %.2fs" % (status, mode, name, elapsed)
+        if status == "SKIP":
+            line += "  " + detail[0]
+        print(line)
+        if status == "FAIL":
+            failed.append("%s/%s" % (mode, name))
+            for l in detail:
+                print("    " + l)
+        sys.stdout.flush()
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        futures = [pool.submit(runner.run, name, path, mode, envs[mode])
+                   for name, path, mode in work]
+        for fut in concurrent.futures.as_completed(futures):
+            report(fut.result())
+    except KeyboardInterrupt:
+        runner.kill_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        print("interrupted")
+        print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"] + 1,
+                                                     counts["SKIP"]))
+        return 1
+    pool.shutdown(wait=True)
+
+    if failed:
+        print("failed: " + " ".join(sorted(failed)))
+    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    return 1 if counts["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
