@@ -26,7 +26,11 @@ LIBFLAGS  := $(BASEFLAGS) -fPIC -fvisibility=hidden -pthread
 
 LIB_SRC   := $(wildcard src/interpose/*.c src/core/*.c src/transport/*.c src/registry/*.c)
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
-TOOL_SRC  := src/tool/shunt.c src/core/settings.c
+TOOL_SRC  := $(wildcard src/tool/*.c)
+# the tool reads the registry with the library's own code (not preloaded)
+TOOL_OBJ  := $(BUILD)/obj/registry/registry.o $(BUILD)/obj/registry/sockdiag.o $(BUILD)/obj/transport/channel.o \
+             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
+             $(BUILD)/obj/interpose/real.o
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
 UNIT_SRC  := $(wildcard tests/unit/*.c)
@@ -52,11 +56,12 @@ $(BUILD)/libshunt.map: src/interpose/exports.map.in src/interpose/calls.def
 
 $(BUILD)/libshunt.so: $(LIB_OBJ) $(BUILD)/libshunt.map
 	$(CC) $(LIBFLAGS) -shared -Wl,--version-script=$(BUILD)/libshunt.map -Wl,--no-undefined-version \
-	    -Wl,-z,defs -Wl,-z,now -o $@ $(LIB_OBJ) -ldl
+	    -Wl,-z,defs -Wl,-z,now -o $@.tmp $(LIB_OBJ) -ldl
+	mv -f $@.tmp $@   # a program starting now never maps a half-written library
 
-$(BUILD)/shunt: $(TOOL_SRC) src/core/settings.h
+$(BUILD)/shunt: $(TOOL_SRC) $(TOOL_OBJ) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) -o $@ $(TOOL_SRC)
+	$(CC) $(BASEFLAGS) -pthread -o $@ $(TOOL_SRC) $(TOOL_OBJ) -ldl
 
 $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)

@@ -34,6 +34,8 @@ struct slot {
     atomic_uint inflight;
 };
 
+_Thread_local bool shunt_in_vfork_child;   /* set and cleared by interpose/vfork.c */
+
 static _Atomic(struct slot *) *directory;
 static size_t directory_chunks;
 
@@ -75,7 +77,7 @@ static struct slot *chunk_for(size_t c, bool create)
 
 static struct slot *slot_for(int fd, bool create)
 {
-    if (fd < 0 || !directory)
+    if (fd < 0 || !directory || shunt_in_vfork_child)
         return NULL;
     size_t c = (size_t)fd >> CHUNK_SHIFT;
     if (c >= directory_chunks)
@@ -237,7 +239,7 @@ void fdt_forget(int fd)
 /* Visits the slots of [first, last] that exist; chunks never made hold nothing. */
 static void for_each_slot(unsigned first, unsigned last, void (*fn)(int fd, struct slot *sl, void *ctx), void *ctx)
 {
-    if (!directory)
+    if (!directory || shunt_in_vfork_child)
         return;
     for (size_t c = first >> CHUNK_SHIFT; c < directory_chunks && (c << CHUNK_SHIFT) <= last; c++) {
         struct slot *chunk = chunk_for(c, false);

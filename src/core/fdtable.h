@@ -12,6 +12,10 @@
 
 #include "core/sock.h"
 
+/* True in the child of vfork, which shares our memory but not our fds:
+ * the table then answers passthrough for everything and changes nothing. */
+extern _Thread_local bool shunt_in_vfork_child;
+
 /* Sizes the table from RLIMIT_NOFILE and fs.nr_open.  Before it runs every
  * lookup answers passthrough. */
 void fdt_init(void);

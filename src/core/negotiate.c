@@ -63,7 +63,7 @@ static void companion_nodelay(int fd)
 
 void negotiate_listen(struct tcp_sock *t, int fd)
 {
-    if (!shunt_settings.accel || t->listener_registered)
+    if (!shunt_settings.accel || t->listener_pid == shunt_pid)
         return;
     struct reg_addr bound;
     if (local_addr(fd, &bound) < 0 || reg_open() < 0) {
@@ -81,7 +81,7 @@ void negotiate_listen(struct tcp_sock *t, int fd)
         shunt_log(LOG_WARN, "fd %d: listener on port %u not registered: %s", fd, bound.port, strerror(-r));
         return;
     }
-    t->listener_registered = true;
+    t->listener_pid = shunt_pid;
     _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
     memcpy(t->bound, &bound, sizeof bound);
     shunt_log(LOG_INFO, "fd %d: accelerated listener on port %u", fd, bound.port);
@@ -350,8 +350,7 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
         atomic_store(&t->path, PATH_SHM);
         return;
     }
-    if (!passed)   /* a passed fd's hold was taken by its sender */
-        atomic_fetch_add(&t->ch.self->holders, 1);
+    (void)passed;   /* whoever passed the fd on (sender, parent, old image) took our hold */
     bool claimed = side == 1 || (atomic_load(&t->ch.hdr->neg) & NEG_CLAIMED);
     atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
     shunt_log(LOG_INFO, "fd %d: attached inherited connection (channel %s, side %d)", fd, rec.channel, side);
@@ -362,9 +361,9 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
  * its own entry) still listens on the same socket. */
 void negotiate_listener_closed(struct tcp_sock *t)
 {
-    if (!t->listener_registered)
+    if (t->listener_pid != shunt_pid)
         return;
-    t->listener_registered = false;
+    t->listener_pid = 0;
     struct reg_addr bound, none;
     memcpy(&bound, t->bound, sizeof bound);
     memset(&none, 0, sizeof none);

@@ -268,11 +268,15 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
 static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int flags)
 {
     struct tcp_sock *listener = tcp_of(f->sock);
+    /* A process that accepts on a listener it did not create (a pre-forked
+     * worker, an exec'd server) registers as a listener of its own. */
+    if (listener->listener_pid != shunt_pid)
+        negotiate_listen(listener, f->fd);
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
     if (fd < 0)
         return fd;
     struct shunt_sock *s = tcp_socket_new(fd, f->sock->domain, (flags & SOCK_NONBLOCK) != 0);
-    if (s && listener->listener_registered) {
+    if (s && listener->listener_pid == shunt_pid) {
         negotiate_claim(tcp_of(s), fd);
         if (tcp_of(s)->strict_failed) {
             sock_put(s);
@@ -395,21 +399,58 @@ static void tcp_destroy(struct shunt_sock *s)
     free(t);
 }
 
-/* fork and exec bookkeeping: each distinct channel once, marked by epoch. */
+/*
+ * Holders: how many processes hold each end of a channel.  Who counts:
+ *   fork          the parent counts the child in before it exists;
+ *   vfork, posix_spawn
+ *                 the parent counts in the new program, for every channel
+ *                 with an fd that survives exec (not close-on-exec);
+ *   exec          the old image hands its holds to the new one, except for
+ *                 channels all of whose fds close at exec;
+ *   SCM_RIGHTS    the sender counts the receiver in before sending.
+ * A process that finds an inherited fd (after exec, or received) attaches
+ * without counting: its hold was taken for it.  A hold whose process never
+ * attaches only delays the FIN marker; its TCP socket's FIN, when the
+ * process is gone, still ends the connection for the peer.
+ *
+ * Each pass visits every fd of this process; an object is adjusted once,
+ * told apart by an epoch number.
+ */
 static unsigned epoch;
+
+enum holders_which { ALL_CHANNELS, SURVIVING_EXEC, CLOSED_BY_EXEC };
 
 struct holders_ctx {
     int delta;
     unsigned mark;
+    enum holders_which which;
+    bool survivors_pass;    /* first pass: which channels have an fd that survives exec */
 };
+
+static struct tcp_sock *channel_of(struct fdref *f)
+{
+    if (!f->sock || f->sock->ops != &tcp_ops)
+        return NULL;
+    struct tcp_sock *t = tcp_of(f->sock);
+    return atomic_load(&t->path) != PATH_TCP && t->ch.hdr ? t : NULL;
+}
 
 static void adjust_holders(int fd, void *ctx)
 {
     struct holders_ctx *h = ctx;
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops) {
-        struct tcp_sock *t = tcp_of(f.sock);
-        if (t->fork_epoch != h->mark && atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
+    struct tcp_sock *t = channel_of(&f);
+    if (t && h->survivors_pass) {
+        int fl = shunt_real.fcntl(fd, F_GETFD);
+        if (t->exec_epoch != h->mark) {
+            t->exec_epoch = h->mark;
+            t->survives_exec = false;
+        }
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            t->survives_exec = true;
+    } else if (t && t->fork_epoch != h->mark) {
+        bool survives = t->exec_epoch == h->mark && t->survives_exec;
+        if (h->which == ALL_CHANNELS || survives == (h->which == SURVIVING_EXEC)) {
             t->fork_epoch = h->mark;
             atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
         }
@@ -417,9 +458,14 @@ static void adjust_holders(int fd, void *ctx)
     fdt_put(&f);
 }
 
-static void adjust_all(int delta)
+static void adjust_all(int delta, enum holders_which which)
 {
-    struct holders_ctx h = { delta, ++epoch };
+    struct holders_ctx h = { delta, ++epoch, which, false };
+    if (which != ALL_CHANNELS) {
+        h.survivors_pass = true;
+        fdt_for_each_object(0, ~0U, adjust_holders, &h);
+        h.survivors_pass = false;
+    }
     fdt_for_each_object(0, ~0U, adjust_holders, &h);
 }
 
@@ -452,37 +498,25 @@ void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
     }
 }
 
-void tcp_sockets_before_fork(void) { adjust_all(1); }
+void tcp_sockets_before_fork(void) { adjust_all(1, ALL_CHANNELS); }
+void tcp_sockets_fork_failed(void) { adjust_all(-1, ALL_CHANNELS); }
 
-static void register_listener(int fd, void *ctx)
-{
-    (void)ctx;
-    struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->listener_registered) {
-        tcp_of(f.sock)->listener_registered = false;
-        negotiate_listen(tcp_of(f.sock), fd);
-    }
-    fdt_put(&f);
-}
+/* The new program holds what survives exec: counted in by the parent. */
+void tcp_sockets_before_spawn(void) { adjust_all(1, SURVIVING_EXEC); }
+void tcp_sockets_spawn_failed(void) { adjust_all(-1, SURVIVING_EXEC); }
 
-void tcp_sockets_after_fork_child(void)
-{
-    fdt_for_each_object(0, ~0U, register_listener, NULL);
-}
-void tcp_sockets_fork_failed(void) { adjust_all(-1); }
-
-/* A vfork child (or posix_spawn's) was never counted as a holder, and its
- * memory is the parent's: it leaves the counts alone. */
+/* This image lets go of the channels whose every fd closes at exec (a vfork
+ * child has nothing to let go of: its parent counted the new program). */
 void tcp_sockets_before_exec(void)
 {
-    if (getpid() == shunt_pid)
-        adjust_all(-1);
+    if (!shunt_in_vfork_child)
+        adjust_all(-1, CLOSED_BY_EXEC);
 }
 
 void tcp_sockets_exec_failed(void)
 {
-    if (getpid() == shunt_pid)
-        adjust_all(1);
+    if (!shunt_in_vfork_child)
+        adjust_all(1, CLOSED_BY_EXEC);
 }
 
 const struct sock_ops tcp_ops = {

@@ -48,7 +48,8 @@ struct tcp_sock {
     _Atomic int path;                   /* enum tcp_path */
     _Atomic int reason;                 /* enum fallback_reason */
     bool negotiated;                    /* connect or accept has run the negotiation */
-    bool listener_registered;           /* this process has a registry entry for it */
+    pid_t listener_pid;                 /* the process whose registry entry this listener has (0: none);
+                                         * a forked child sees its parent's pid here, not its own */
     unsigned char bound[24];            /* listener: its address (struct reg_addr) */
     uint64_t inode;
     pthread_mutex_t lock;               /* path changes, attach, close */
@@ -68,7 +69,9 @@ struct tcp_sock {
     unsigned spin_fails;                /* consecutive spins that found nothing */
     atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
-    unsigned fork_epoch;
+    unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
+    unsigned exec_epoch;
+    bool survives_exec;
 };
 
 static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
@@ -99,11 +102,11 @@ int tcp_socket_accelerated(struct shunt_sock *s, int fd);
 /* Records a fallback (and, under SHUNT_STRICT, says it loudly). */
 void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
 
-/* fork: every channel this process holds gains a holder before, and loses
- * it again if fork failed; exec: the old image lets go of its holds. */
+/* Holder bookkeeping around fork, vfork/posix_spawn and exec (see
+ * tcp_socket.c for who counts whom). */
 void tcp_sockets_before_fork(void);
-/* In the child: its own registry entries for the listeners it inherited. */
-void tcp_sockets_after_fork_child(void);
+void tcp_sockets_before_spawn(void);
+void tcp_sockets_spawn_failed(void);
 void tcp_sockets_fork_failed(void);
 void tcp_sockets_before_exec(void);
 void tcp_sockets_exec_failed(void);

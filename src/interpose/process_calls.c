@@ -23,7 +23,6 @@ SHUNT_EXPORT pid_t fork(void)
         errno = err;
     } else if (pid == 0) {
         shunt_after_fork_child();
-        tcp_sockets_after_fork_child();
     }
     return pid;
 }
@@ -108,16 +107,19 @@ SHUNT_EXPORT int execle(const char *path, const char *arg, ...)
     return execve(path, argv, envp);
 }
 
-/* posix_spawn is fork and exec in one: the child gets the parent's fds
- * (less those closed by file actions or O_CLOEXEC), and takes up the
- * channels of those it uses when it finds them.  The parent's holds are
- * not touched. */
+/* posix_spawn is fork and exec in one: the new program gets the fds that
+ * are not close-on-exec, and the parent counts it in as their holder (file
+ * actions that close some of them only delay the FIN marker). */
 SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
                              const posix_spawnattr_t *restrict attr, char *const argv[restrict],
                              char *const envp[restrict])
 {
     shunt_ensure_init();
-    return shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
+    tcp_sockets_before_spawn();
+    int r = shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
+    if (r != 0)
+        tcp_sockets_spawn_failed();
+    return r;
 }
 
 SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, const posix_spawn_file_actions_t *fa,
@@ -125,5 +127,9 @@ SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, co
                               char *const envp[restrict])
 {
     shunt_ensure_init();
-    return shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
+    tcp_sockets_before_spawn();
+    int r = shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
+    if (r != 0)
+        tcp_sockets_spawn_failed();
+    return r;
 }

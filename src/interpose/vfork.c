@@ -1,20 +1,57 @@
 /*
  * vfork.c: vfork, with its real semantics.
  *
- * The child of vfork borrows the parent's stack until it execs or exits, so
- * a wrapper must not return into a frame of its own in the child.  vfork
- * here is a few instructions that make sure shunt is initialised, then jump
- * (not call) to libc's vfork, which therefore returns straight to the
- * program in both processes.
+ * The child of vfork borrows the parent's memory and stack until it execs
+ * or exits, so a wrapper may neither return into a frame of its own in the
+ * child nor keep anything on the stack across the call.  On x86_64 vfork is
+ * a trampoline (as the sanitizers do it): the caller's return address goes
+ * to thread-local storage, libc's vfork is called, and both child and
+ * parent then jump back to the caller.  While the child runs,
+ * shunt_in_vfork_child is set, and shunt leaves its (shared!) fd table and
+ * every shared-memory count alone: to the kernel the child has fds of its
+ * own, and whatever it closes must not end the parent's connections.
  */
+#include <stdbool.h>
+
+#include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
-void *shunt_vfork_target(void);
+#define VFORK_DEPTH 8
+static _Thread_local void *vfork_return[VFORK_DEPTH];
+static _Thread_local int vfork_depth;
 
-__attribute__((used)) void *shunt_vfork_target(void)
+void *shunt_vfork_enter(void *ret);
+void *shunt_vfork_leave(long result);
+
+/* Before libc's vfork: remembers where to return; gives libc's vfork. */
+__attribute__((used)) void *shunt_vfork_enter(void *ret)
 {
     shunt_ensure_init();
+    tcp_sockets_before_spawn();
+    if (vfork_depth < VFORK_DEPTH)
+        vfork_return[vfork_depth] = ret;
+    vfork_depth++;
     return (void *)shunt_real.vfork;
+}
+
+/* After it, in the child first (result 0), then in the parent once the
+ * child has exec'd or exited: where to return to. */
+__attribute__((used)) void *shunt_vfork_leave(long result)
+{
+    int top = vfork_depth - 1;
+    void *ret = vfork_return[top < VFORK_DEPTH ? top : VFORK_DEPTH - 1];
+    if (result == 0) {
+        shunt_in_vfork_child = true;
+    } else {
+        shunt_in_vfork_child = false;
+        vfork_depth--;
+        if (result < 0) {
+            int err = errno;
+            tcp_sockets_spawn_failed();
+            errno = err;
+        }
+    }
+    return ret;
 }
 
 #if defined(__x86_64__)
@@ -23,22 +60,18 @@ __asm__(".text\n"
         ".type vfork,@function\n"
         "vfork:\n"
         "    endbr64\n"
-        "    sub $8, %rsp\n"              /* keep the stack 16-byte aligned for the call */
-        "    call shunt_vfork_target\n"
+        "    pop %rdi\n"                   /* the caller's return address; the stack is now 16-aligned */
+        "    call shunt_vfork_enter\n"
+        "    call *%rax\n"                 /* libc's vfork: returns twice, child first */
+        "    mov %rax, %rdi\n"
+        "    push %rax\n"                  /* the result, over where the return address was */
+        "    sub $8, %rsp\n"
+        "    call shunt_vfork_leave\n"
         "    add $8, %rsp\n"
-        "    jmp *%rax\n"
-        ".size vfork, .-vfork\n");
-#elif defined(__aarch64__)
-__asm__(".text\n"
-        ".globl vfork\n"
-        ".type vfork,%function\n"
-        "vfork:\n"
-        "    stp x29, x30, [sp, #-16]!\n"
-        "    mov x29, sp\n"
-        "    bl shunt_vfork_target\n"
-        "    ldp x29, x30, [sp], #16\n"
-        "    br x0\n"
+        "    mov %rax, %rcx\n"
+        "    pop %rax\n"
+        "    jmp *%rcx\n"
         ".size vfork, .-vfork\n");
 #else
-#error "vfork needs a tail-jump stub for this architecture"
+#error "vfork needs a trampoline for this architecture"
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/settings.h"
+#include "tool/tool.h"
 
 #ifndef SHUNT_VERSION
 #define SHUNT_VERSION "0.0.0"
@@ -29,6 +30,7 @@ static void usage(FILE *out)
             "\n"
             "commands:\n"
             "  run [--] PROGRAM [ARGS]   run PROGRAM with libshunt.so preloaded\n"
+            "  stat [--json]             accelerated listeners and connections of this user\n"
             "\n"
             "options:\n"
             "  -h, --help      this text (shunt run --help lists the settings)\n"
@@ -154,6 +156,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "stat"))
+        return cmd_stat(argc - 2, argv + 2);
     fprintf(stderr, "shunt: unknown command '%s' (shunt --help lists them)\n", cmd);
     return 2;
 }
