@@ -69,6 +69,9 @@ def parse_args(argv):
     p.add_argument("--accel", default="0", choices=["0", "1"],
                    help="SHUNT_ACCEL for the shunt runs (default 0: passthrough; 1 measures "
                         "the library's fast path between the two shunt'd processes)")
+    p.add_argument("--cpus", metavar="LIST",
+                   help="run both processes on these CPUs (taskset -c LIST); one CPU gives the "
+                        "steadiest figures on a noisy 2-core machine")
     p.add_argument("--write-doc", metavar="FILE",
                    help="update the overhead section of this markdown file")
     a = p.parse_args(argv)
@@ -107,6 +110,8 @@ def env_for(variant, lib, accel):
 
 def run_once(exe, variant, lib, size, args):
     cmd = [str(exe), "-n", str(args.round_trips), "-s", str(size), "-w", str(args.warmup)]
+    if args.cpus:
+        cmd = ["taskset", "-c", args.cpus] + cmd
     try:
         r = subprocess.run(cmd, env=env_for(variant, lib, args.accel), capture_output=True, text=True,
                            timeout=args.timeout)

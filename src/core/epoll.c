@@ -101,10 +101,21 @@ static struct ep_entry *find(struct epoll_obj *ep, int fd)
     return NULL;
 }
 
+/* The doorbells a wait for this member's events needs. */
+static int entry_wants(const struct ep_entry *e)
+{
+    int w = 0;
+    if (e->events & (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLRDHUP))
+        w |= WANT_DATA;
+    if (e->events & (EPOLLOUT | EPOLLWRNORM))
+        w |= WANT_SPACE;
+    return w ? w : WANT_DATA;
+}
+
 static void drop(struct epoll_obj *ep, struct ep_entry *e)
 {
     if (e->armed)
-        doorbell_leave(e->t, e->fd);
+        doorbell_leave(e->t, e->fd, entry_wants(e));
     sock_put(&e->t->base);
     *e = ep->v[--ep->n];
 }
@@ -327,7 +338,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         for (size_t i = 0; i < ep->n; i++)
             if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
-                doorbell_enter(ep->v[i].t);
+                doorbell_enter(ep->v[i].t, entry_wants(&ep->v[i]));
                 ep->v[i].armed = true;
             }
         n = collect(epfd, ep, evs, max);
@@ -337,7 +348,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         pthread_mutex_lock(&ep->lock);
         for (size_t i = 0; i < ep->n; i++)
             if (ep->v[i].armed) {
-                doorbell_leave(ep->v[i].t, ep->v[i].fd);
+                doorbell_leave(ep->v[i].t, ep->v[i].fd, entry_wants(&ep->v[i]));
                 ep->v[i].armed = false;
             }
         if (n > 0) {

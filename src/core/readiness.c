@@ -82,6 +82,17 @@ static int kernel_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo
 
 #define STACK_FDS 32
 
+/* The doorbells a readiness wait for these events needs. */
+static int wants(short events)
+{
+    int w = 0;
+    if (events & (POLLIN | POLLRDNORM | POLLRDBAND | POLLPRI | POLLRDHUP))
+        w |= WANT_DATA;
+    if (events & (POLLOUT | POLLWRNORM | POLLWRBAND))
+        w |= WANT_SPACE;
+    return w ? w : WANT_DATA;   /* errors and hang-ups come with data's doorbell */
+}
+
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
@@ -144,7 +155,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             k[i] = fds[i];
             if (t) {
-                doorbell_enter(t);
+                doorbell_enter(t, wants(fds[i].events));
                 k[i].events = POLLIN | POLLRDHUP;
             }
         }
@@ -160,7 +171,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             if (t) {
-                doorbell_leave(t, fds[i].fd);
+                doorbell_leave(t, fds[i].fd, wants(fds[i].events));
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_peer(t, fds[i].fd);
             } else if (r > 0 && k[i].revents) {

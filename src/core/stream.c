@@ -192,7 +192,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (n > 0) {
             got += (size_t)n;
             if (!(flags & MSG_PEEK))
-                wake_peer(t, f->fd);
+                wake_peer(t, f->fd, WANT_SPACE);
             if (got == b.total || !(flags & MSG_WAITALL) || (flags & MSG_PEEK))
                 return (ssize_t)got;
             continue;
@@ -258,7 +258,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         /* Data for a socket shut down both ways: TCP accepts the send and
          * the peer answers with a reset, which both ends then see. */
         atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
-        wake_peer(t, f->fd);
+        wake_peer(t, f->fd, WANT_ANY);
         return (ssize_t)b.total;
     }
 
@@ -275,7 +275,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : broken(t, f->fd);
         if (n > 0) {
             sent += (size_t)n;
-            wake_peer(t, f->fd);
+            wake_peer(t, f->fd, WANT_DATA);
             if (sent == b.total)
                 return (ssize_t)sent;
             continue;
@@ -304,7 +304,7 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
         pthread_mutex_unlock(&t->tx_lock);
         atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR);
     }
-    wake_peer(t, fd);
+    wake_peer(t, fd, WANT_ANY);
     return 0;
 }
 
@@ -322,7 +322,7 @@ void stream_close(struct tcp_sock *t, int fd)
         pthread_mutex_unlock(&t->tx_lock);
     }
     atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
-    wake_peer(t, fd);
+    wake_peer(t, fd, WANT_ANY);
     shunt_log(LOG_DEBUG, "fd %d: closed (%s)", fd, (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
 }
 

@@ -69,6 +69,7 @@ struct tcp_sock {
     unsigned spin_fails;                /* consecutive spins that found nothing */
     atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
+    unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
     unsigned exec_epoch;
     bool survives_exec;

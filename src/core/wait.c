@@ -79,7 +79,8 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         }
         cpu_relax();
         if ((i & 63) == 0) {
-            if (now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed))
+            if (now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
+                atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
             if ((i & 4095) == 0)
                 sched_yield();   /* a peer queued on this CPU gets to run */
@@ -89,23 +90,29 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
     return false;
 }
 
-static void retract(struct chan_side *self)
+static void retract(atomic_uint *count)
 {
-    unsigned n = atomic_load(&self->sleepers);
-    while (n > 0 && !atomic_compare_exchange_weak(&self->sleepers, &n, n - 1))
+    unsigned n = atomic_load(count);
+    while (n > 0 && !atomic_compare_exchange_weak(count, &n, n - 1))
         ;
 }
 
-static void doorbell_arm(struct tcp_sock *t)
+static void doorbell_arm(struct tcp_sock *t, int what)
 {
     /* seq_cst: ordered before the caller's re-check of the rings; pairs
      * with the fence in wake_peer. */
-    atomic_fetch_add(&t->ch.self->sleepers, 1);
+    if (what & WANT_DATA)
+        atomic_fetch_add(&t->ch.self->sleepers, 1);
+    if (what & WANT_SPACE)
+        atomic_fetch_add(&t->ch.self->space_sleepers, 1);
 }
 
-static void doorbell_disarm(struct tcp_sock *t)
+static void doorbell_disarm(struct tcp_sock *t, int what)
 {
-    retract(t->ch.self);
+    if (what & WANT_DATA)
+        retract(&t->ch.self->sleepers);
+    if (what & WANT_SPACE)
+        retract(&t->ch.self->space_sleepers);
 }
 
 static int futex_wait(atomic_uint *word, unsigned expected, const struct timespec *tmo)
@@ -140,7 +147,8 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
 static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
     int result = 0;
-    doorbell_enter(t);
+    int what = for_write ? WANT_SPACE : WANT_DATA;
+    doorbell_enter(t, what);
     if (!ready(t)) {
         unsigned char b;
         ssize_t r;
@@ -171,7 +179,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
             atomic_store(&t->peer_gone, true);
         }
     }
-    doorbell_leave(t, fd);
+    doorbell_leave(t, fd, what);
     return result;
 }
 
@@ -207,12 +215,20 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         pthread_mutex_lock(&wait_lock);
         t->kernel_sleeper = false;
         atomic_fetch_add(&t->wait_gen, 1);
+        bool others = t->futex_waiters > 0;
         pthread_mutex_unlock(&wait_lock);
-        futex_wake_all(&t->wait_gen);
+        if (others)
+            futex_wake_all(&t->wait_gen);
     } else if (!ready(t)) {
         struct timespec tmo;
         bool timed = socket_timeout(t, fd, for_write, &tmo);
+        pthread_mutex_lock(&wait_lock);
+        t->futex_waiters++;
+        pthread_mutex_unlock(&wait_lock);
         int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+        pthread_mutex_lock(&wait_lock);
+        t->futex_waiters--;
+        pthread_mutex_unlock(&wait_lock);
         if (r == -ETIMEDOUT)
             result = -EAGAIN;
         else if (r == -EINTR)
@@ -221,17 +237,22 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
     return result;
 }
 
-void wake_peer(struct tcp_sock *t, int fd)
+void wake_peer(struct tcp_sock *t, int fd, int what)
 {
     /* seq_cst fence: our ring update is ordered before the load of the
-     * peer's request, pairing with the seq_cst increment in doorbell_arm:
+     * peer's requests, pairing with the seq_cst increment in doorbell_arm:
      * either the peer's last look sees the update or we see its request. */
     atomic_thread_fence(memory_order_seq_cst);
     struct chan_side *peer = t->ch.peer;
-    if (atomic_load_explicit(&peer->sleepers, memory_order_relaxed) == 0)
-        return;
+    bool ring = false;
+    /* Only a peer waiting for what we made happen is woken: a reader is not
+     * woken because we freed space, nor a writer because we wrote. */
+    if ((what & WANT_DATA) && atomic_load_explicit(&peer->sleepers, memory_order_relaxed))
+        ring |= atomic_exchange(&peer->sleepers, 0) != 0;
+    if ((what & WANT_SPACE) && atomic_load_explicit(&peer->space_sleepers, memory_order_relaxed))
+        ring |= atomic_exchange(&peer->space_sleepers, 0) != 0;
     /* One byte wakes every sleeper of the peer: none of them consumes it. */
-    if (atomic_exchange(&peer->sleepers, 0))
+    if (ring)
         shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
@@ -243,6 +264,8 @@ static void drain_locked(struct tcp_sock *t, int fd)
     char buf[256];
     for (;;) {
         ssize_t r = shunt_real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0 && (size_t)r < sizeof buf)
+            break;   /* a short read took all that was queued: no call just to hear EAGAIN */
         if (r > 0)
             continue;
         if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -253,17 +276,17 @@ static void drain_locked(struct tcp_sock *t, int fd)
     }
 }
 
-void doorbell_enter(struct tcp_sock *t)
+void doorbell_enter(struct tcp_sock *t, int what)
 {
     pthread_mutex_lock(&wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
-    doorbell_arm(t);
+    doorbell_arm(t, what);
     pthread_mutex_unlock(&wait_lock);
 }
 
-void doorbell_leave(struct tcp_sock *t, int fd)
+void doorbell_leave(struct tcp_sock *t, int fd, int what)
 {
-    doorbell_disarm(t);
+    doorbell_disarm(t, what);
     pthread_mutex_lock(&wait_lock);
     if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1)
         drain_locked(t, fd);

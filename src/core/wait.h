@@ -11,21 +11,24 @@
 
 typedef bool (*ready_fn)(struct tcp_sock *t);
 
+/* What a sleeper waits for, and what a waker made happen. */
+enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
+
 /* Waits until ready(t) may have become true.  0: check again; -EAGAIN:
  * the socket's timeout ran out; -EINTR: a signal the program asked to
  * interrupt calls.  Sets t->peer_gone when the companion closes. */
 int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write);
 
-/* After producing into or consuming from a ring: rings the peer's doorbell
- * if it asked for one. */
-void wake_peer(struct tcp_sock *t, int fd);
+/* After producing into (WANT_DATA), consuming from (WANT_SPACE) a ring, or
+ * closing (WANT_ANY): rings the peer's doorbell if it asked for that. */
+void wake_peer(struct tcp_sock *t, int fd, int what);
 
 /* A readiness wait (poll, epoll) that is about to sleep in the kernel
  * watching this socket: enter asks the peer for a doorbell; leave takes the
  * request back and drains the doorbells if no other thread is still asleep
  * on them (setting peer_gone on EOF or error).  Always in pairs. */
-void doorbell_enter(struct tcp_sock *t);
-void doorbell_leave(struct tcp_sock *t, int fd);
+void doorbell_enter(struct tcp_sock *t, int what);
+void doorbell_leave(struct tcp_sock *t, int fd, int what);
 
 /* Looks at the companion without consuming anything: EOF or an error mean
  * the peer is gone. */

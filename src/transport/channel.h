@@ -34,7 +34,8 @@
 #define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
 
 struct chan_side {
-    alignas(64) atomic_uint sleepers;  /* threads of this endpoint waiting for a doorbell */
+    alignas(64) atomic_uint sleepers;  /* threads of this endpoint that want a doorbell when data comes */
+    atomic_uint space_sleepers;        /* ... when ring space is freed */
     atomic_uint waiters;               /* threads of this endpoint inside a wait */
     atomic_uint holders;               /* processes holding this endpoint's socket */
     atomic_uint state;                 /* SIDE_* */
