@@ -109,7 +109,17 @@ void fdt_init(void)
         chunk_for(c, true);
 }
 
+/*
+ * A TCP socket whose path is settled on the kernel's (it fell back, or was
+ * never to be accelerated) keeps its object, tagged in the low bit: lookups
+ * then answer passthrough at the cost of one load, so a program whose
+ * connections all fall back pays next to nothing for shunt.
+ */
+#define KERNEL_TAG ((uintptr_t)1)
+
 static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
+static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }
+static struct shunt_sock *obj(uintptr_t v) { return (struct shunt_sock *)(v & ~KERNEL_TAG); }
 
 static struct fdref passthrough_ref(int fd)
 {
@@ -146,7 +156,7 @@ struct fdref fdt_get(int fd)
                 sock_put((struct shunt_sock *)found);   /* somebody else decided first */
             continue;
         }
-        if (!is_object(v))
+        if (!is_object(v) || is_kernel_only(v))
             return passthrough_ref(fd);
         /* seq_cst: the increment must be visible before we re-read val,
          * as the closer's exchange must be before its read of inflight. */
@@ -191,7 +201,7 @@ void fdt_install(int fd, struct shunt_sock *s)
         atomic_fetch_add(&s->fds, 1);
     uintptr_t old = swap_out(sl, s ? (uintptr_t)s : FDT_PASSTHROUGH);
     if (is_object(old))
-        sock_put((struct shunt_sock *)old);   /* a stale entry the kernel had already closed */
+        sock_put(obj(old));   /* a stale entry the kernel had already closed */
 }
 
 struct shunt_sock *fdt_close_begin(int fd)
@@ -200,7 +210,7 @@ struct shunt_sock *fdt_close_begin(int fd)
     if (!sl)
         return NULL;
     uintptr_t old = swap_out(sl, FDT_CLOSING);
-    return is_object(old) ? (struct shunt_sock *)old : NULL;
+    return is_object(old) ? obj(old) : NULL;
 }
 
 void fdt_close_end(int fd)
@@ -223,7 +233,16 @@ void fdt_adopt_passed(int fd)
         atomic_store(&((struct shunt_sock *)found)->fds, 1);
     uintptr_t old = swap_out(sl, found);
     if (is_object(old))
-        sock_put((struct shunt_sock *)old);
+        sock_put(obj(old));
+}
+
+void fdt_settle_kernel(int fd, struct shunt_sock *s)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return;
+    uintptr_t expected = (uintptr_t)s;
+    atomic_compare_exchange_strong(&sl->val, &expected, (uintptr_t)s | KERNEL_TAG);
 }
 
 void fdt_forget(int fd)
@@ -233,7 +252,7 @@ void fdt_forget(int fd)
         return;
     uintptr_t old = swap_out(sl, FDT_UNKNOWN);
     if (is_object(old))
-        sock_put((struct shunt_sock *)old);
+        sock_put(obj(old));
 }
 
 /* Visits the slots of [first, last] that exist; chunks never made hold nothing. */
@@ -261,7 +280,7 @@ static void forget_slot(int fd, struct slot *sl, void *ctx)
         return;
     uintptr_t old = swap_out(sl, FDT_UNKNOWN);
     if (is_object(old))
-        sock_put((struct shunt_sock *)old);
+        sock_put(obj(old));
 }
 
 void fdt_forget_range(unsigned first, unsigned last)

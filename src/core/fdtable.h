@@ -34,6 +34,10 @@ void fdt_install(int fd, struct shunt_sock *s);
 struct shunt_sock *fdt_close_begin(int fd);
 void fdt_close_end(int fd);
 
+/* The socket s at fd will stay on kernel TCP: from now on lookups of fd
+ * answer passthrough without touching s. */
+void fdt_settle_kernel(int fd, struct shunt_sock *s);
+
 /* Forgets fd, so that its next use probes it again. */
 void fdt_forget(int fd);
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/negotiate.h"
@@ -266,6 +267,7 @@ int negotiate_observe(struct tcp_sock *t, int fd)
             channel_detach(&t->ch);
             atomic_store(&t->reason, FB_REFUSED);
             path = PATH_TCP;
+            fdt_settle_kernel(fd, &t->base);
             shunt_log(LOG_INFO, "fd %d: server refused the offer; kernel TCP", fd);
         } else {
             companion_nodelay(fd);

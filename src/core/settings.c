@@ -113,7 +113,7 @@ const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_STRICT", "0", "0 or 1",
       "A connection that should have been accelerated but could not be fails instead of falling back "
       "(for tests)", parse_strict },
-    { "SHUNT_RING_SIZE", "256K", "power of two, 4K..1024M",
+    { "SHUNT_RING_SIZE", "1M", "power of two, 4K..1024M",
       "Bytes of shared memory per direction of each accelerated connection", parse_ring_size },
     { "SHUNT_SPIN_US", "50", "0..1000000",
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "

@@ -262,6 +262,8 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
     int r = pt_connect(f, a, len);
     if (first && r < 0 && r != -EINPROGRESS && r != -EINTR)
         negotiate_withdraw(t, f->fd);
+    else if (first && atomic_load(&t->path) == PATH_TCP)
+        fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
     return r;
 }
 
@@ -285,6 +287,8 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
         }
     }
     fdt_install(fd, s);
+    if (s && atomic_load(&tcp_of(s)->path) == PATH_TCP)
+        fdt_settle_kernel(fd, s);   /* the client does not run shunt, or fell back */
     return fd;
 }
 

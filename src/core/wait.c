@@ -211,7 +211,12 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 
     int result = 0;
     if (in_kernel) {
+        uint64_t slept = now_ns();
         result = sleep_in_kernel(t, fd, ready, for_write);
+        /* Woken soon after giving up: the peer is busy with us, and a spin
+         * a little longer would have caught it.  Spin again at once. */
+        if (now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
+            t->spin_fails = 0;
         pthread_mutex_lock(&wait_lock);
         t->kernel_sleeper = false;
         atomic_fetch_add(&t->wait_gen, 1);

@@ -182,3 +182,16 @@ def test_records_come_and_go_with_sockets(shunt_build, tmp_path):
             env=base_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:4] == ["listeners 1", "connections 1", "after close 0", "after listener close 0"], r.stdout
+
+
+def test_make_install(tmp_path):
+    """`make install` puts shunt and libshunt.so under PREFIX, and the
+    installed shunt finds the installed library."""
+    dest = tmp_path / "root"
+    r = run(["make", "-C", str(REPO), "install", "DESTDIR=%s" % dest, "PREFIX=/opt/shunt"], timeout=300)
+    assert r.returncode == 0, r.stderr
+    tool = dest / "opt/shunt/bin/shunt"
+    lib = dest / "opt/shunt/lib/libshunt.so"
+    assert tool.exists() and lib.exists()
+    r = run([str(tool), "run", "--", "sh", "-c", "echo $LD_PRELOAD"])
+    assert r.returncode == 0 and r.stdout.strip() == str(lib.resolve())
