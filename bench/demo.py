@@ -528,6 +528,8 @@ def parse_args(argv):
                    help="directory with libshunt.so and shunt (default: the repo's build/)")
     p.add_argument("--shunt-log", default="info", choices=["info", "debug", "trace"],
                    help="SHUNT_LOG for the shunt runs (default info; the check needs info or more)")
+    p.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the shunt runs, e.g. SHUNT_RING_SIZE=256K (repeatable)")
     p.add_argument("--markdown", metavar="FILE", help="also write the results as markdown to FILE")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs, outputs)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every run's values")
@@ -580,7 +582,8 @@ class Results:
 def run_all(opts, shunt_bin, workdir, res, say):
     variants = [Variant("kernel", [], {}),
                 Variant("shunt", [shunt_bin, "run", "--"],
-                        {"SHUNT_LOG": opts.shunt_log, "SHUNT_LOG_FILE": "{dir}/shunt-%p.log"})]
+                        dict({"SHUNT_LOG": opts.shunt_log, "SHUNT_LOG_FILE": "{dir}/shunt-%p.log"},
+                             **dict(kv.split("=", 1) for kv in opts.shunt_env)))]
     benches = [BENCHES[b](opts) for b in opts.bench]
     for rnd in range(1, opts.rounds + 1):
         for bench in benches:

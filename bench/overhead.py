@@ -181,9 +181,10 @@ def render(results, args, info):
         "",
         "- command: `%s`" % info["command"],
         "- date: %s" % info["date"],
-        "- machine: %s CPUs (nproc), kernel %s, %s, CPU: %s; nothing pinned, shared "
+        "- machine: %s CPUs (nproc), kernel %s, %s, CPU: %s; %s; shared "
         "and noisy machine: trust the medians, not single runs"
-        % (info["nproc"], info["kernel"], info["arch"], info["cpu"]),
+        % (info["nproc"], info["kernel"], info["arch"], info["cpu"],
+           "both processes on CPU %s" % info["cpus"] if info.get("cpus") else "nothing pinned"),
         end,
     ]
     return "\n".join(lines) + "\n"
@@ -228,6 +229,7 @@ def main(argv=None):
 
     info = machine()
     info["command"] = command_line()
+    info["cpus"] = args.cpus
     info["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = render(results, args, info)
     print(section, end="")

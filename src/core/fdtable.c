@@ -24,20 +24,15 @@
 #include "core/tcp_socket.h"
 #include "interpose/real.h"
 
-enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
 
-#define CHUNK_SHIFT 10
-#define CHUNK_SLOTS (1u << CHUNK_SHIFT)
 
-struct slot {
-    _Atomic uintptr_t val;
-    atomic_uint inflight;
-};
 
-_Thread_local bool shunt_in_vfork_child;   /* set and cleared by interpose/vfork.c */
+SHUNT_TLS bool shunt_in_vfork_child;   /* set and cleared by interpose/vfork.c */
 
-static _Atomic(struct slot *) *directory;
-static size_t directory_chunks;
+_Atomic(struct slot *) *fdt_directory;
+size_t fdt_directory_chunks;
+#define directory fdt_directory
+#define directory_chunks fdt_directory_chunks
 
 static void *map_zeroed(size_t bytes)
 {
@@ -59,7 +54,7 @@ static long read_nr_open(void)
     return strtol(buf, NULL, 10);
 }
 
-static struct slot *chunk_for(size_t c, bool create)
+static inline struct slot *chunk_for(size_t c, bool create)
 {
     struct slot *chunk = atomic_load_explicit(&directory[c], memory_order_acquire);
     if (chunk || !create)
@@ -75,7 +70,7 @@ static struct slot *chunk_for(size_t c, bool create)
     return chunk;
 }
 
-static struct slot *slot_for(int fd, bool create)
+static inline struct slot *slot_for(int fd, bool create)
 {
     if (fd < 0 || !directory || shunt_in_vfork_child)
         return NULL;
@@ -108,14 +103,6 @@ void fdt_init(void)
     for (size_t c = 0; c < chunks && (c << CHUNK_SHIFT) < soft && c < 64; c++)
         chunk_for(c, true);
 }
-
-/*
- * A TCP socket whose path is settled on the kernel's (it fell back, or was
- * never to be accelerated) keeps its object, tagged in the low bit: lookups
- * then answer passthrough at the cost of one load, so a program whose
- * connections all fall back pays next to nothing for shunt.
- */
-#define KERNEL_TAG ((uintptr_t)1)
 
 static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
 static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }

@@ -10,11 +10,52 @@
 #ifndef SHUNT_FDTABLE_H
 #define SHUNT_FDTABLE_H
 
+#include <stdint.h>
+
 #include "core/sock.h"
 
 /* True in the child of vfork, which shares our memory but not our fds:
  * the table then answers passthrough for everything and changes nothing. */
-extern _Thread_local bool shunt_in_vfork_child;
+extern SHUNT_TLS bool shunt_in_vfork_child;
+
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
+
+/*
+ * A TCP socket whose path is settled on the kernel's (it fell back, or was
+ * never to be accelerated) keeps its object, tagged in the low bit: lookups
+ * then answer passthrough at the cost of one load, so a program whose
+ * connections all fall back pays next to nothing for shunt.
+ */
+#define KERNEL_TAG ((uintptr_t)1)
+
+#define CHUNK_SHIFT 10
+#define CHUNK_SLOTS (1u << CHUNK_SHIFT)
+
+struct slot {
+    _Atomic uintptr_t val;
+    atomic_uint inflight;
+};
+
+extern _Atomic(struct slot *) *fdt_directory;
+extern size_t fdt_directory_chunks;
+
+/* True when fd is surely the kernel's alone (not a socket shunt manages, or
+ * one settled on kernel TCP): the data wrappers then call libc at once.
+ * False means "look it up" (fdt_get), never a wrong answer. */
+static inline bool fdt_kernel_only(int fd)
+{
+    _Atomic(struct slot *) *dir = atomic_load_explicit(&fdt_directory, memory_order_acquire);
+    if (fd < 0 || !dir || shunt_in_vfork_child)
+        return true;
+    size_t c = (size_t)fd >> CHUNK_SHIFT;
+    if (c >= fdt_directory_chunks)
+        return true;
+    struct slot *chunk = atomic_load_explicit(&dir[c], memory_order_acquire);
+    if (!chunk)
+        return false;
+    uintptr_t v = atomic_load_explicit(&chunk[fd & (CHUNK_SLOTS - 1)].val, memory_order_acquire);
+    return v == FDT_PASSTHROUGH || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
+}
 
 /* Sizes the table from RLIMIT_NOFILE and fs.nr_open.  Before it runs every
  * lookup answers passthrough. */

@@ -26,7 +26,7 @@
 atomic_int shunt_init_state;
 struct shunt_settings shunt_settings;
 pid_t shunt_pid;
-static _Thread_local bool initialising;
+static SHUNT_TLS bool initialising;
 
 void shunt_init_slow(void)
 {

@@ -18,6 +18,11 @@
 
 #include "interpose/sys_headers.h"
 
+/* Thread-local storage of libshunt.so: the initial-exec model, a plain
+ * %fs-relative access instead of a call to __tls_get_addr on every use.
+ * Fine for a library that is preloaded, which is how shunt is loaded. */
+#define SHUNT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 struct shunt_sock;
 struct sock_ops;
 

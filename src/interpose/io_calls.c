@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "core/passthrough.h"
 #include "core/splice.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
@@ -12,6 +13,10 @@ static ssize_t do_recv(int fd, struct io_call *c)
 {
     int saved = errno;
     shunt_ensure_init();
+    if (fdt_kernel_only(fd)) {
+        struct fdref k = { .fd = fd, .sock = NULL, .ops = &passthrough_ops };
+        return wrap_finish(pt_recv(&k, c), saved);
+    }
     struct fdref f = fdt_get(fd);
     ssize_t r = f.ops->recv(&f, c);
     fdt_put(&f);
@@ -22,6 +27,10 @@ static ssize_t do_send(int fd, struct io_call *c)
 {
     int saved = errno;
     shunt_ensure_init();
+    if (fdt_kernel_only(fd)) {
+        struct fdref k = { .fd = fd, .sock = NULL, .ops = &passthrough_ops };
+        return wrap_finish(pt_send(&k, c), saved);
+    }
     struct fdref f = fdt_get(fd);
     ssize_t r = f.ops->send(&f, c);
     fdt_put(&f);

@@ -17,8 +17,8 @@
 #include "interpose/wrap.h"
 
 #define VFORK_DEPTH 8
-static _Thread_local void *vfork_return[VFORK_DEPTH];
-static _Thread_local int vfork_depth;
+static SHUNT_TLS void *vfork_return[VFORK_DEPTH];
+static SHUNT_TLS int vfork_depth;
 
 void *shunt_vfork_enter(void *ret);
 void *shunt_vfork_leave(long result);
