@@ -18,6 +18,11 @@
 #include "core/wait.h"
 #include "interpose/real.h"
 
+/* A large send is published to the ring in pieces of this size, so the
+ * reader copies one piece out while the writer copies the next one in
+ * (as the kernel's 64 KiB segments pipeline), instead of waiting for all. */
+#define STREAM_CHUNK (64 * 1024)
+
 /* The program's buffers as one iovec list. */
 struct iobuf {
     struct iovec one;
@@ -267,7 +272,8 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         pthread_mutex_lock(&t->tx_lock);
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread */
-        ssize_t n = atomic_load(&t->shut_wr) ? -EPIPE : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, b.total - sent);
+        size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
+        ssize_t n = atomic_load(&t->shut_wr) ? -EPIPE : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
         pthread_mutex_unlock(&t->tx_lock);
         if (n == -EPIPE)
             return sent ? (ssize_t)sent : send_failed(flags);
