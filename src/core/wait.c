@@ -57,9 +57,10 @@ static inline void cpu_relax(void)
 
 /*
  * Spinning pays only while the peer is running and about to produce.  It
- * never happens on one CPU, and it stops at once when the peer itself is
- * asleep waiting for us (its doorbell request is pending): then nothing
- * will arrive until we act.
+ * never happens on one CPU nor when the peer last ran on this very CPU
+ * (the spin would only keep it from running), and it stops at once when
+ * the peer itself is asleep waiting for us (its doorbell request is
+ * pending): then nothing will arrive until we act.
  */
 static bool spin(struct tcp_sock *t, ready_fn ready)
 {
@@ -71,6 +72,11 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
             return false;
         t->spin_fails = SPIN_GIVE_UP - 1;   /* one more chance */
     }
+    /* Two ends on one CPU: a spin only keeps the peer from running. */
+    int cpu = sched_getcpu() + 1;
+    atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
+    if (cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu)
+        return false;
     uint64_t deadline = now_ns() + (uint64_t)budget_us * 1000u;
     for (unsigned i = 1;; i++) {
         if (ready(t)) {
@@ -82,7 +88,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
             if (now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
-            if ((i & 4095) == 0)
+            if ((i & 1023) == 0)
                 sched_yield();   /* a peer queued on this CPU gets to run */
         }
     }

@@ -39,7 +39,7 @@ struct chan_side {
     atomic_uint waiters;               /* threads of this endpoint inside a wait */
     atomic_uint holders;               /* processes holding this endpoint's socket */
     atomic_uint state;                 /* SIDE_* */
-    atomic_uint running;               /* nonzero while a thread of it is awake in shunt: a spin hint */
+    atomic_int cpu;                    /* the CPU its last waiter spun on, plus one (0: none): a spin hint */
     atomic_int pid;
 };
 
