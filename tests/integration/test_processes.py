@@ -1,0 +1,121 @@
+"""Sockets changing hands between processes, with real programs: a Python
+server that hands accepted connections to worker processes (multiprocessing
+passes them with SCM_RIGHTS), and socat in fork mode (a child per
+connection).  Both ends run under shunt; the connections must stay
+accelerated and carry every byte."""
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from shunttest import PYTHON, base_env
+
+
+def logs(tmp_path):
+    return "".join(p.read_text(errors="replace") for p in tmp_path.glob("shunt-*.log"))
+
+
+def env_for(tmp_path, **extra):
+    return base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"), **extra)
+
+
+WORKERS = textwrap.dedent('''
+    import multiprocessing as mp, os, socket, sys
+    from multiprocessing import reduction
+
+    def worker(conn):
+        while True:
+            fd = reduction.recv_handle(conn)
+            if fd < 0:
+                return
+            s = socket.socket(fileno=fd)
+            data = bytearray()
+            while chunk := s.recv(65536):
+                data += chunk
+            s.sendall(b"%d %d " % (os.getpid(), len(data)) + bytes(data[:100]))
+            s.close()
+
+    if __name__ == "__main__":
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(8)
+        parent, child = mp.Pipe()
+        w = mp.Process(target=worker, args=(child,))
+        w.start()
+        print("PORT", ls.getsockname()[1], flush=True)
+        for _ in range(int(sys.argv[1])):
+            c, _ = ls.accept()
+            reduction.send_handle(parent, c.fileno(), w.pid)
+            c.close()            # the worker holds it now
+        w.join(timeout=30)
+''')
+
+CLIENT = textwrap.dedent('''
+    import socket, sys
+    port, n = int(sys.argv[1]), int(sys.argv[2])
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", port), timeout=20)
+        payload = bytes((i + k) % 256 for k in range(300_000))
+        c.sendall(payload)
+        c.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := c.recv(65536):
+            reply += chunk
+        assert reply.split(b" ", 2)[1] == b"300000", reply[:40]
+        assert reply.split(b" ", 2)[2] == payload[:100]
+        c.close()
+    print("OK", flush=True)
+''')
+
+
+def test_python_passes_sockets_to_a_worker(shunt, tmp_path, start_server):
+    (tmp_path / "server.py").write_text(WORKERS)
+    (tmp_path / "client.py").write_text(CLIENT)
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py"), "3"]), env=env, name="workers")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port), "3"]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "OK", (r.stdout, r.stderr)
+    log = logs(tmp_path)
+    assert log.count("accelerated (server") == 3 and log.count("accelerated (client") == 3, log[-3000:]
+    assert log.count("attached inherited connection") >= 3, log[-3000:]   # in the worker
+
+
+def test_socat_fork_mode(shunt, tmp_path, start_server, port):
+    if not shutil.which("socat"):
+        pytest.skip("socat is not installed")
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd(["socat", "TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr" % port,
+                                  "EXEC:cat"]), env=env, name="socat")
+    import socket, time
+    end = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < end, "socat never listened"
+            time.sleep(0.05)
+    client = textwrap.dedent('''
+        import socket, sys
+        for i in range(4):
+            c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+            payload = bytes((i * 7 + k) % 256 for k in range(200_000))
+            c.sendall(payload)
+            c.shutdown(socket.SHUT_WR)
+            got = b""
+            while chunk := c.recv(65536):
+                got += chunk
+            assert got == payload, (i, len(got))
+            c.close()
+        print("OK", flush=True)
+    ''')
+    (tmp_path / "client.py").write_text(client)
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port)]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "OK", (r.stdout, r.stderr)
+    log = logs(tmp_path)
+    assert log.count("accelerated (client") >= 4, log[-3000:]
+    assert log.count("accelerated (server") >= 4, log[-3000:]   # one forked child per connection
