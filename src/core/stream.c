@@ -281,11 +281,17 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : broken(t, f->fd);
         if (n > 0) {
             sent += (size_t)n;
-            wake_peer(t, f->fd, WANT_DATA);
-            if (sent == b.total)
+            /* A spinning reader follows the pieces as they land; a sleeping
+             * one is woken once, when the send is done or the ring is full,
+             * not for every piece (on a shared CPU that would be a context
+             * switch each). */
+            if (sent == b.total) {
+                wake_peer(t, f->fd, WANT_DATA);
                 return (ssize_t)sent;
+            }
             continue;
         }
+        wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
         if (nonblocking(t, f->fd, flags))
