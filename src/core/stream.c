@@ -86,7 +86,7 @@ static bool peer_finished(struct tcp_sock *t)
 static bool rx_ready(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return n != 0 || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || atomic_load(&t->shut_rd);
+    return n != 0 || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
 }
 
 static bool tx_ready(struct tcp_sock *t)
@@ -189,9 +189,10 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             if (avail != 0)
                 return avail < 0 ? broken(t, f->fd) : 0;
         }
-        pthread_mutex_lock(&t->rx_lock);
-        ssize_t n = ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
-        pthread_mutex_unlock(&t->rx_lock);
+        int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+        ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        if (lk >= 0)
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
         if (n < 0)
             return got ? (ssize_t)got : broken(t, f->fd);
         if (n > 0) {
@@ -205,7 +206,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if ((atomic_load(&t->ch.peer->state) & SIDE_RESET) && !got &&
             !atomic_exchange(&t->reset_reported, true))
             return -ECONNRESET;   /* a reset is reported even after our SHUT_RD */
-        if (atomic_load(&t->shut_rd))
+        if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_RD))
             return (ssize_t)got;
         if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
             ssize_t end = end_of_stream(t);
@@ -252,7 +253,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return -EOPNOTSUPP;
     if (atomic_load(&t->broken))
         return t->ch.hdr ? send_failed(flags) : -ECONNRESET;
-    if (atomic_load(&t->shut_wr))
+    if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_WR))
         return send_failed(flags);
     if (peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_RESET))
         return send_failed(flags);
@@ -269,12 +270,15 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
     size_t sent = 0;
     for (;;) {
-        pthread_mutex_lock(&t->tx_lock);
+        int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
         /* after FIN nothing more may enter the ring, even from a send that
-         * raced with shutdown in another thread */
+         * raced with shutdown in another thread or process */
         size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
-        ssize_t n = atomic_load(&t->shut_wr) ? -EPIPE : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
-        pthread_mutex_unlock(&t->tx_lock);
+        ssize_t n = lk < 0 ? lk
+                    : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
+                    : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
+        if (lk >= 0)
+            dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
         if (n == -EPIPE)
             return sent ? (ssize_t)sent : send_failed(flags);
         if (n < 0)
@@ -302,20 +306,27 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     }
 }
 
+/* FIN goes into the ring once, after whatever a send in progress (in any
+ * holder of this end) still copies in: the state bit stops further sends. */
+static void write_fin(struct tcp_sock *t)
+{
+    if (atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR) & SIDE_SHUT_WR)
+        return;
+    int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+    if (lk >= 0) {
+        ring_set_fin(&t->ch.tx);
+        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+    }
+}
+
 int stream_shutdown(struct tcp_sock *t, int fd, int how)
 {
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return -EINVAL;
-    if (how != SHUT_WR) {
-        atomic_store(&t->shut_rd, true);
+    if (how != SHUT_WR)
         atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_RD);
-    }
-    if (how != SHUT_RD && !atomic_exchange(&t->shut_wr, true)) {
-        pthread_mutex_lock(&t->tx_lock);
-        ring_set_fin(&t->ch.tx);
-        pthread_mutex_unlock(&t->tx_lock);
-        atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR);
-    }
+    if (how != SHUT_RD)
+        write_fin(t);
     wake_peer(t, fd, WANT_ANY);
     return 0;
 }
@@ -326,13 +337,10 @@ void stream_close(struct tcp_sock *t, int fd)
     socklen_t len = sizeof lg;
     shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
     bool unread = ring_readable(&t->ch.rx) != 0;
-    if ((lg.l_onoff && lg.l_linger == 0) || unread) {
+    if ((lg.l_onoff && lg.l_linger == 0) || unread)
         atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
-    } else if (!atomic_exchange(&t->shut_wr, true)) {
-        pthread_mutex_lock(&t->tx_lock);
-        ring_set_fin(&t->ch.tx);
-        pthread_mutex_unlock(&t->tx_lock);
-    }
+    else
+        write_fin(t);
     atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
     wake_peer(t, fd, WANT_ANY);
     shunt_log(LOG_DEBUG, "fd %d: closed (%s)", fd, (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
@@ -362,12 +370,12 @@ short stream_poll(struct tcp_sock *t, int fd, short events)
         return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM)));
     unsigned peer = atomic_load(&t->ch.peer->state);
     bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
-    bool rd_shut = peer_fin || atomic_load(&t->shut_rd);
+    bool rd_shut = peer_fin || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
     if (readable > 0 || rd_shut)
         rev |= POLLIN | POLLRDNORM;
     if (rd_shut)
         rev |= POLLRDHUP;
-    bool wr_shut = atomic_load(&t->shut_wr);
+    bool wr_shut = (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
     if (writable > 0 || wr_shut || peer_finished(t))
         rev |= POLLOUT | POLLWRNORM;
     if (peer & SIDE_RESET)

@@ -429,6 +429,7 @@ struct holders_ctx {
     unsigned mark;
     enum holders_which which;
     bool survivors_pass;    /* first pass: which channels have an fd that survives exec */
+    bool quiesce;           /* fork: hold each channel's local locks across it */
 };
 
 static struct tcp_sock *channel_of(struct fdref *f)
@@ -456,6 +457,12 @@ static void adjust_holders(int fd, void *ctx)
         bool survives = t->exec_epoch == h->mark && t->survives_exec;
         if (h->which == ALL_CHANNELS || survives == (h->which == SURVIVING_EXEC)) {
             t->fork_epoch = h->mark;
+            if (h->quiesce) {
+                /* no copy of this process's may be half done as fork
+                 * snapshots it: from now on both processes lock for real */
+                pthread_mutex_lock(&t->rx_lock);
+                pthread_mutex_lock(&t->tx_lock);
+            }
             atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
         }
     }
@@ -464,7 +471,7 @@ static void adjust_holders(int fd, void *ctx)
 
 static void adjust_all(int delta, enum holders_which which)
 {
-    struct holders_ctx h = { delta, ++epoch, which, false };
+    struct holders_ctx h = { delta, ++epoch, which, false, false };
     if (which != ALL_CHANNELS) {
         h.survivors_pass = true;
         fdt_for_each_object(0, ~0U, adjust_holders, &h);
@@ -502,7 +509,43 @@ void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
     }
 }
 
-void tcp_sockets_before_fork(void) { adjust_all(1, ALL_CHANNELS); }
+void tcp_sockets_before_fork(void)
+{
+    struct holders_ctx h = { 1, ++epoch, ALL_CHANNELS, false, true };
+    fdt_for_each_object(0, ~0U, adjust_holders, &h);
+}
+
+static void unlock_after_fork(int fd, void *ctx)
+{
+    unsigned mark = *(unsigned *)ctx;
+    struct fdref f = fdt_get(fd);
+    struct tcp_sock *t = channel_of(&f);
+    if (t && t->fork_epoch == mark && !t->fork_unlocked) {
+        t->fork_unlocked = true;
+        pthread_mutex_unlock(&t->tx_lock);
+        pthread_mutex_unlock(&t->rx_lock);
+    }
+    fdt_put(&f);
+}
+
+static void clear_unlocked(int fd, void *ctx)
+{
+    (void)ctx;
+    struct fdref f = fdt_get(fd);
+    struct tcp_sock *t = channel_of(&f);
+    if (t)
+        t->fork_unlocked = false;
+    fdt_put(&f);
+}
+
+/* In both processes after fork (and in the parent when it failed). */
+void tcp_sockets_after_fork(void)
+{
+    unsigned mark = epoch;
+    fdt_for_each_object(0, ~0U, unlock_after_fork, &mark);
+    fdt_for_each_object(0, ~0U, clear_unlocked, NULL);
+}
+
 void tcp_sockets_fork_failed(void) { adjust_all(-1, ALL_CHANNELS); }
 
 /* The new program holds what survives exec: counted in by the parent. */

@@ -58,8 +58,6 @@ struct tcp_sock {
     struct channel ch;                  /* mapped while path is OFFERED or SHM */
     atomic_bool peer_gone;              /* the companion reported EOF or reset */
     atomic_int nonblock;                /* O_NONBLOCK as last seen: 0, 1, or -1 unknown */
-    atomic_bool shut_rd;
-    atomic_bool shut_wr;
     atomic_bool broken;                 /* the peer corrupted the channel */
     atomic_bool reset_reported;         /* ECONNRESET was returned once */
     bool strict_failed;                 /* SHUNT_STRICT: this socket must fail */
@@ -73,11 +71,44 @@ struct tcp_sock {
     unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
     unsigned exec_epoch;
     bool survives_exec;
+    bool fork_unlocked;
 };
 
 static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
 {
     return (struct tcp_sock *)s;
+}
+
+/*
+ * One direction of an endpoint, locked: always by this process's mutex, and
+ * also by the endpoint's mutex in the segment while another process holds
+ * the same end (after fork, exec or SCM_RIGHTS).  Returns whether the
+ * shared one was taken (pass it to dir_unlock), or -EIO if the peer has
+ * scribbled over it.  A holder that died inside it leaves it to us: the
+ * rings only publish whole copies, so there is nothing to repair.
+ */
+static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, pthread_mutex_t *shared)
+{
+    pthread_mutex_lock(local);
+    if (atomic_load_explicit(&t->ch.self->holders, memory_order_acquire) <= 1)
+        return 0;
+    int r = pthread_mutex_lock(shared);
+    if (r == EOWNERDEAD) {
+        pthread_mutex_consistent(shared);
+        r = 0;
+    }
+    if (r) {
+        pthread_mutex_unlock(local);
+        return -EIO;
+    }
+    return 1;
+}
+
+static inline void dir_unlock(pthread_mutex_t *local, pthread_mutex_t *shared, int token)
+{
+    if (token > 0)
+        pthread_mutex_unlock(shared);
+    pthread_mutex_unlock(local);
 }
 
 /* True for the (domain, type, protocol) of a socket shunt manages. */
@@ -106,6 +137,7 @@ void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool sho
 /* Holder bookkeeping around fork, vfork/posix_spawn and exec (see
  * tcp_socket.c for who counts whom). */
 void tcp_sockets_before_fork(void);
+void tcp_sockets_after_fork(void);
 void tcp_sockets_before_spawn(void);
 void tcp_sockets_spawn_failed(void);
 void tcp_sockets_fork_failed(void);

@@ -287,21 +287,26 @@ static void drain_locked(struct tcp_sock *t, int fd)
     }
 }
 
+/* Announcing a sleep and draining doorbells exclude each other among all
+ * the holders of this end: in this process by wait_lock, and across
+ * processes (when there are others) by the end's lock in the segment. */
 void doorbell_enter(struct tcp_sock *t, int what)
 {
-    pthread_mutex_lock(&wait_lock);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
     doorbell_arm(t, what);
-    pthread_mutex_unlock(&wait_lock);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
 }
 
 void doorbell_leave(struct tcp_sock *t, int fd, int what)
 {
     doorbell_disarm(t, what);
-    pthread_mutex_lock(&wait_lock);
-    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1)
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
         drain_locked(t, fd);
-    pthread_mutex_unlock(&wait_lock);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
 }
 
 void doorbell_check_peer(struct tcp_sock *t, int fd)

@@ -17,13 +17,13 @@ SHUNT_EXPORT pid_t fork(void)
     shunt_ensure_init();
     tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
-    if (pid < 0) {
-        int err = errno;
-        tcp_sockets_fork_failed();
-        errno = err;
-    } else if (pid == 0) {
+    int err = errno;
+    if (pid == 0)
         shunt_after_fork_child();
-    }
+    tcp_sockets_after_fork();
+    if (pid < 0)
+        tcp_sockets_fork_failed();
+    errno = err;
     return pid;
 }
 

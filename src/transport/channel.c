@@ -128,6 +128,22 @@ static void set_views(struct channel *ch, void *base, size_t map_size, uint32_t 
     ch->side = side;
 }
 
+/* A mutex in the segment, for the holders of one end in several processes. */
+static int init_shared_mutex(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    int r = pthread_mutexattr_init(&a);
+    if (r)
+        return r;
+    r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    if (!r)
+        r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    if (!r)
+        r = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return r;
+}
+
 static int create(struct channel *ch, uint32_t ring_size)
 {
     if (ch == NULL)
@@ -185,6 +201,18 @@ static int create(struct channel *ch, uint32_t ring_size)
     atomic_store_explicit(&hdr->neg, 0, memory_order_relaxed);
     ring_init(&hdr->ring[0]);
     ring_init(&hdr->ring[1]);
+    for (int i = 0; i < 2; i++) {
+        int r = init_shared_mutex(&hdr->side[i].tx_lock);
+        if (!r)
+            r = init_shared_mutex(&hdr->side[i].rx_lock);
+        if (!r)
+            r = init_shared_mutex(&hdr->side[i].wait_lock);
+        if (r) {
+            munmap(hdr, total);
+            unlink(path);
+            return -r;
+        }
+    }
 
     set_views(ch, base, total, ring_size, 0);
     memcpy(ch->name, name, sizeof name);
@@ -264,6 +292,8 @@ out:
 
 /* errno is this process's, not ours: every entry point leaves it as it
  * found it (the interposed call that got us here may yet succeed). */
+
+
 int channel_create(struct channel *ch, uint32_t ring_size)
 {
     int saved = errno;

@@ -14,10 +14,12 @@
 #ifndef SHUNT_CHANNEL_H
 #define SHUNT_CHANNEL_H
 
+#include <pthread.h>
+
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 1u
+#define CHANNEL_VERSION 2u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -41,6 +43,13 @@ struct chan_side {
     atomic_uint state;                 /* SIDE_* */
     atomic_int cpu;                    /* the CPU its last waiter spun on, plus one (0: none): a spin hint */
     atomic_int pid;
+    /* Engaged only while more than one process holds this end (holders > 1):
+     * process-shared and robust, so a holder that dies inside does not stall
+     * the others.  tx: producing into this end's outgoing ring; rx: consuming
+     * its incoming one; wait: announcing sleeps and draining doorbells. */
+    pthread_mutex_t tx_lock;
+    pthread_mutex_t rx_lock;
+    pthread_mutex_t wait_lock;
 };
 
 struct chan_hdr {
