@@ -381,7 +381,11 @@ void negotiate_listener_closed(struct tcp_sock *t)
 void negotiate_forget(struct tcp_sock *t)
 {
     if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
-        if (reg_conn_end(t->inode))
+        /* A peer that died without closing never ends its side of the
+         * record: the last one out removes both, so that nothing of the
+         * connection outlives its processes. */
+        bool gone = atomic_load(&t->peer_gone);
+        if (gone ? reg_conn_end_all(t->inode) : reg_conn_end(t->inode))
             channel_unlink(t->ch.name);
     }
 }

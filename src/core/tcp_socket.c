@@ -383,8 +383,18 @@ static void tcp_release_fd(struct fdref *f)
     int path = atomic_load(&t->path);
     if (path != PATH_TCP && t->ch.hdr) {
         if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
-            if (path == PATH_SHM)
+            if (path == PATH_SHM) {
                 stream_close(t, f->fd);
+                /* the last holder of this end: nobody else waits on the
+                 * companion, so its doorbells can go; what follows them
+                 * tells whether the peer's processes are gone */
+                char buf[256];
+                ssize_t r;
+                while ((r = shunt_real.recv(f->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+                    ;
+                if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                    atomic_store(&t->peer_gone, true);
+            }
             negotiate_forget(t);
         }
     }

@@ -168,6 +168,11 @@ static int proc_start_time(int32_t pid, uint64_t *out)
     if (!p)
         return -EIO;
     p++;
+    /* field 3, the state: a zombie has exited, whatever kill(pid, 0) says */
+    while (*p == ' ')
+        p++;
+    if (*p == 'Z' || *p == 'X')
+        return -ENOENT;
     for (int field = 3; field < 22; field++) {
         while (*p == ' ')
             p++;
@@ -1010,7 +1015,7 @@ int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
     return r;
 }
 
-bool reg_conn_end(uint64_t inode)
+static bool conn_end(uint64_t inode, bool both)
 {
     if (inode == 0)
         return false;
@@ -1039,6 +1044,10 @@ bool reg_conn_end(uint64_t inode)
             e->c.server_inode = 0;
             e->c.server_pid = 0;
         }
+        if (both) {   /* the other end's processes are gone too */
+            e->c.client_inode = e->c.server_inode = 0;
+            e->c.client_pid = e->c.server_pid = 0;
+        }
         /* An offer nobody claimed goes with its client. */
         if (!client_present(e) && !server_present(e, st)) {
             entry_publish(&e->state, REG_FREE);
@@ -1048,4 +1057,14 @@ bool reg_conn_end(uint64_t inode)
     reg_unlock(f, &old);
     errno = saved;
     return removed;
+}
+
+bool reg_conn_end(uint64_t inode)
+{
+    return conn_end(inode, false);
+}
+
+bool reg_conn_end_all(uint64_t inode)
+{
+    return conn_end(inode, true);
 }

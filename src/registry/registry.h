@@ -67,6 +67,9 @@ int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side);
 /* The end with this inode has gone; the record goes when both have.  Returns
  * true when this call removed the record (the caller then unlinks the channel). */
 bool reg_conn_end(uint64_t inode);
+/* The same, when the other end's processes are known to be gone (its TCP
+ * socket reported EOF or a reset): the record goes now, with both ends. */
+bool reg_conn_end_all(uint64_t inode);
 
 /* The inode of the network namespace of this process (0 if unknown). */
 uint64_t reg_netns(void);

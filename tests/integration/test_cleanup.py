@@ -1,0 +1,122 @@
+"""Nothing of a connection outlives the processes that hold it: its segment
+in /dev/shm and its registry record go when the last holder closes, exits,
+or is killed while its peer goes on; when every process of a connection is
+killed at once, the next process to use the registry sweeps them away."""
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import time
+
+from shunttest import PYTHON, base_env
+
+SCRIPT = textwrap.dedent('''
+    import os, signal, socket, sys, time
+    mode = sys.argv[1]
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    port = ls.getsockname()[1]
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:                      # the client
+        ls.close(); os.close(r)
+        c = socket.create_connection(("127.0.0.1", port), timeout=20)
+        c.sendall(b"x" * 1000)
+        assert c.recv(1000)
+        os.write(w, b"%d\\n" % os.getpid())
+        if mode == "client-exits":
+            os._exit(0)                 # no close, no exit handlers
+        time.sleep(60)                  # killed by the test
+        os._exit(1)
+    os.close(w)
+    s, _ = ls.accept(); ls.close()
+    got = b""
+    while len(got) < 1000:
+        got += s.recv(1000)
+    s.sendall(b"y")
+    os.read(r, 100)
+    print("CLIENT", child, flush=True)
+    if mode == "client-exits":
+        os.waitpid(child, 0)
+        assert s.recv(10) == b""        # EOF from the dead client
+        s.close()
+        print("DONE", flush=True)
+    elif mode == "client-killed":
+        os.kill(child, signal.SIGKILL); os.waitpid(child, 0)
+        s.recv(10)
+        s.close()
+        print("DONE", flush=True)
+    elif mode == "both-killed":
+        print("SERVER", os.getpid(), flush=True)
+        time.sleep(60)
+''')
+
+
+def segments_of(pids):
+    found = []
+    for name in os.listdir("/dev/shm"):
+        m = re.fullmatch(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+", name)
+        if m and int(m.group(1)) in pids:
+            found.append(name)
+    return found
+
+
+def records_of(shunt_build, pids, env):
+    import json
+    r = subprocess.run([str(shunt_build / "shunt"), "stat", "--json"], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    return [c for c in s["connections"] if c["client_pid"] in pids or c["server_pid"] in pids]
+
+
+def run_mode(shunt, tmp_path, mode):
+    script = tmp_path / "pair.py"
+    script.write_text(SCRIPT)
+    env = base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"))
+    p = subprocess.Popen(shunt.cmd([PYTHON, str(script), mode]), env=env, stdout=subprocess.PIPE, text=True)
+    pids = {p.pid}
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("CLIENT"), line
+        pids.add(int(line.split()[1]))
+        if mode == "both-killed":
+            assert p.stdout.readline().startswith("SERVER")
+            for pid in sorted(pids, reverse=True):
+                os.kill(pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            try:
+                os.waitpid(max(pids), os.WNOHANG)
+            except ChildProcessError:
+                pass
+        else:
+            assert p.stdout.readline().strip() == "DONE"
+            p.wait(timeout=30)
+            assert p.returncode == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    log = "".join(x.read_text() for x in tmp_path.glob("shunt-*.log"))
+    assert "accelerated (server" in log and "accelerated (client" in log, log
+    return pids, env
+
+
+def test_client_exits_without_closing(shunt, shunt_build, tmp_path):
+    pids, env = run_mode(shunt, tmp_path, "client-exits")
+    assert segments_of(pids) == []
+    assert records_of(shunt_build, pids, env) == []
+
+
+def test_client_killed(shunt, shunt_build, tmp_path):
+    pids, env = run_mode(shunt, tmp_path, "client-killed")
+    assert segments_of(pids) == []
+    assert records_of(shunt_build, pids, env) == []
+
+
+def test_both_killed_then_swept(shunt, shunt_build, tmp_path):
+    pids, env = run_mode(shunt, tmp_path, "both-killed")
+    time.sleep(0.2)
+    # `shunt stat` opens the registry, which sweeps what dead processes left
+    assert records_of(shunt_build, pids, env) == []
+    assert segments_of(pids) == []
