@@ -36,23 +36,20 @@ static uint64_t fd_inode(int fd)
     return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static int local_addr(int fd, struct reg_addr *out)
+/* This socket's own address (peer false) or its peer's, normalised. */
+static int sock_addr(int fd, bool peer, struct reg_addr *out)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    if (shunt_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+    int r = peer ? shunt_real.getpeername(fd, (struct sockaddr *)&ss, &len)
+                 : shunt_real.getsockname(fd, (struct sockaddr *)&ss, &len);
+    if (r < 0)
         return -errno;
     return reg_addr_from_sockaddr(out, (struct sockaddr *)&ss, len);
 }
 
-static int peer_addr(int fd, struct reg_addr *out)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (shunt_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
-        return -errno;
-    return reg_addr_from_sockaddr(out, (struct sockaddr *)&ss, len);
-}
+static int local_addr(int fd, struct reg_addr *out) { return sock_addr(fd, false, out); }
+static int peer_addr(int fd, struct reg_addr *out) { return sock_addr(fd, true, out); }
 
 /* Doorbells are single bytes that must not wait for Nagle.  The program's
  * own TCP_NODELAY is remembered and answered from tcp_sock. */
