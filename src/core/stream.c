@@ -191,6 +191,10 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        if (n > 0 && !(flags & MSG_PEEK)) {
+            counter_add(&t->ch.self->bytes_in, (uint64_t)n);
+            counter_add(&t->ch.self->recvs, 1);
+        }
         if (lk >= 0)
             dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
         if (n < 0)
@@ -277,6 +281,11 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         ssize_t n = lk < 0 ? lk
                     : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
                     : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
+        if (n > 0) {
+            counter_add(&t->ch.self->bytes_out, (uint64_t)n);
+            if (sent == 0)
+                counter_add(&t->ch.self->sends, 1);
+        }
         if (lk >= 0)
             dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
         if (n == -EPIPE)

@@ -81,6 +81,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
     for (unsigned i = 1;; i++) {
         if (ready(t)) {
             t->spin_fails = 0;
+            atomic_fetch_add_explicit(&t->ch.self->spins_won, 1, memory_order_relaxed);
             return true;
         }
         cpu_relax();
@@ -93,6 +94,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         }
     }
     t->spin_fails++;
+    atomic_fetch_add_explicit(&t->ch.self->spins_lost, 1, memory_order_relaxed);
     return false;
 }
 
@@ -168,6 +170,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
             if (n == 0)
                 errno = EAGAIN;
         } else {
+            atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
             r = shunt_real.recv(fd, &b, 1, MSG_PEEK);   /* sleeps in the kernel until a doorbell */
         }
         if (r == 0) {
@@ -263,8 +266,10 @@ void wake_peer(struct tcp_sock *t, int fd, int what)
     if ((what & WANT_SPACE) && atomic_load_explicit(&peer->space_sleepers, memory_order_relaxed))
         ring |= atomic_exchange(&peer->space_sleepers, 0) != 0;
     /* One byte wakes every sleeper of the peer: none of them consumes it. */
-    if (ring)
+    if (ring) {
+        atomic_fetch_add_explicit(&t->ch.self->doorbells, 1, memory_order_relaxed);
         shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
 }
 
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */

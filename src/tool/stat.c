@@ -23,6 +23,34 @@ static const char *addr_str(const struct reg_addr *a, char *buf, size_t len)
     return buf;
 }
 
+static unsigned long long ld(_Atomic uint64_t *v)
+{
+    return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* What an end has sent and received, how it waited, and how full the ring
+ * it writes is (bytes the peer has not read yet). */
+static void print_side(const char *who, struct chan_hdr *h, int side)
+{
+    struct chan_side *s = &h->side[side];
+    unsigned long long fill = ld(&h->ring[side].head) - ld(&h->ring[side].tail);
+    printf("           %-6s out %llu B in %llu sends, in %llu B in %llu recvs; unread by peer %llu B; "
+           "doorbells %llu, spins %llu won %llu lost, sleeps %llu\n",
+           who, ld(&s->bytes_out), ld(&s->sends), ld(&s->bytes_in), ld(&s->recvs), fill, ld(&s->doorbells),
+           ld(&s->spins_won), ld(&s->spins_lost), ld(&s->sleeps));
+}
+
+static void print_side_json(const char *key, struct chan_hdr *h, int side)
+{
+    struct chan_side *s = &h->side[side];
+    printf(", \"%s\": {\"bytes_out\": %llu, \"sends\": %llu, \"bytes_in\": %llu, \"recvs\": %llu, "
+           "\"unread_by_peer\": %llu, \"doorbells\": %llu, \"spins_won\": %llu, \"spins_lost\": %llu, "
+           "\"sleeps\": %llu}",
+           key, ld(&s->bytes_out), ld(&s->sends), ld(&s->bytes_in), ld(&s->recvs),
+           ld(&h->ring[side].head) - ld(&h->ring[side].tail), ld(&s->doorbells), ld(&s->spins_won),
+           ld(&s->spins_lost), ld(&s->sleeps));
+}
+
 int cmd_stat(int argc, char **argv)
 {
     bool json = false;
@@ -76,15 +104,25 @@ int cmd_stat(int argc, char **argv)
         snprintf(channel, sizeof channel, "%.*s", CHANNEL_NAME_MAX, e->c.channel);
         addr_str(&e->c.client, a, sizeof a);
         addr_str(&e->c.server, b, sizeof b);
-        if (json)
+        struct chan_hdr h;
+        bool have = channel_peek(channel, &h) == 0;
+        if (json) {
             printf("%s{\"state\": \"%s\", \"client\": \"%s\", \"server\": \"%s\", \"client_pid\": %d, "
-                   "\"server_pid\": %d, \"client_inode\": %llu, \"server_inode\": %llu, \"channel\": \"%s\"}",
+                   "\"server_pid\": %d, \"client_inode\": %llu, \"server_inode\": %llu, \"channel\": \"%s\"",
                    n++ ? ", " : "", st, a, b, e->c.client_pid, e->c.server_pid,
                    (unsigned long long)e->c.client_inode, (unsigned long long)e->c.server_inode, channel);
-        else
+            if (have)
+                for (int side = 0; side < 2; side++)
+                    print_side_json(side ? "server_side" : "client_side", &h, side);
+            printf("}");
+        } else {
             printf("%-10s %-8d %-10llu %-28s -> %s (server pid %d, inode %llu, %s)\n", st, e->c.client_pid,
                    (unsigned long long)e->c.client_inode, a, b, e->c.server_pid,
                    (unsigned long long)e->c.server_inode, channel);
+            if (have)
+                for (int side = 0; side < 2; side++)
+                    print_side(side ? "server" : "client", &h, side);
+        }
     }
     if (json)
         printf("]}\n");

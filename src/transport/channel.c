@@ -310,6 +310,26 @@ int channel_attach(struct channel *ch, const char *name, int side)
     return r;
 }
 
+int channel_peek(const char *name, struct chan_hdr *out)
+{
+    char copy[CHANNEL_NAME_MAX];
+    char path[128];
+    if (!name_copy_ok(copy, name))
+        return -EINVAL;
+    name_path(path, sizeof path, copy);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = shunt_real.pread(fd, out, sizeof *out, 0);
+    int err = errno;
+    shunt_real.close(fd);
+    if (n < 0)
+        return -err;
+    if ((size_t)n < sizeof *out || out->magic != CHANNEL_MAGIC || out->version != CHANNEL_VERSION)
+        return -EPROTO;
+    return 0;
+}
+
 void channel_detach(struct channel *ch)
 {
     int saved = errno;

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 2u
+#define CHANNEL_VERSION 3u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -50,7 +50,21 @@ struct chan_side {
     pthread_mutex_t tx_lock;
     pthread_mutex_t rx_lock;
     pthread_mutex_t wait_lock;
+    /* Counters for `shunt stat`, on lines of their own.  Each is written by
+     * this end only (the tx ones under tx_lock, the rx ones under rx_lock),
+     * with a plain relaxed load and store: no locked instruction on the
+     * data path.  Readers get a recent value; a peer may scribble on them,
+     * which misleads only the statistics. */
+    alignas(64) _Atomic uint64_t bytes_out, sends;
+    alignas(64) _Atomic uint64_t bytes_in, recvs;
+    alignas(64) _Atomic uint64_t doorbells, spins_won, spins_lost, sleeps;
 };
+
+/* Adds to a counter that only one thread writes at a time. */
+static inline void counter_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
 
 struct chan_hdr {
     uint64_t magic;
@@ -84,6 +98,10 @@ int channel_create(struct channel *ch, uint32_t ring_size);
 /* Server: opens the named segment, checks its header and size against the
  * file (a mismatch is -EPROTO), and maps it as side 1. */
 int channel_attach(struct channel *ch, const char *name, int side);
+
+/* Reads the header of the named segment without mapping it (for tools):
+ * 0, or a negative errno. */
+int channel_peek(const char *name, struct chan_hdr *out);
 
 /* Unmaps; the name stays until channel_unlink. */
 void channel_detach(struct channel *ch);

@@ -166,7 +166,12 @@ RECORDS = textwrap.dedent('''
     s = stat(); print("listeners", len([l for l in mine(s, "listeners") if l["address"].endswith(":%d" % port)]))
     c = socket.create_connection(("127.0.0.1", port)); a, _ = ls.accept()
     c.sendall(b"x"); a.recv(1)
-    s = stat(); print(json.dumps(s), file=sys.stderr); print("connections", len([e for e in mine(s, "connections") if e["state"] == "accelerated" and e["server"].endswith(":%d" % port)]))
+    s = stat(); print(json.dumps(s), file=sys.stderr)
+    conns = [e for e in mine(s, "connections") if e["state"] == "accelerated" and e["server"].endswith(":%d" % port)]
+    print("connections", len(conns))
+    # the counters: the client sent one byte in one send, the server received it
+    print("counted", conns[0]["client_side"]["bytes_out"], conns[0]["client_side"]["sends"],
+          conns[0]["server_side"]["bytes_in"], conns[0]["server_side"]["recvs"])
     c.close(); a.close()
     s = stat(); print("after close", len([e for e in mine(s, "connections") if e["server"].endswith(":%d" % port)]))
     ls.close()
@@ -181,7 +186,8 @@ def test_records_come_and_go_with_sockets(shunt_build, tmp_path):
     r = run([str(shunt_build / "shunt"), "run", "--", PYTHON, str(script), str(shunt_build / "shunt")],
             env=base_env())
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:4] == ["listeners 1", "connections 1", "after close 0", "after listener close 0"], r.stdout
+    assert r.stdout.split("\n")[:5] == ["listeners 1", "connections 1", "counted 1 1 1 1", "after close 0",
+                                        "after listener close 0"], r.stdout
 
 
 def test_make_install(tmp_path):
