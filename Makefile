@@ -28,7 +28,7 @@ LIB_SRC   := $(wildcard src/interpose/*.c src/core/*.c src/transport/*.c src/reg
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC  := $(wildcard src/tool/*.c)
 # the tool reads the registry with the library's own code (not preloaded)
-TOOL_OBJ  := $(BUILD)/obj/registry/registry.o $(BUILD)/obj/registry/sockdiag.o $(BUILD)/obj/transport/channel.o \
+TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c)) $(BUILD)/obj/transport/channel.o \
              $(BUILD)/obj/transport/ring.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
              $(BUILD)/obj/interpose/real.o
 TEST_SRC  := $(wildcard tests/conformance/*.c)

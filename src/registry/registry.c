@@ -5,7 +5,8 @@
  *
  * Owns: creating, checking and mapping the per-user, per-namespace file; the
  * robust process-shared lock; liveness of the pids recorded in it and the
- * reclaiming of dead entries; the table operations.
+ * reclaiming of dead entries; addresses.  The table operations are in
+ * listeners.c and connections.c.
  *
  * Creation is race-free without any waiting: the first process builds the
  * whole file under a temporary name (an O_TMPFILE inode, or a uniquely named
@@ -35,7 +36,7 @@
 #include "core/log.h"
 #include "interpose/real.h"
 #include "registry/registry.h"
-#include "registry/registry_internal.h"
+#include "registry/reg_private.h"
 #include "transport/channel.h"
 
 _Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");
@@ -84,7 +85,7 @@ int reg_addr_from_sockaddr(struct reg_addr *out, const struct sockaddr *sa, sock
     return -EAFNOSUPPORT;
 }
 
-static bool addr_eq(const struct in6_addr *a, const struct in6_addr *b)
+bool addr_eq(const struct in6_addr *a, const struct in6_addr *b)
 {
     return memcmp(a, b, sizeof *a) == 0;
 }
@@ -95,7 +96,7 @@ static bool addr_mapped(const struct in6_addr *a)
 }
 
 /* :: or ::ffff:0.0.0.0 */
-static bool addr_unspecified(const struct in6_addr *a)
+bool addr_unspecified(const struct in6_addr *a)
 {
     static const uint8_t zero[16];
     return IN6_IS_ADDR_UNSPECIFIED(a) ||
@@ -107,7 +108,7 @@ bool reg_addr_is_loopback(const struct reg_addr *a)
     return IN6_IS_ADDR_LOOPBACK(&a->addr) || (addr_mapped(&a->addr) && a->addr.s6_addr[12] == 127);
 }
 
-static bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b)
+bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b)
 {
     return a->port == b->port && addr_eq(&a->addr, &b->addr);
 }
@@ -115,7 +116,7 @@ static bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b)
 /* Would a listener bound to l (with IPV6_V6ONLY as given) take a connection to dst?
  * The kernel's rules: the exact address; :: takes every IPv6 destination and,
  * unless v6only, every IPv4 one; 0.0.0.0 takes every IPv4 one. */
-static bool listener_covers(const struct reg_listener *l, const struct reg_addr *dst)
+bool listener_covers(const struct reg_listener *l, const struct reg_addr *dst)
 {
     if (l->addr.port != dst->port)
         return false;
@@ -195,7 +196,7 @@ static int proc_start_time(int32_t pid, uint64_t *out)
 static _Thread_local int32_t self_pid;
 static _Thread_local struct reg_owner self_owner;
 
-static const struct reg_owner *self_identity(int32_t *pid)
+const struct reg_owner *self_identity(int32_t *pid)
 {
     int32_t now = (int32_t)getpid();
     if (self_pid != now) {
@@ -213,7 +214,7 @@ static const struct reg_owner *self_identity(int32_t *pid)
 
 /* What to record beside a pid: for our own pid our identity, for another
  * (a caller may name one) its start time as /proc tells it now. */
-static struct reg_owner owner_of(int32_t pid)
+struct reg_owner owner_of(int32_t pid)
 {
     int32_t me;
     struct reg_owner o = *self_identity(&me);
@@ -226,25 +227,15 @@ static struct reg_owner owner_of(int32_t pid)
     return o;
 }
 
-/* Liveness answers, remembered for one locked operation (a sweep meets the
- * same few pids again and again). */
-#define LIVE_SLOTS 32
-struct live_cache {
-    struct {
-        int32_t pid;
-        bool alive;
-        uint64_t start;
-    } slot[LIVE_SLOTS];
-};
 
-static void live_cache_init(struct live_cache *lc)
+void live_cache_init(struct live_cache *lc)
 {
     memset(lc, 0, sizeof *lc);
 }
 
 /* Alive: kill(pid, 0) finds the process (EPERM: it exists but is another
  * user's) and, when a start time was recorded, /proc still gives that one. */
-static bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
+bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
 {
     if (pid <= 0)
         return false;
@@ -278,7 +269,7 @@ static bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cach
 
 /* ---- the lock ----------------------------------------------------------- */
 
-static int reg_lock(struct reg_file *f, sigset_t *old)
+int reg_lock(struct reg_file *f, sigset_t *old)
 {
     sigset_t all;
     sigfillset(&all);
@@ -312,34 +303,14 @@ static int reg_lock(struct reg_file *f, sigset_t *old)
     return 0;
 }
 
-static void reg_unlock(struct reg_file *f, const sigset_t *old)
+void reg_unlock(struct reg_file *f, const sigset_t *old)
 {
     pthread_mutex_unlock(&f->hdr.lock);
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-/* The high-water marks are hints kept under the lock; never trust them past
- * the table. */
-static uint32_t listener_hwm(const struct reg_file *f)
-{
-    uint32_t h = f->hdr.listener_hwm;
-    return h > REG_LISTENERS ? REG_LISTENERS : h;
-}
-
-static uint32_t conn_hwm(const struct reg_file *f)
-{
-    uint32_t h = f->hdr.conn_hwm;
-    return h > REG_CONNS ? REG_CONNS : h;
-}
-
-static uint32_t entry_state(_Atomic uint32_t *state)
-{
-    /* pairs with the release store that published the entry (same process
-     * under the lock, or a tool reading without it) */
-    return atomic_load_explicit(state, memory_order_acquire);
-}
-
-static void entry_publish(_Atomic uint32_t *state, uint32_t value)
+/* Publishes an entry's state, after its fields. */
+void entry_publish(_Atomic uint32_t *state, uint32_t value)
 {
     /* release: the entry's fields are in memory before the state says so,
      * also for whoever takes the lock over after this process dies */
@@ -361,7 +332,7 @@ static void unlink_channel(const char *field)
     channel_unlink(name);
 }
 
-static unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
+unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
 {
     unsigned freed = 0;
     uint32_t top = 0;
@@ -382,17 +353,17 @@ static unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
     return freed;
 }
 
-static bool client_present(const struct reg_conn_ent *e)
+bool client_present(const struct reg_conn_ent *e)
 {
     return e->c.client_inode != 0;
 }
 
-static bool server_present(const struct reg_conn_ent *e, uint32_t state)
+bool server_present(const struct reg_conn_ent *e, uint32_t state)
 {
     return state == REG_CLAIMED && e->c.server_inode != 0;
 }
 
-static unsigned sweep_conns(struct reg_file *f, struct live_cache *lc)
+unsigned sweep_conns(struct reg_file *f, struct live_cache *lc)
 {
     unsigned freed = 0;
     uint32_t top = 0;
@@ -656,7 +627,7 @@ void reg_close_for_test(void)
 }
 
 /* Every operation opens the registry if this process has not yet. */
-static int reg_get(struct reg_file **out)
+int reg_get(struct reg_file **out)
 {
     struct reg_file *f = reg_mapped();
     if (!f) {
@@ -669,402 +640,3 @@ static int reg_get(struct reg_file **out)
     return 0;
 }
 
-/* ---- listeners ---------------------------------------------------------- */
-
-static int free_listener(struct reg_file *f, uint32_t skip)
-{
-    for (uint32_t i = 0; i < REG_LISTENERS; i++)
-        if (i != skip && entry_state(&f->listeners[i].state) == REG_FREE)
-            return (int)i;
-    return -1;
-}
-
-int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
-{
-    if (inode == 0 || !bound)
-        return -EINVAL;
-    int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    int32_t pid;
-    struct reg_owner owner = *self_identity(&pid);
-
-    sigset_t old;
-    r = reg_lock(f, &old);
-    if (r < 0) {
-        errno = saved;
-        return r;
-    }
-    /* listen() again on the same socket: replace our entry, after the new
-     * one is in (a crash in between leaves a harmless duplicate). */
-    uint32_t prev = UINT32_MAX;
-    uint32_t hwm = listener_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid) {
-            prev = i;
-            break;
-        }
-    }
-    int slot = free_listener(f, prev);
-    if (slot < 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        sweep_listeners(f, &lc);
-        if (prev != UINT32_MAX && entry_state(&f->listeners[prev].state) != REG_USED)
-            prev = UINT32_MAX;
-        slot = free_listener(f, prev);
-    }
-    if (slot < 0 && prev != UINT32_MAX) {
-        /* Full: rewrite ours in place, through free. */
-        entry_publish(&f->listeners[prev].state, REG_FREE);
-        slot = (int)prev;
-        prev = UINT32_MAX;
-    }
-    if (slot < 0) {
-        r = -ENOSPC;
-    } else {
-        struct reg_listener *l = &f->listeners[slot];
-        l->v6only = v6only;
-        l->inode = inode;
-        l->pid = pid;
-        l->owner = owner;
-        l->addr = *bound;
-        if ((uint32_t)slot + 1 > f->hdr.listener_hwm)
-            f->hdr.listener_hwm = (uint32_t)slot + 1;
-        entry_publish(&l->state, REG_USED);
-        if (prev != UINT32_MAX)
-            entry_publish(&f->listeners[prev].state, REG_FREE);
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return r;
-}
-
-void reg_listener_remove(uint64_t inode)
-{
-    int saved = errno;
-    struct reg_file *f;
-    if (inode == 0 || reg_get(&f) < 0) {
-        errno = saved;
-        return;
-    }
-    int32_t pid;
-    self_identity(&pid);
-    sigset_t old;
-    if (reg_lock(f, &old) < 0) {
-        errno = saved;
-        return;
-    }
-    /* Only this process's own entries: a child closing the listening socket
-     * it inherited must not unregister the parent that still listens. */
-    uint32_t hwm = listener_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
-            entry_publish(&l->state, REG_FREE);
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-}
-
-bool reg_listener_match(const struct reg_addr *dst)
-{
-    if (!dst)
-        return false;
-    int saved = errno;
-    struct reg_file *f;
-    if (reg_get(&f) < 0) {
-        errno = saved;
-        return false;
-    }
-    sigset_t old;
-    if (reg_lock(f, &old) < 0) {
-        errno = saved;
-        return false;
-    }
-    bool found = false;
-    struct live_cache lc;
-    live_cache_init(&lc);
-    uint32_t hwm = listener_hwm(f);
-    for (uint32_t i = 0; i < hwm && !found; i++) {
-        struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) != REG_USED || !listener_covers(l, dst))
-            continue;
-        if (owner_alive(l->pid, &l->owner, &lc)) {
-            found = true;
-        } else {
-            entry_publish(&l->state, REG_FREE);
-            f->hdr.reclaimed_listeners++;
-            shunt_log(LOG_DEBUG, "registry: listener of dead pid %d removed", (int)l->pid);
-        }
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return found;
-}
-
-/* ---- connection records ------------------------------------------------- */
-
-static int free_conn(struct reg_file *f)
-{
-    for (uint32_t i = 0; i < REG_CONNS; i++)
-        if (entry_state(&f->conns[i].state) == REG_FREE)
-            return (int)i;
-    return -1;
-}
-
-/* The record as the caller may see it: terminated, and with no server
- * until claimed. */
-static void copy_out(const struct reg_conn_ent *e, uint32_t state, struct reg_conn *out)
-{
-    if (!out)
-        return;
-    *out = e->c;
-    out->channel[CHANNEL_NAME_MAX - 1] = 0;
-    if (state != REG_CLAIMED) {
-        out->server_inode = 0;
-        out->server_pid = 0;
-    }
-}
-
-int reg_conn_post(const struct reg_conn *c)
-{
-    if (!c || c->client_inode == 0 || c->channel[0] == 0 ||
-        memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
-        return -EINVAL;
-    int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    struct reg_owner owner = owner_of(c->client_pid);
-
-    sigset_t old;
-    r = reg_lock(f, &old);
-    if (r < 0) {
-        errno = saved;
-        return r;
-    }
-    int slot = free_conn(f);
-    if (slot < 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        sweep_conns(f, &lc);
-        slot = free_conn(f);
-    }
-    if (slot < 0) {
-        r = -ENOSPC;
-    } else {
-        struct reg_conn_ent *e = &f->conns[slot];
-        e->seq = ++f->hdr.conn_seq;
-        e->client_owner = owner;
-        memset(&e->server_owner, 0, sizeof e->server_owner);
-        e->c = *c;
-        e->c.server_inode = 0;
-        e->c.server_pid = 0;
-        if ((uint32_t)slot + 1 > f->hdr.conn_hwm)
-            f->hdr.conn_hwm = (uint32_t)slot + 1;
-        entry_publish(&e->state, REG_OFFER);
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return r;
-}
-
-int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
-{
-    if (!client || !server)
-        return -EINVAL;
-    int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    sigset_t old;
-    r = reg_lock(f, &old);
-    if (r < 0) {
-        errno = saved;
-        return r;
-    }
-    /* The client may have bound to a wildcard address before it learnt its
-     * port: such a record matches any client address with that port.  When
-     * several match, the newest wins (an older one is left over). */
-    struct reg_conn_ent *best = NULL;
-    uint32_t hwm = conn_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_conn_ent *e = &f->conns[i];
-        if (entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
-            continue;
-        if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
-            continue;
-        if (!addr_eq(&e->c.client.addr, &client->addr) && !addr_unspecified(&e->c.client.addr))
-            continue;
-        if (!best || e->seq > best->seq)
-            best = e;
-    }
-    if (best)
-        copy_out(best, REG_OFFER, out);
-    else
-        r = -ENOENT;
-    reg_unlock(f, &old);
-    errno = saved;
-    return r;
-}
-
-int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
-{
-    if (client_inode == 0 || server_inode == 0)
-        return -EINVAL;
-    int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    struct reg_owner owner = owner_of(server_pid);
-    sigset_t old;
-    r = reg_lock(f, &old);
-    if (r < 0) {
-        errno = saved;
-        return r;
-    }
-    struct reg_conn_ent *best = NULL;
-    bool claimed_already = false;
-    uint32_t hwm = conn_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_conn_ent *e = &f->conns[i];
-        uint32_t st = entry_state(&e->state);
-        if (st == REG_FREE || e->c.client_inode != client_inode)
-            continue;
-        if (st == REG_CLAIMED) {
-            claimed_already = true;
-            continue;
-        }
-        if (!best || e->seq > best->seq)
-            best = e;
-    }
-    if (best) {
-        /* The server's fields first, the state last: until then they mean nothing. */
-        best->server_owner = owner;
-        best->c.server_pid = server_pid;
-        best->c.server_inode = server_inode;
-        entry_publish(&best->state, REG_CLAIMED);
-    } else {
-        r = claimed_already ? -EALREADY : -ENOENT;
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return r;
-}
-
-/* The record in which inode is a present end (the newest if several). */
-static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *side, uint32_t *state)
-{
-    struct reg_conn_ent *best = NULL;
-    uint32_t hwm = conn_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_conn_ent *e = &f->conns[i];
-        uint32_t st = entry_state(&e->state);
-        if (st == REG_FREE)
-            continue;
-        int s;
-        if (e->c.client_inode == inode)
-            s = 0;
-        else if (server_present(e, st) && e->c.server_inode == inode)
-            s = 1;
-        else
-            continue;
-        if (!best || e->seq > best->seq) {
-            best = e;
-            *side = s;
-            *state = st;
-        }
-    }
-    return best;
-}
-
-int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
-{
-    if (inode == 0)
-        return -EINVAL;
-    int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    sigset_t old;
-    r = reg_lock(f, &old);
-    if (r < 0) {
-        errno = saved;
-        return r;
-    }
-    int s = 0;
-    uint32_t st = REG_FREE;
-    struct reg_conn_ent *e = find_end(f, inode, &s, &st);
-    if (e) {
-        copy_out(e, st, out);
-        if (side)
-            *side = s;
-    } else {
-        r = -ENOENT;
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return r;
-}
-
-static bool conn_end(uint64_t inode, bool both)
-{
-    if (inode == 0)
-        return false;
-    int saved = errno;
-    struct reg_file *f;
-    if (reg_get(&f) < 0) {
-        errno = saved;
-        return false;
-    }
-    sigset_t old;
-    if (reg_lock(f, &old) < 0) {
-        errno = saved;
-        return false;
-    }
-    bool removed = false;
-    int side = 0;
-    uint32_t st = REG_FREE;
-    struct reg_conn_ent *e = find_end(f, inode, &side, &st);
-    if (e) {
-        /* One field at a time, the inode first: a record whose inode is 0
-         * has lost that end whatever its pid says. */
-        if (side == 0) {
-            e->c.client_inode = 0;
-            e->c.client_pid = 0;
-        } else {
-            e->c.server_inode = 0;
-            e->c.server_pid = 0;
-        }
-        if (both) {   /* the other end's processes are gone too */
-            e->c.client_inode = e->c.server_inode = 0;
-            e->c.client_pid = e->c.server_pid = 0;
-        }
-        /* An offer nobody claimed goes with its client. */
-        if (!client_present(e) && !server_present(e, st)) {
-            entry_publish(&e->state, REG_FREE);
-            removed = true;
-        }
-    }
-    reg_unlock(f, &old);
-    errno = saved;
-    return removed;
-}
-
-bool reg_conn_end(uint64_t inode)
-{
-    return conn_end(inode, false);
-}
-
-bool reg_conn_end_all(uint64_t inode)
-{
-    return conn_end(inode, true);
-}

@@ -1,0 +1,270 @@
+/*
+ * connections.c: the registry's connection records: offers posted by
+ * clients, claimed by servers, found by either end's inode, and ended.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "registry/reg_private.h"
+
+static int free_conn(struct reg_file *f)
+{
+    for (uint32_t i = 0; i < REG_CONNS; i++)
+        if (entry_state(&f->conns[i].state) == REG_FREE)
+            return (int)i;
+    return -1;
+}
+
+/* The record as the caller may see it: terminated, and with no server
+ * until claimed. */
+static void copy_out(const struct reg_conn_ent *e, uint32_t state, struct reg_conn *out)
+{
+    if (!out)
+        return;
+    *out = e->c;
+    out->channel[CHANNEL_NAME_MAX - 1] = 0;
+    if (state != REG_CLAIMED) {
+        out->server_inode = 0;
+        out->server_pid = 0;
+    }
+}
+
+int reg_conn_post(const struct reg_conn *c)
+{
+    if (!c || c->client_inode == 0 || c->channel[0] == 0 ||
+        memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    struct reg_owner owner = owner_of(c->client_pid);
+
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    int slot = free_conn(f);
+    if (slot < 0) {
+        struct live_cache lc;
+        live_cache_init(&lc);
+        sweep_conns(f, &lc);
+        slot = free_conn(f);
+    }
+    if (slot < 0) {
+        r = -ENOSPC;
+    } else {
+        struct reg_conn_ent *e = &f->conns[slot];
+        e->seq = ++f->hdr.conn_seq;
+        e->client_owner = owner;
+        memset(&e->server_owner, 0, sizeof e->server_owner);
+        e->c = *c;
+        e->c.server_inode = 0;
+        e->c.server_pid = 0;
+        if ((uint32_t)slot + 1 > f->hdr.conn_hwm)
+            f->hdr.conn_hwm = (uint32_t)slot + 1;
+        entry_publish(&e->state, REG_OFFER);
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
+{
+    if (!client || !server)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    /* The client may have bound to a wildcard address before it learnt its
+     * port: such a record matches any client address with that port.  When
+     * several match, the newest wins (an older one is left over). */
+    struct reg_conn_ent *best = NULL;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        if (entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
+            continue;
+        if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
+            continue;
+        if (!addr_eq(&e->c.client.addr, &client->addr) && !addr_unspecified(&e->c.client.addr))
+            continue;
+        if (!best || e->seq > best->seq)
+            best = e;
+    }
+    if (best)
+        copy_out(best, REG_OFFER, out);
+    else
+        r = -ENOENT;
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
+{
+    if (client_inode == 0 || server_inode == 0)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    struct reg_owner owner = owner_of(server_pid);
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    struct reg_conn_ent *best = NULL;
+    bool claimed_already = false;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        uint32_t st = entry_state(&e->state);
+        if (st == REG_FREE || e->c.client_inode != client_inode)
+            continue;
+        if (st == REG_CLAIMED) {
+            claimed_already = true;
+            continue;
+        }
+        if (!best || e->seq > best->seq)
+            best = e;
+    }
+    if (best) {
+        /* The server's fields first, the state last: until then they mean nothing. */
+        best->server_owner = owner;
+        best->c.server_pid = server_pid;
+        best->c.server_inode = server_inode;
+        entry_publish(&best->state, REG_CLAIMED);
+    } else {
+        r = claimed_already ? -EALREADY : -ENOENT;
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+/* The record in which inode is a present end (the newest if several). */
+static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *side, uint32_t *state)
+{
+    struct reg_conn_ent *best = NULL;
+    uint32_t hwm = conn_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        uint32_t st = entry_state(&e->state);
+        if (st == REG_FREE)
+            continue;
+        int s;
+        if (e->c.client_inode == inode)
+            s = 0;
+        else if (server_present(e, st) && e->c.server_inode == inode)
+            s = 1;
+        else
+            continue;
+        if (!best || e->seq > best->seq) {
+            best = e;
+            *side = s;
+            *state = st;
+        }
+    }
+    return best;
+}
+
+int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
+{
+    if (inode == 0)
+        return -EINVAL;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r < 0)
+        return r;
+    sigset_t old;
+    r = reg_lock(f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    int s = 0;
+    uint32_t st = REG_FREE;
+    struct reg_conn_ent *e = find_end(f, inode, &s, &st);
+    if (e) {
+        copy_out(e, st, out);
+        if (side)
+            *side = s;
+    } else {
+        r = -ENOENT;
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+static bool conn_end(uint64_t inode, bool both)
+{
+    if (inode == 0)
+        return false;
+    int saved = errno;
+    struct reg_file *f;
+    if (reg_get(&f) < 0) {
+        errno = saved;
+        return false;
+    }
+    sigset_t old;
+    if (reg_lock(f, &old) < 0) {
+        errno = saved;
+        return false;
+    }
+    bool removed = false;
+    int side = 0;
+    uint32_t st = REG_FREE;
+    struct reg_conn_ent *e = find_end(f, inode, &side, &st);
+    if (e) {
+        /* One field at a time, the inode first: a record whose inode is 0
+         * has lost that end whatever its pid says. */
+        if (side == 0) {
+            e->c.client_inode = 0;
+            e->c.client_pid = 0;
+        } else {
+            e->c.server_inode = 0;
+            e->c.server_pid = 0;
+        }
+        if (both) {   /* the other end's processes are gone too */
+            e->c.client_inode = e->c.server_inode = 0;
+            e->c.client_pid = e->c.server_pid = 0;
+        }
+        /* An offer nobody claimed goes with its client. */
+        if (!client_present(e) && !server_present(e, st)) {
+            entry_publish(&e->state, REG_FREE);
+            removed = true;
+        }
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return removed;
+}
+
+bool reg_conn_end(uint64_t inode)
+{
+    return conn_end(inode, false);
+}
+
+bool reg_conn_end_all(uint64_t inode)
+{
+    return conn_end(inode, true);
+}
