@@ -112,6 +112,7 @@ clean:
 # The demonstration: the same real programs (sockperf, NetPIPE) over kernel
 # TCP and under shunt, side by side (bench/README.md).
 .PHONY: demo
-demo: lib tool
-	scripts/install-deps --demo
-	python3 bench/demo.py
+demo:
+	scripts/install-deps --demo     # first: a fresh machine may not even have a compiler
+	$(MAKE) lib tool
+	python3 bench/demo.py --build $(BUILD)
