@@ -135,6 +135,8 @@ static struct epoll_event tagged(int fd, uint32_t user_events)
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
 {
     struct fdref f = fdt_get(fd);
+    if (op != EPOLL_CTL_DEL)
+        tcp_socket_watched(f.sock, fd);
     struct tcp_sock *t = NULL;
     if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP)
         t = tcp_of(f.sock);

@@ -111,6 +111,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     bool any = false;
     for (nfds_t i = 0; i < n; i++) {
         refs[i] = fdt_get(fds[i].fd);
+        tcp_socket_watched(refs[i].sock, fds[i].fd);
         if (fds[i].fd >= 0 && accelerated(&refs[i]))
             any = true;
     }

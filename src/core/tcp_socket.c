@@ -115,6 +115,16 @@ struct shunt_sock *tcp_socket_probe(int fd, bool passed)
     return s;
 }
 
+void tcp_socket_watched(struct shunt_sock *s, int fd)
+{
+    if (!s || s->ops != &tcp_ops)
+        return;
+    struct tcp_sock *t = tcp_of(s);
+    pid_t owner = t->listener_pid;
+    if (owner != 0 && owner != shunt_pid)   /* a listener our parent registered */
+        negotiate_listen(t, fd);
+}
+
 int tcp_socket_accelerated(struct shunt_sock *s, int fd)
 {
     struct tcp_sock *t = tcp_of(s);

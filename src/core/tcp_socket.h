@@ -128,6 +128,12 @@ struct shunt_sock *tcp_socket_probe(int fd, bool passed);
  * its receiver (delta +1 before sending, -1 if the send failed). */
 void tcp_sockets_in_flight(const int *fds, size_t n, int delta);
 
+/* The program waits on this socket (epoll, poll, select): a listener it
+ * inherited from the process that registered it is registered for this
+ * process too, before the first connection arrives (pre-forked workers
+ * wait in epoll, not in accept). */
+void tcp_socket_watched(struct shunt_sock *s, int fd);
+
 /* 1 if the connection on this object runs on an accelerated path. */
 int tcp_socket_accelerated(struct shunt_sock *s, int fd);
 

@@ -119,3 +119,81 @@ def test_socat_fork_mode(shunt, tmp_path, start_server, port):
     log = logs(tmp_path)
     assert log.count("accelerated (client") >= 4, log[-3000:]
     assert log.count("accelerated (server") >= 4, log[-3000:]   # one forked child per connection
+
+
+DAEMON_CONF = """
+{user}
+daemon on;
+master_process on;
+worker_processes 2;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{ listen 127.0.0.1:{port}; root {dir}/www; }}
+}}
+"""
+
+
+def test_nginx_daemon_mode(shunt, tmp_path, port):
+    """nginx daemonises (the process we start forks a master and exits), the
+    master forks two workers that wait in epoll: the very first request is
+    already accelerated."""
+    if not shutil.which("nginx") or not shutil.which("curl"):
+        pytest.skip("nginx or curl is not installed")
+    import os, signal, time
+    (tmp_path / "www").mkdir()
+    body = os.urandom(500_000)
+    (tmp_path / "www" / "f.bin").write_bytes(body)
+    conf = tmp_path / "nginx.conf"
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf.write_text(DAEMON_CONF.format(dir=tmp_path, port=port, user=user))
+    env = env_for(tmp_path)
+    r = subprocess.run(shunt.cmd(["nginx", "-c", str(conf), "-p", str(tmp_path)]), env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    pidfile = tmp_path / "nginx.pid"
+    try:
+        end = time.monotonic() + 20
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < end, "nginx wrote no pid file"
+            time.sleep(0.05)
+        # wait until a worker has put the listener into its epoll set (and so
+        # registered it): the daemon's first process, which opened it, is gone
+        import json
+        end = time.monotonic() + 20
+        while True:
+            st = json.loads(subprocess.run([str(shunt.bin), "stat", "--json"], capture_output=True,
+                                           text=True, timeout=30, env=base_env()).stdout)
+            if any(l["address"].endswith(":%d" % port) for l in st["listeners"]):
+                break
+            assert time.monotonic() < end, "no nginx worker registered the listener"
+            time.sleep(0.05)
+        for i in range(3):
+            out = tmp_path / ("got%d" % i)
+            c = subprocess.run(shunt.cmd(["curl", "-sS", "--fail", "--retry", "5", "--retry-connrefused",
+                                          "-o", str(out), "http://127.0.0.1:%d/f.bin" % port]),
+                               env=env, capture_output=True, text=True, timeout=60)
+            assert c.returncode == 0, c.stderr
+            assert out.read_bytes() == body
+        log = logs(tmp_path)
+        assert log.count("accelerated (client") == 3, log[-3000:]
+        assert log.count("accelerated (server") == 3, log[-3000:]
+        assert "no accelerated listener" not in log, log[-3000:]
+    finally:
+        if pidfile.exists() and pidfile.read_text().strip():
+            master = int(pidfile.read_text())
+            os.kill(master, signal.SIGTERM)
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                try:
+                    os.kill(master, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
