@@ -36,14 +36,10 @@ int reg_conn_post(const struct reg_conn *c)
         memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
         return -EINVAL;
     int saved = errno;
+    struct reg_owner owner = owner_of(c->client_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    struct reg_owner owner = owner_of(c->client_pid);
-
     sigset_t old;
-    r = reg_lock(f, &old);
+    int r = reg_enter(&f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -80,11 +76,8 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
         return -EINVAL;
     int saved = errno;
     struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
     sigset_t old;
-    r = reg_lock(f, &old);
+    int r = reg_enter(&f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -119,13 +112,10 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
     if (client_inode == 0 || server_inode == 0)
         return -EINVAL;
     int saved = errno;
+    struct reg_owner owner = owner_of(server_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
-    struct reg_owner owner = owner_of(server_pid);
     sigset_t old;
-    r = reg_lock(f, &old);
+    int r = reg_enter(&f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -191,11 +181,8 @@ int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
         return -EINVAL;
     int saved = errno;
     struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
     sigset_t old;
-    r = reg_lock(f, &old);
+    int r = reg_enter(&f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -221,12 +208,8 @@ static bool conn_end(uint64_t inode, bool both)
         return false;
     int saved = errno;
     struct reg_file *f;
-    if (reg_get(&f) < 0) {
-        errno = saved;
-        return false;
-    }
     sigset_t old;
-    if (reg_lock(f, &old) < 0) {
+    if (reg_enter(&f, &old) < 0) {
         errno = saved;
         return false;
     }

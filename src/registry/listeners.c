@@ -21,15 +21,11 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
     if (inode == 0 || !bound)
         return -EINVAL;
     int saved = errno;
-    struct reg_file *f;
-    int r = reg_get(&f);
-    if (r < 0)
-        return r;
     int32_t pid;
-    struct reg_owner owner = *self_identity(&pid);
-
+    struct reg_owner owner = *self_identity(&pid);   /* reads /proc: before the lock */
+    struct reg_file *f;
     sigset_t old;
-    r = reg_lock(f, &old);
+    int r = reg_enter(&f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -82,16 +78,14 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
 
 void reg_listener_remove(uint64_t inode)
 {
-    int saved = errno;
-    struct reg_file *f;
-    if (inode == 0 || reg_get(&f) < 0) {
-        errno = saved;
+    if (inode == 0)
         return;
-    }
+    int saved = errno;
     int32_t pid;
     self_identity(&pid);
+    struct reg_file *f;
     sigset_t old;
-    if (reg_lock(f, &old) < 0) {
+    if (reg_enter(&f, &old) < 0) {
         errno = saved;
         return;
     }
@@ -113,12 +107,8 @@ bool reg_listener_match(const struct reg_addr *dst)
         return false;
     int saved = errno;
     struct reg_file *f;
-    if (reg_get(&f) < 0) {
-        errno = saved;
-        return false;
-    }
     sigset_t old;
-    if (reg_lock(f, &old) < 0) {
+    if (reg_enter(&f, &old) < 0) {
         errno = saved;
         return false;
     }

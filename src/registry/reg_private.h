@@ -23,6 +23,10 @@ struct live_cache {
 
 int reg_get(struct reg_file **out);
 int reg_lock(struct reg_file *f, sigset_t *old);
+/* What every table operation starts with: the registry opened if need be,
+ * and its lock taken (signals blocked into *old).  0 or a negative errno;
+ * reg_unlock ends it. */
+int reg_enter(struct reg_file **f, sigset_t *old);
 void reg_unlock(struct reg_file *f, const sigset_t *old);
 void entry_publish(_Atomic uint32_t *state, uint32_t value);
 struct reg_owner owner_of(int32_t pid);

@@ -309,6 +309,12 @@ void reg_unlock(struct reg_file *f, const sigset_t *old)
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+int reg_enter(struct reg_file **f, sigset_t *old)
+{
+    int r = reg_get(f);
+    return r < 0 ? r : reg_lock(*f, old);
+}
+
 /* Publishes an entry's state, after its fields. */
 void entry_publish(_Atomic uint32_t *state, uint32_t value)
 {

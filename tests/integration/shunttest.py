@@ -278,3 +278,51 @@ class Server:
         finally:
             self._out.close()
             self._err.close()
+
+
+NGINX_CONF = """
+{user}
+daemon {daemon};
+master_process on;
+worker_processes 2;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {dir}/www;
+        {locations}
+    }}
+}}
+"""
+
+
+def nginx_conf(directory, port, daemon, locations=""):
+    """An nginx configuration with a master and two workers serving
+    DIRECTORY/www on 127.0.0.1:PORT; everything it writes stays in DIRECTORY.
+    The workers keep our user (nginx would switch root's to nobody), since
+    shunt's registry is per user."""
+    user = "user root;" if os.geteuid() == 0 else ""
+    return NGINX_CONF.format(dir=directory, port=port, daemon="on" if daemon else "off",
+                             locations=locations, user=user)
+
+
+def wait_port(port, proc, deadline=20.0):
+    """Until 127.0.0.1:PORT accepts a connection (PROC must not exit meanwhile)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise AssertionError("server exited early with status %s" % proc.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("port %d never opened" % port)

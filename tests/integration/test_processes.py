@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from shunttest import PYTHON, base_env
+from shunttest import PYTHON, base_env, nginx_conf, wait_port
 
 
 def logs(tmp_path):
@@ -89,15 +89,7 @@ def test_socat_fork_mode(shunt, tmp_path, start_server, port):
     env = env_for(tmp_path)
     srv = start_server(shunt.cmd(["socat", "TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr" % port,
                                   "EXEC:cat"]), env=env, name="socat")
-    import socket, time
-    end = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < end, "socat never listened"
-            time.sleep(0.05)
+    wait_port(port, srv.proc)
     client = textwrap.dedent('''
         import socket, sys
         for i in range(4):
@@ -121,24 +113,6 @@ def test_socat_fork_mode(shunt, tmp_path, start_server, port):
     assert log.count("accelerated (server") >= 4, log[-3000:]   # one forked child per connection
 
 
-DAEMON_CONF = """
-{user}
-daemon on;
-master_process on;
-worker_processes 2;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{ listen 127.0.0.1:{port}; root {dir}/www; }}
-}}
-"""
 
 
 def test_nginx_daemon_mode(shunt, tmp_path, port):
@@ -152,8 +126,7 @@ def test_nginx_daemon_mode(shunt, tmp_path, port):
     body = os.urandom(500_000)
     (tmp_path / "www" / "f.bin").write_bytes(body)
     conf = tmp_path / "nginx.conf"
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(DAEMON_CONF.format(dir=tmp_path, port=port, user=user))
+    conf.write_text(nginx_conf(tmp_path, port, daemon=True))
     env = env_for(tmp_path)
     r = subprocess.run(shunt.cmd(["nginx", "-c", str(conf), "-p", str(tmp_path)]), env=env,
                        capture_output=True, text=True, timeout=30)

@@ -9,29 +9,15 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 
 import pytest
 
-from shunttest import PYTHON, base_env
+from shunttest import PYTHON, base_env, nginx_conf, wait_port
 
 
 def need(tool):
     if not shutil.which(tool):
         pytest.skip("%s is not installed (scripts/install-deps installs it)" % tool)
-
-
-def wait_port(port, proc, deadline=20.0):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError("server exited early with status %s" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("port %d never opened" % port)
 
 
 def logs_text(tmp_path):
@@ -74,28 +60,6 @@ def test_redis(shunt, tmp_path, start_server, port):
     assert "kernel TCP: client does not run shunt" in log   # the plain redis-cli
 
 
-NGINX_CONF = """
-{user}
-daemon off;
-master_process on;
-worker_processes 2;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {dir}/www;
-        location /proxied/ {{ proxy_pass http://127.0.0.1:{backend}/; }}
-    }}
-}}
-"""
 
 
 def free_port():
@@ -120,9 +84,8 @@ def test_nginx(shunt, tmp_path, start_server, port):
     be = start_server(shunt.cmd([PYTHON, "-m", "http.server", str(backend), "--bind", "127.0.0.1"]),
                       env=env, cwd=str(backend_dir), name="backend")
     conf = tmp_path / "nginx.conf"
-    # workers keep our user (nginx would switch root's to nobody): shunt's registry is per user
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=port, backend=backend, user=user))
+    conf.write_text(nginx_conf(tmp_path, port, daemon=False,
+                               locations="location /proxied/ { proxy_pass http://127.0.0.1:%d/; }" % backend))
     ng = start_server(shunt.cmd(["nginx", "-c", str(conf), "-p", str(tmp_path)]), env=env, name="nginx")
     for p, s in ((backend, be), (port, ng)):
         wait_port(p, s.proc)

@@ -3,13 +3,10 @@ help and version, the settings table (and that docs/settings.md agrees
 with it), clear one-line errors for bad settings, fallback reasons in
 SHUNT_LOG, SHUNT_STRICT, and registry records that come and go with
 their sockets (as `shunt stat` shows them)."""
-import json
-import os
 import re
 import resource
 import signal
 import subprocess
-import sys
 import textwrap
 
 import pytest
