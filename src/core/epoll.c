@@ -1,13 +1,27 @@
 /*
- * epoll.c: the epoll kind of fd.
+ * epoll.c: the epoll kind of fd, with a cost that follows readiness.
  *
  * Sockets on the TCP path stay in the kernel's set exactly as the program
- * put them there.  A socket with a channel (offered or accelerated) is
- * registered in the kernel's set for EPOLLIN only, under a tag, so that a
- * doorbell or the peer's death wakes epoll_wait; its real events are
- * computed from the rings, with level, edge and one-shot semantics kept
- * here.  The cost of a wait is one pass over the accelerated members
- * (a later stage makes it follow readiness instead).
+ * put them there ("kernel members").  A socket with a channel is registered
+ * in the kernel's set under a tag, edge-triggered on its companion, so that
+ * a doorbell or the peer's death wakes epoll_wait; its real events come
+ * from the rings, with level, edge and one-shot semantics kept here.
+ *
+ * Each such member is either
+ *   hot   looked at on every wait (it was active lately), no doorbell asked;
+ *   cold  a doorbell asked for (its peer rings at its next progress), so
+ *         the kernel's set tells when it needs a look again;
+ *   off   EPOLLONESHOT fired: neither, until EPOLL_CTL_MOD.
+ * A hot member that shows nothing for a few looks, and every hot member
+ * when the wait is about to sleep, turns cold.  A wait therefore costs
+ * O(hot members + kernel events), whatever the number of idle members.
+ * When the set has kernel members or cold ones, every wait also asks the
+ * kernel without blocking, so its answer is complete, as the kernel's is.
+ *
+ * An epoll fd inside another (or watched by poll/select) is a member whose
+ * readiness is "the inner set has something"; before the outer one sleeps,
+ * the inner's hot members turn cold so that their doorbells make the inner
+ * fd readable in the kernel.
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -18,39 +32,218 @@
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/readiness.h"
+#include "core/init.h"
+#include "core/settings.h"
 #include "core/stream.h"
 #include "core/wait.h"
 #include "interpose/real.h"
 
 #define TAG_HIGH 0x5348554eull   /* "SHUN": marks the kernel events that are ours */
+#define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold */
+#define NO_SLOT UINT32_MAX
+
+/* What the kernel accepts together with EPOLLEXCLUSIVE (epoll_ctl(2)). */
+#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
+
+enum member_kind { M_SOCKET, M_EPOLL };
 
 struct ep_entry {
-    int fd;
-    struct tcp_sock *t;          /* holds a reference */
+    struct shunt_sock *s;        /* NULL: free slot; else holds a reference */
+    int fd;                      /* the fd it was added under: the kernel's key too */
+    int io_fd;                   /* an fd of this process for it (differs after close of a dup) */
+    uint8_t kind;                /* enum member_kind */
+    bool off;                    /* EPOLLONESHOT fired */
+    uint8_t idle;                /* looks in a row that found nothing */
+    int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
+    uint32_t hot_pos;            /* index in hot[], or NO_SLOT */
     uint32_t events;
     epoll_data_t data;
-    bool disabled;               /* EPOLLONESHOT fired */
     uint32_t last;               /* EPOLLET: what was ready when last looked at */
     uint64_t last_rx, last_tx;   /* EPOLLET: ring positions then */
     bool last_end;               /* EPOLLET: the peer had finished then */
-    bool armed;                  /* asked for a doorbell for this wait */
 };
 
 struct epoll_obj {
     struct shunt_sock base;
     pthread_mutex_t lock;
-    struct ep_entry *v;
-    size_t n, cap;
-    size_t next;                 /* where the next collect starts: ready members take turns */
-    bool kernel_first;           /* and so do the kernel's members and ours */
+    struct ep_entry *v;          /* slots, stable while used */
+    uint32_t nv, capv;
+    uint32_t *free_slots;
+    uint32_t nfree, capfree;
+    uint32_t *slot_of;           /* fd -> slot + 1 (0: none) */
+    uint32_t nslot_of;
+    uint32_t *hot;
+    uint32_t nhot, caphot;
+    uint32_t members, cold, nested;
+    uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
+    uint32_t rotate;             /* where the next look starts: ready members take turns */
+    unsigned closes_seen;
+    unsigned spin_fails;
+    bool kernel_first;           /* the kernel's members and ours take turns being first */
+    struct epoll_obj *prev, *next;   /* every epoll object of the process */
 };
+
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct epoll_obj *all;
+
+static struct tcp_sock *sock_of(const struct ep_entry *e)
+{
+    return e->kind == M_SOCKET ? tcp_of(e->s) : NULL;
+}
+
+/* ---- slots, the fd index and the hot list ---- */
+
+static struct ep_entry *slot_for_fd(struct epoll_obj *ep, int fd)
+{
+    if (fd < 0 || (uint32_t)fd >= ep->nslot_of || !ep->slot_of[fd])
+        return NULL;
+    return &ep->v[ep->slot_of[fd] - 1];
+}
+
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    uint32_t c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*p, (size_t)c * size);
+    if (!n)
+        return false;
+    memset((char *)n + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
+    *p = n;
+    *cap = c;
+    return true;
+}
+
+static void hot_add(struct epoll_obj *ep, struct ep_entry *e)
+{
+    if (e->hot_pos != NO_SLOT || e->off)
+        return;
+    if (ep->nhot == ep->caphot && !grow((void **)&ep->hot, &ep->caphot, ep->nhot + 1, sizeof *ep->hot))
+        return;   /* cannot happen once the slot exists: hot[] is grown with the slots */
+    e->hot_pos = ep->nhot;
+    ep->hot[ep->nhot++] = (uint32_t)(e - ep->v);
+    e->idle = 0;
+}
+
+static void hot_remove(struct epoll_obj *ep, struct ep_entry *e)
+{
+    if (e->hot_pos == NO_SLOT)
+        return;
+    uint32_t last = ep->hot[--ep->nhot];
+    ep->hot[e->hot_pos] = last;
+    ep->v[last].hot_pos = e->hot_pos;
+    e->hot_pos = NO_SLOT;
+}
+
+/* Takes the doorbell request back; drains what was rung only if the fd is
+ * still this socket's (a closed fd number may name another file now). */
+static void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
+{
+    if (!e->armed)
+        return;
+    if (fd_valid)
+        doorbell_leave(sock_of(e), e->io_fd, e->armed);
+    else
+        doorbell_forget(sock_of(e), e->armed);
+    e->armed = 0;
+    ep->cold--;
+}
+
+static void make_hot(struct epoll_obj *ep, struct ep_entry *e)
+{
+    disarm(ep, e, true);
+    hot_add(ep, e);
+}
+
+/* The doorbells a wait for this member's events needs. */
+static int entry_wants(const struct ep_entry *e)
+{
+    int w = 0;
+    if (e->events & (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLRDHUP))
+        w |= WANT_DATA;
+    if (e->events & (EPOLLOUT | EPOLLWRNORM))
+        w |= WANT_SPACE;
+    return w ? w : WANT_DATA;
+}
+
+/* Only a settled channel can be left to its doorbells: while negotiating,
+ * or while a client's TCP prefix is queued, the kernel sees the data. */
+static bool can_go_cold(struct ep_entry *e)
+{
+    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
+    return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
+}
+
+static void make_cold(struct epoll_obj *ep, struct ep_entry *e)
+{
+    hot_remove(ep, e);
+    int w = entry_wants(e);
+    doorbell_enter(sock_of(e), w);
+    e->armed = w;
+    ep->cold++;
+}
+
+static void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
+{
+    disarm(ep, e, fd_valid);
+    hot_remove(ep, e);
+    if (e->kind == M_EPOLL)
+        ep->nested--;
+    if (slot_for_fd(ep, e->fd) == e)
+        ep->slot_of[e->fd] = 0;
+    sock_put(e->s);
+    e->s = NULL;
+    ep->members--;
+    ep->free_slots[ep->nfree++] = (uint32_t)(e - ep->v);
+}
+
+static struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
+{
+    if (!grow((void **)&ep->slot_of, &ep->nslot_of, (uint32_t)fd + 1, sizeof *ep->slot_of))
+        return NULL;
+    uint32_t i;
+    if (ep->nfree) {
+        i = ep->free_slots[--ep->nfree];
+    } else {
+        if (!grow((void **)&ep->v, &ep->capv, ep->nv + 1, sizeof *ep->v))
+            return NULL;
+        /* every slot can be free, or hot, at once */
+        if (!grow((void **)&ep->free_slots, &ep->capfree, ep->capv, sizeof *ep->free_slots) ||
+            !grow((void **)&ep->hot, &ep->caphot, ep->capv, sizeof *ep->hot))
+            return NULL;
+        i = ep->nv++;
+    }
+    struct ep_entry *e = &ep->v[i];
+    memset(e, 0, sizeof *e);
+    e->hot_pos = NO_SLOT;
+    e->fd = e->io_fd = fd;
+    ep->slot_of[fd] = i + 1;
+    ep->members++;
+    return e;
+}
+
+/* ---- the object ---- */
 
 static void epoll_destroy(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
-    for (size_t i = 0; i < ep->n; i++)
-        sock_put(&ep->v[i].t->base);
+    pthread_mutex_lock(&all_lock);
+    if (ep->prev)
+        ep->prev->next = ep->next;
+    else
+        all = ep->next;
+    if (ep->next)
+        ep->next->prev = ep->prev;
+    pthread_mutex_unlock(&all_lock);
+    for (uint32_t i = 0; i < ep->nv; i++)
+        if (ep->v[i].s)
+            release_slot(ep, &ep->v[i], false);
     free(ep->v);
+    free(ep->free_slots);
+    free(ep->slot_of);
+    free(ep->hot);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -72,6 +265,13 @@ struct shunt_sock *epoll_object_new(void)
     atomic_init(&ep->base.refs, 1);
     ep->base.ops = &epoll_ops;
     pthread_mutex_init(&ep->lock, NULL);
+    ep->closes_seen = atomic_load(&fdt_closes);
+    pthread_mutex_lock(&all_lock);
+    ep->next = all;
+    if (all)
+        all->prev = ep;
+    all = ep;
+    pthread_mutex_unlock(&all_lock);
     return &ep->base;
 }
 
@@ -93,43 +293,74 @@ static struct epoll_obj *epoll_of(int epfd, bool create)
     return (struct epoll_obj *)s;
 }
 
-static struct ep_entry *find(struct epoll_obj *ep, int fd)
-{
-    for (size_t i = 0; i < ep->n; i++)
-        if (ep->v[i].fd == fd)
-            return &ep->v[i];
-    return NULL;
-}
-
-/* The doorbells a wait for this member's events needs. */
-static int entry_wants(const struct ep_entry *e)
-{
-    int w = 0;
-    if (e->events & (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLRDHUP))
-        w |= WANT_DATA;
-    if (e->events & (EPOLLOUT | EPOLLWRNORM))
-        w |= WANT_SPACE;
-    return w ? w : WANT_DATA;
-}
-
-static void drop(struct epoll_obj *ep, struct ep_entry *e)
-{
-    if (e->armed)
-        doorbell_leave(e->t, e->fd, entry_wants(e));
-    sock_put(&e->t->base);
-    *e = ep->v[--ep->n];
-}
+/* ---- epoll_ctl ---- */
 
 static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     return shunt_real.epoll_ctl(epfd, op, fd, ev) < 0 ? -errno : 0;
 }
 
-static struct epoll_event tagged(int fd, uint32_t user_events)
+/* The kernel's registration of a member of ours: edge-triggered, so that a
+ * doorbell another holder has not drained yet cannot wake us again and
+ * again.  The program's EPOLLEXCLUSIVE goes along (the kernel then checks
+ * its rules); an inner epoll set is watched level-triggered. */
+static struct epoll_event tagged(int fd, uint32_t user_events, enum member_kind kind)
 {
-    struct epoll_event k = { .events = EPOLLIN | EPOLLRDHUP | (user_events & EPOLLEXCLUSIVE) };
+    struct epoll_event k;
+    if (kind == M_EPOLL)
+        k.events = EPOLLIN;
+    else if (user_events & EPOLLEXCLUSIVE)
+        k.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    else
+        k.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     k.data.u64 = TAG_HIGH << 32 | (uint32_t)fd;
     return k;
+}
+
+/* The rules the kernel would apply to the program's own events, which our
+ * tagged registration does not carry. */
+static int check_events(int op, const struct epoll_event *ev)
+{
+    if (!ev)
+        return -EFAULT;
+    if ((ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK)))
+        return -EINVAL;
+    return 0;
+}
+
+static void member_reset(struct ep_entry *e, const struct epoll_event *ev)
+{
+    e->events = ev->events;
+    e->data = ev->data;
+    e->off = false;
+    e->idle = 0;
+    e->last = 0;
+    e->last_rx = e->last_tx = 0;
+    e->last_end = false;
+}
+
+static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock *s, enum member_kind kind,
+                      struct epoll_event *ev)
+{
+    int r = check_events(EPOLL_CTL_ADD, ev);
+    if (r)
+        return r;
+    struct epoll_event k = tagged(fd, ev->events, kind);
+    if ((r = kernel_ctl(epfd, EPOLL_CTL_ADD, fd, &k)))
+        return r;
+    struct ep_entry *e = new_slot(ep, fd);
+    if (!e) {
+        kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+        return -ENOMEM;
+    }
+    sock_get(s);
+    e->s = s;
+    e->kind = (uint8_t)kind;
+    if (kind == M_EPOLL)
+        ep->nested++;
+    member_reset(e, ev);
+    hot_add(ep, e);
+    return 0;
 }
 
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
@@ -137,10 +368,15 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     struct fdref f = fdt_get(fd);
     if (op != EPOLL_CTL_DEL)
         tcp_socket_watched(f.sock, fd);
-    struct tcp_sock *t = NULL;
-    if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP)
-        t = tcp_of(f.sock);
-    struct epoll_obj *ep = epoll_of(epfd, t != NULL);
+    struct shunt_sock *s = NULL;
+    enum member_kind kind = M_SOCKET;
+    if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
+        s = f.sock;
+    } else if (f.sock && f.sock->ops == &epoll_ops && fd != epfd) {
+        s = f.sock;
+        kind = M_EPOLL;
+    }
+    struct epoll_obj *ep = epoll_of(epfd, s != NULL);
     int r;
     if (!ep) {
         r = kernel_ctl(epfd, op, fd, ev);
@@ -148,44 +384,37 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         return r;
     }
     pthread_mutex_lock(&ep->lock);
-    struct ep_entry *e = find(ep, fd);
-    if (e && t && e->t != t) {   /* a stale entry: that fd number now names another socket */
-        drop(ep, e);
+    struct ep_entry *e = slot_for_fd(ep, fd);
+    if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
+        /* a stale entry: that fd number was closed and now names another
+         * file (one slot per number here, where the kernel keys by number
+         * and file: a member living on through a dup gives way) */
+        release_slot(ep, e, false);
         e = NULL;
+    } else if (e && e->s != s) {
+        e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
     }
-    if (op == EPOLL_CTL_ADD && t) {
-        struct epoll_event k = tagged(fd, ev ? ev->events : 0);
-        r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
-        if (r == 0 && ep->n == ep->cap) {
-            size_t cap = ep->cap ? ep->cap * 2 : 8;
-            struct ep_entry *v = realloc(ep->v, cap * sizeof *v);
-            if (!v) {
-                kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-                r = -ENOMEM;
-            } else {
-                ep->v = v;
-                ep->cap = cap;
-            }
-        }
-        if (r == 0) {
-            sock_get(&t->base);
-            ep->v[ep->n++] = (struct ep_entry){ .fd = fd, .t = t, .events = ev->events, .data = ev->data };
-        }
+    if (op == EPOLL_CTL_ADD && s) {
+        r = member_add(ep, epfd, fd, s, kind, ev);
     } else if (op == EPOLL_CTL_MOD && e) {
-        struct epoll_event k = tagged(fd, 0);
-        r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
-        if (r == 0) {
-            e->events = ev->events;
-            e->data = ev->data;
-            e->disabled = false;
-            e->last = 0;
+        r = check_events(op, ev);
+        struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
+        if (!r)
+            r = kernel_ctl(epfd, op, fd, &k);
+        if (!r) {
+            member_reset(e, ev);
+            make_hot(ep, e);
         }
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
-        if (r == 0)
-            drop(ep, e);
+        if (!r)
+            release_slot(ep, e, true);
     } else {
         r = kernel_ctl(epfd, op, fd, ev);
+        if (!r && op == EPOLL_CTL_ADD)
+            ep->kernel_members++;
+        else if (!r && op == EPOLL_CTL_DEL && ep->kernel_members)
+            ep->kernel_members--;
     }
     pthread_mutex_unlock(&ep->lock);
     sock_put(&ep->base);
@@ -193,105 +422,251 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     return r;
 }
 
+/* ---- looking at members ---- */
+
 /* An entry whose socket fell back to TCP goes back to the kernel as the
  * program registered it. */
 static void hand_back(int epfd, struct epoll_obj *ep, struct ep_entry *e)
 {
     struct epoll_event k = { .events = e->events, .data = e->data };
-    if (!e->disabled)
+    if (!e->off)
         kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k);
-    drop(ep, e);
+    release_slot(ep, e, true);
+    ep->kernel_members++;
 }
 
-static uint32_t entry_ready(struct ep_entry *e)
+static void find_fd(int fd, void *ctx)
+{
+    struct ep_entry *e = ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock == e->s && e->io_fd < 0)
+        e->io_fd = fd;
+    fdt_put(&f);
+}
+
+/* After fds were closed in this process: members whose socket has no fd
+ * left leave the set, as the kernel's rule has it (the last duplicate
+ * closed); a member whose own fd was closed but has a duplicate is used
+ * through the duplicate.  Runs only when something was closed. */
+static void sweep_closed(struct epoll_obj *ep)
+{
+    unsigned closes = atomic_load(&fdt_closes);
+    if (closes == ep->closes_seen)
+        return;
+    ep->closes_seen = closes;
+    for (uint32_t i = 0; i < ep->nv; i++) {
+        struct ep_entry *e = &ep->v[i];
+        if (!e->s)
+            continue;
+        if (atomic_load(&e->s->fds) <= 0) {
+            release_slot(ep, e, false);
+            continue;
+        }
+        struct fdref f = fdt_get(e->io_fd);
+        bool same = f.sock == e->s;
+        fdt_put(&f);
+        if (!same) {
+            disarm(ep, e, false);
+            e->io_fd = -1;
+            fdt_for_each_object(0, ~0U, find_fd, e);
+            if (e->io_fd < 0)
+                release_slot(ep, e, false);
+            else
+                hot_add(ep, e);
+        }
+    }
+}
+
+static bool has_ready(struct epoll_obj *ep, int epfd);
+
+/* The events of a socket member now, or of an inner epoll set. */
+static uint32_t level_events(struct ep_entry *e)
 {
     uint32_t want = e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM);
-    struct fdref f = { .fd = e->fd, .sock = &e->t->base, .ops = e->t->base.ops };
+    if (e->kind == M_EPOLL) {
+        struct epoll_obj *inner = (struct epoll_obj *)e->s;
+        pthread_mutex_lock(&inner->lock);
+        bool r = has_ready(inner, e->io_fd);
+        pthread_mutex_unlock(&inner->lock);
+        return r ? (want & (EPOLLIN | EPOLLRDNORM)) : 0;
+    }
+    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
     int rev = readiness_of(&f, (short)want);
     if (rev < 0) {
         /* still negotiating: the kernel knows */
-        struct pollfd p = { .fd = e->fd, .events = (short)want };
+        struct pollfd p = { .fd = e->io_fd, .events = (short)want };
         if (shunt_real.poll(&p, 1, 0) <= 0)
             return 0;
         rev = p.revents;
     }
-    uint32_t got = (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
-    if (!(e->events & EPOLLET))
-        return got;
-    /* Edge-triggered: an event for each change: data arrived, space was
-     * made, the peer finished, or a condition newly became true. */
-    struct tcp_sock *t = e->t;
-    uint64_t rx = t->ch.hdr ? atomic_load(&t->ch.rx.hdr->head) : 0;
-    uint64_t tx = t->ch.hdr ? atomic_load(&t->ch.tx.hdr->tail) : 0;
-    bool end = t->ch.hdr && (atomic_load(&t->ch.rx.hdr->fin) || atomic_load(&t->peer_gone) ||
-                             (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET)));
+    return (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
+}
+
+struct edge_state {
+    uint64_t rx, tx;
+    bool end;
+};
+
+static struct edge_state edge_now(struct ep_entry *e)
+{
+    struct tcp_sock *t = sock_of(e);
+    struct edge_state s = { 0, 0, false };
+    if (t && t->ch.hdr) {
+        s.rx = atomic_load(&t->ch.rx.hdr->head);
+        s.tx = atomic_load(&t->ch.tx.hdr->tail);
+        s.end = atomic_load(&t->ch.rx.hdr->fin) || atomic_load(&t->peer_gone) ||
+                (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+    }
+    return s;
+}
+
+/* Edge-triggered: an event for each change: data arrived, space was made,
+ * the peer finished, or a condition newly became true. */
+static uint32_t fresh_events(struct ep_entry *e, uint32_t got, struct edge_state now)
+{
     uint32_t fresh = got & ~e->last;
-    if (rx != e->last_rx || end != e->last_end)
+    if (now.rx != e->last_rx || now.end != e->last_end)
         fresh |= got & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
-    if (tx != e->last_tx)
+    if (now.tx != e->last_tx)
         fresh |= got & (EPOLLOUT | EPOLLWRNORM);
-    e->last = got;
-    e->last_rx = rx;
-    e->last_tx = tx;
-    e->last_end = end;
     return fresh;
 }
 
-/* Fills evs from the accelerated members; returns how many. */
-static int collect(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+/* What a look at e reports (and, for EPOLLET, remembers as seen). */
+static uint32_t entry_events(struct ep_entry *e)
 {
-    /* Members whose socket is gone from this process leave the set, as the
-     * kernel's rule has it: when the last fd of the socket is closed. */
-    for (size_t i = 0; i < ep->n;) {
-        struct ep_entry *e = &ep->v[i];
-        if (atomic_load(&e->t->base.fds) <= 0) {
-            drop(ep, e);
+    uint32_t got = level_events(e);
+    if (!(e->events & EPOLLET))
+        return got;
+    struct edge_state now = edge_now(e);
+    uint32_t fresh = fresh_events(e, got, now);
+    e->last = got;
+    e->last_rx = now.rx;
+    e->last_tx = now.tx;
+    e->last_end = now.end;
+    return fresh;
+}
+
+/* Would a wait report something now?  Looks without consuming (poll on an
+ * epoll fd, or an outer set).  Caller holds ep->lock. */
+static bool has_ready(struct epoll_obj *ep, int epfd)
+{
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct ep_entry *e = &ep->v[ep->hot[i]];
+        uint32_t got = level_events(e);
+        if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e))))
+            return true;
+    }
+    struct pollfd p = { .fd = epfd, .events = POLLIN };
+    return shunt_real.poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+/* Arms every hot member that can go cold, and (inner sets) makes their
+ * hot members cold too; a member found ready meanwhile stays hot.
+ * Returns whether something is ready. */
+static bool quiesce(struct epoll_obj *ep)
+{
+    bool ready = false;
+    /* make_cold and make_hot reorder hot[]: walk a copy of it */
+    uint32_t count = ep->nhot, stack[64];
+    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
+    if (!order)
+        return true;   /* no memory to arm them: do not sleep on them */
+    memcpy(order, ep->hot, count * sizeof *order);
+    for (uint32_t k = 0; k < count; k++) {
+        struct ep_entry *e = &ep->v[order[k]];
+        if (e->kind == M_EPOLL) {
+            struct epoll_obj *inner = (struct epoll_obj *)e->s;
+            pthread_mutex_lock(&inner->lock);
+            ready |= quiesce(inner);
+            pthread_mutex_unlock(&inner->lock);
             continue;
         }
-        struct fdref f = fdt_get(e->fd);
-        bool same = f.sock == &e->t->base;
-        fdt_put(&f);
-        if (same && negotiate_observe(e->t, e->fd) == PATH_TCP) {
+        if (!can_go_cold(e))
+            continue;
+        make_cold(ep, e);
+        uint32_t got = level_events(e);
+        if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e)))) {
+            make_hot(ep, e);
+            ready = true;
+        }
+    }
+    if (order != stack)
+        free(order);
+    return ready;
+}
+
+/* Looks at the hot members, starting where the last look left off; fills
+ * evs; members that keep showing nothing turn cold. */
+static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
+{
+    int n = 0;
+    uint32_t count = ep->nhot;
+    uint32_t start = count ? ep->rotate % count : 0;
+    /* Members leave hot[] as we go (swapped with the last): walk a copy of
+     * the order by slot, which stays valid. */
+    uint32_t stack[64];
+    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
+    if (!order)
+        return 0;
+    for (uint32_t k = 0; k < count; k++)
+        order[k] = ep->hot[(start + k) % count];
+    for (uint32_t k = 0; k < count && n < max; k++) {
+        struct ep_entry *e = &ep->v[order[k]];
+        if (!e->s || e->hot_pos == NO_SLOT)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (t && atomic_load(&t->path) != PATH_SHM && negotiate_observe(t, e->io_fd) == PATH_TCP) {
             hand_back(epfd, ep, e);
             continue;
         }
-        i++;
-    }
-    int n = 0;
-    size_t count = ep->n, start = count ? ep->next % count : 0;
-    for (size_t k = 0; k < count && n < max; k++) {
-        size_t i = (start + k) % count;
-        struct ep_entry *e = &ep->v[i];
-        if (e->disabled)
-            continue;
-        uint32_t got = entry_ready(e);
+        uint32_t got = entry_events(e);
         if (got) {
             evs[n].events = got;
             evs[n].data = e->data;
             n++;
-            ep->next = i + 1;
-            if (e->events & EPOLLONESHOT)
-                e->disabled = true;
+            e->idle = 0;
+            ep->rotate = (start + k + 1);
+            if (e->events & EPOLLONESHOT) {
+                hot_remove(ep, e);
+                e->off = true;
+            }
+        } else if (count_idle && ++e->idle >= IDLE_LOOKS && can_go_cold(e)) {
+            make_cold(ep, e);
+            if ((got = entry_events(e))) {   /* it moved while we armed */
+                make_hot(ep, e);
+                evs[n].events = got;
+                evs[n].data = e->data;
+                n++;
+            }
         }
     }
+    if (order != stack)
+        free(order);
     return n;
 }
 
-/* Removes our tagged events from what the kernel returned, draining the
- * doorbells they stand for; returns how many of the program's remain. */
-static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n)
+/* Removes our tagged events from what the kernel returned: each names a
+ * member that needs a look (made hot); returns how many of the program's
+ * events remain, moved to the front. */
+static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke)
 {
     int kept = 0;
     for (int i = 0; i < n; i++) {
-        if ((evs[i].data.u64 >> 32) == TAG_HIGH) {
-            int fd = (int)(uint32_t)evs[i].data.u64;
-            struct ep_entry *e = find(ep, fd);
-            if (e && e->t->ch.hdr && atomic_load(&e->t->path) == PATH_SHM &&
-                (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
-                doorbell_check_peer(e->t, fd);
+        if ((evs[i].data.u64 >> 32) != TAG_HIGH) {
+            evs[kept++] = evs[i];
             continue;
         }
-        evs[kept++] = evs[i];
+        struct ep_entry *e = slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);
+        if (!e)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (t && t->ch.hdr && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+            doorbell_check_peer(t, e->io_fd);
+        if (e->armed || e->hot_pos == NO_SLOT) {
+            make_hot(ep, e);
+            *woke = true;
+        }
     }
     return kept;
 }
@@ -302,76 +677,215 @@ static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct 
     return r < 0 ? -errno : r;
 }
 
+static bool needs_kernel(const struct epoll_obj *ep)
+{
+    return ep->kernel_members || ep->cold || ep->nested;
+}
+
+/* One look at everything without sleeping: the kernel's part (when the set
+ * has one) and the hot members, in turns.  Returns a count or -errno. */
+static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+{
+    static const struct timespec zero = { 0, 0 };
+    sweep_closed(ep);
+    bool kernel_first = ep->kernel_first;
+    ep->kernel_first = !kernel_first;
+    int n = 0;
+    bool woke = false;
+    if (kernel_first && needs_kernel(ep)) {
+        int k = kernel_wait(epfd, evs, max, &zero, NULL);
+        if (k < 0)
+            return k;
+        n = filter_kernel(ep, evs, k, &woke);
+    }
+    n += collect_hot(epfd, ep, evs + n, max - n, true);
+    if (!kernel_first && n < max && needs_kernel(ep)) {
+        int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
+        if (k > 0)
+            n += filter_kernel(ep, evs + n, k, &woke);
+        if (woke && n < max)
+            n += collect_hot(epfd, ep, evs + n, max - n, true);
+    }
+    return n;
+}
+
+/*
+ * Spinning pays only while a peer is running and about to produce: not on
+ * one CPU, not when every hot member's peer sleeps waiting for us, and not
+ * after it kept failing (then only now and then).  The kernel's part is
+ * looked at every few microseconds meanwhile.
+ */
+#define SPIN_GIVE_UP 8
+#define SPIN_RETRY 32
+#define KERNEL_LOOK_NS 4000u
+
+static bool worth_spinning(struct epoll_obj *ep)
+{
+    if (!wait_may_spin() || ep->nhot == 0)
+        return false;
+    if (ep->spin_fails >= SPIN_GIVE_UP) {
+        if (++ep->spin_fails < SPIN_GIVE_UP + SPIN_RETRY)
+            return false;
+        ep->spin_fails = SPIN_GIVE_UP - 1;
+    }
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct tcp_sock *t = sock_of(&ep->v[ep->hot[i]]);
+        if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t))
+            return true;
+    }
+    return false;
+}
+
+static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const struct deadline *dl)
+{
+    if (!worth_spinning(ep))
+        return 0;
+    uint64_t start = wait_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
+    uint64_t next_kernel = start + KERNEL_LOOK_NS;
+    static const struct timespec zero = { 0, 0 };
+    for (unsigned i = 1;; i++) {
+        int n = collect_hot(epfd, ep, evs, max, false);
+        if (n > 0) {
+            ep->spin_fails = 0;
+            return n;
+        }
+        if (ep->nhot == 0)
+            break;
+        wait_cpu_relax();
+        if ((i & 15) == 0) {
+            uint64_t now = wait_now_ns();
+            if (now > end || deadline_passed(dl))
+                break;
+            if (now > next_kernel && needs_kernel(ep)) {
+                bool woke = false;
+                int k = kernel_wait(epfd, evs, max, &zero, NULL);
+                if (k > 0 && (n = filter_kernel(ep, evs, k, &woke)) > 0)
+                    return n;
+                next_kernel = now + KERNEL_LOOK_NS;
+            }
+            if ((i & 1023) == 0)
+                sched_yield();   /* a peer queued on this CPU gets to run */
+        }
+    }
+    ep->spin_fails++;
+    return 0;
+}
+
 int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
 {
     if (max <= 0)
         return kernel_wait(epfd, evs, max, tmo, mask);
     struct epoll_obj *ep = epoll_of(epfd, false);
-    if (!ep || !ep->n) {
+    if (!ep || !ep->members) {
         if (ep)
             sock_put(&ep->base);
         return kernel_wait(epfd, evs, max, tmo, mask);
     }
-    static const struct timespec zero = { 0, 0 };
     struct deadline dl;
     deadline_start(&dl, tmo);
+    bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+    struct backoff bo = { 0 };
     int result;
     for (;;) {
         pthread_mutex_lock(&ep->lock);
-        /* Ours and the kernel's members take turns at being first, so that
-         * a small maxevents starves neither. */
-        bool kernel_first = ep->kernel_first;
-        ep->kernel_first = !kernel_first;
-        int n = 0;
-        if (kernel_first) {
-            int k = kernel_wait(epfd, evs, max, &zero, NULL);
-            n = k > 0 ? filter_kernel(ep, evs, k) : 0;
-        }
-        n += collect(epfd, ep, evs + n, max - n);
-        if (!kernel_first && n < max) {
-            int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
-            n += k > 0 ? filter_kernel(ep, evs + n, k) : 0;
-        }
-        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
-        if (n > 0 || zero_wait || deadline_passed(&dl)) {
+        int n = gather(epfd, ep, evs, max);
+        if (n == 0 && !zero_wait)
+            n = spin_phase(epfd, ep, evs, max, &dl);
+        if (n != 0 || zero_wait || deadline_passed(&dl)) {
             pthread_mutex_unlock(&ep->lock);
             result = n;
             break;
         }
-        for (size_t i = 0; i < ep->n; i++)
-            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
-                doorbell_enter(ep->v[i].t, entry_wants(&ep->v[i]));
-                ep->v[i].armed = true;
-            }
-        n = collect(epfd, ep, evs, max);
+        /* About to sleep: every hot member asks for a doorbell, then one
+         * more look (a member that moved meanwhile stays hot). */
+        bool ready = quiesce(ep);
         pthread_mutex_unlock(&ep->lock);
+        if (ready)
+            continue;
         struct timespec left;
-        int r = n > 0 ? 0 : kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
-        pthread_mutex_lock(&ep->lock);
-        for (size_t i = 0; i < ep->n; i++)
-            if (ep->v[i].armed) {
-                doorbell_leave(ep->v[i].t, ep->v[i].fd, entry_wants(&ep->v[i]));
-                ep->v[i].armed = false;
-            }
-        if (n > 0) {
-            pthread_mutex_unlock(&ep->lock);
-            result = n;
-            break;
-        }
+        int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
         if (r < 0) {
-            pthread_mutex_unlock(&ep->lock);
             result = r;
             break;
         }
-        int k = filter_kernel(ep, evs, r);
-        if (k > 0 && k < max)
-            k += collect(epfd, ep, evs + k, max - k);
+        pthread_mutex_lock(&ep->lock);
+        bool woke = false;
+        int k = filter_kernel(ep, evs, r, &woke);
+        if (k < max)
+            k += collect_hot(epfd, ep, evs + k, max - k, true);
         pthread_mutex_unlock(&ep->lock);
         if (k > 0) {
             result = k;
             break;
         }
+        /* Woken for nothing (a doorbell meant for another holder, say):
+         * never let that turn into a busy loop. */
+        if (r > 0)
+            backoff_fruitless(&bo);
     }
     sock_put(&ep->base);
     return result;
+}
+
+/* ---- poll, select and fork/exec ---- */
+
+int epoll_poll_events(struct shunt_sock *s, int fd, short events)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    pthread_mutex_lock(&ep->lock);
+    bool r = ep->members && has_ready(ep, fd);
+    pthread_mutex_unlock(&ep->lock);
+    return r ? (events & (POLLIN | POLLRDNORM)) : 0;
+}
+
+bool epoll_has_members(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    pthread_mutex_lock(&ep->lock);
+    bool r = ep->members > 0;
+    pthread_mutex_unlock(&ep->lock);
+    return r;
+}
+
+bool epoll_before_sleep(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    pthread_mutex_lock(&ep->lock);
+    bool r = quiesce(ep);
+    pthread_mutex_unlock(&ep->lock);
+    return r;
+}
+
+/* The child of fork has copies of our sets; the doorbell requests counted
+ * in the segments are the parent's, so the child starts with every member
+ * hot and asks for its own. */
+void epoll_after_fork_child(void)
+{
+    pthread_mutex_init(&all_lock, NULL);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        pthread_mutex_init(&ep->lock, NULL);
+        for (uint32_t i = 0; i < ep->nv; i++) {
+            struct ep_entry *e = &ep->v[i];
+            if (e->s && e->armed) {
+                e->armed = 0;
+                ep->cold--;
+                hot_add(ep, e);
+            }
+        }
+    }
+}
+
+/* Before exec and at exit: take back every doorbell request, so that the
+ * other holders of those connections can drain their doorbells. */
+void epoll_release_all(void)
+{
+    pthread_mutex_lock(&all_lock);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        pthread_mutex_lock(&ep->lock);
+        for (uint32_t i = 0; i < ep->nv; i++)
+            if (ep->v[i].s && ep->v[i].armed)
+                make_hot(ep, &ep->v[i]);
+        pthread_mutex_unlock(&ep->lock);
+    }
+    pthread_mutex_unlock(&all_lock);
 }

@@ -15,4 +15,16 @@ struct shunt_sock *epoll_object_new(void);
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev);
 int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
 
+/* An epoll fd watched by poll/select: its POLLIN from our members and the
+ * kernel's; whether it has members of ours at all; and, before the caller
+ * sleeps in the kernel on it, every member asks for a doorbell (returns
+ * true if something turned out ready meanwhile). */
+int epoll_poll_events(struct shunt_sock *s, int fd, short events);
+bool epoll_has_members(struct shunt_sock *s);
+bool epoll_before_sleep(struct shunt_sock *s);
+
+/* fork (in the child), exec and exit. */
+void epoll_after_fork_child(void);
+void epoll_release_all(void);
+
 #endif

@@ -191,12 +191,16 @@ void fdt_install(int fd, struct shunt_sock *s)
         sock_put(obj(old));   /* a stale entry the kernel had already closed */
 }
 
+atomic_uint fdt_closes;
+
 struct shunt_sock *fdt_close_begin(int fd)
 {
     struct slot *sl = slot_for(fd, false);
     if (!sl)
         return NULL;
     uintptr_t old = swap_out(sl, FDT_CLOSING);
+    if (is_object(old))
+        atomic_fetch_add(&fdt_closes, 1);
     return is_object(old) ? obj(old) : NULL;
 }
 

@@ -57,6 +57,10 @@ static inline bool fdt_kernel_only(int fd)
     return v == FDT_PASSTHROUGH || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
 }
 
+/* Bumped whenever an fd with an object is closed or replaced: epoll sets
+ * look for members that lost their fd only when it moved. */
+extern atomic_uint fdt_closes;
+
 /* Sizes the table from RLIMIT_NOFILE and fs.nr_open.  Before it runs every
  * lookup answers passthrough. */
 void fdt_init(void);

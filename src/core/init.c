@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/fdtable.h"
+#include "core/epoll.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/tcp_socket.h"
@@ -65,8 +66,10 @@ void shunt_init_slow(void)
 
 void shunt_after_fork_child(void)
 {
-    /* The fd table is lock-free and copied with the process. */
+    /* The fd table is lock-free and copied with the process; the epoll
+     * sets' doorbell requests are the parent's. */
     shunt_pid = getpid();
+    epoll_after_fork_child();
 }
 
 __attribute__((constructor(101))) static void shunt_constructor(void)
@@ -78,6 +81,8 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
  * and the companion's FIN cover those). */
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
-    if (atomic_load(&shunt_init_state) == 2)
+    if (atomic_load(&shunt_init_state) == 2) {
+        epoll_release_all();
         tcp_sockets_at_exit();
+    }
 }

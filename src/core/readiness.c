@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/epoll.h"
 #include "core/negotiate.h"
 #include "core/readiness.h"
 #include "core/stream.h"
@@ -68,6 +69,25 @@ static struct tcp_sock *accelerated(struct fdref *f)
     return t;
 }
 
+/* An epoll fd with accelerated members: its readiness is ours to tell. */
+static bool nested_epoll(struct fdref *f)
+{
+    return f->sock && f->sock->ops == &epoll_ops && epoll_has_members(f->sock);
+}
+
+/* The readiness of an fd whose answer is ours, or -1 for the kernel's. */
+static int ours(struct fdref *f, struct pollfd *p)
+{
+    if (p->fd < 0)
+        return -1;
+    struct tcp_sock *t = accelerated(f);
+    if (t)
+        return stream_poll(t, p->fd, p->events);
+    if (nested_epoll(f))
+        return epoll_poll_events(f->sock, p->fd, p->events);
+    return -1;
+}
+
 int readiness_of(struct fdref *f, short events)
 {
     struct tcp_sock *t = accelerated(f);
@@ -112,7 +132,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     for (nfds_t i = 0; i < n; i++) {
         refs[i] = fdt_get(fds[i].fd);
         tcp_socket_watched(refs[i].sock, fds[i].fd);
-        if (fds[i].fd >= 0 && accelerated(&refs[i]))
+        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
             any = true;
     }
     int result;
@@ -124,12 +144,13 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     struct deadline dl;
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
+    struct backoff bo = { 0 };
     for (;;) {
         int count = 0;
         for (nfds_t i = 0; i < n; i++) {
-            fds[i].revents = 0;
-            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
-            if (t && (fds[i].revents = stream_poll(t, fds[i].fd, fds[i].events)))
+            int rev = ours(&refs[i], &fds[i]);
+            fds[i].revents = rev > 0 ? (short)rev : 0;
+            if (rev > 0)
                 count++;
         }
         bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
@@ -137,7 +158,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             /* the other fds, without waiting */
             for (nfds_t i = 0; i < n; i++) {
                 k[i] = fds[i];
-                if (accelerated(&refs[i]))
+                if (accelerated(&refs[i]) || nested_epoll(&refs[i]))
                     k[i].fd = -1;
             }
             int r = kernel_ppoll(k, n, &zero, NULL);
@@ -152,16 +173,18 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             goto out;
         }
 
+        bool ready = false;
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             k[i] = fds[i];
             if (t) {
                 doorbell_enter(t, wants(fds[i].events));
                 k[i].events = POLLIN | POLLRDHUP;
+            } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
+                ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */
             }
         }
         /* armed: anything produced from now on rings; look once more */
-        bool ready = false;
         for (nfds_t i = 0; i < n && !ready; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             ready = t && stream_poll(t, fds[i].fd, fds[i].events);
@@ -175,7 +198,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 doorbell_leave(t, fds[i].fd, wants(fds[i].events));
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_peer(t, fds[i].fd);
-            } else if (r > 0 && k[i].revents) {
+            } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
                 fds[i].revents = k[i].revents;
                 count2++;
             }
@@ -186,13 +209,19 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         }
         if (count2 > 0) {
             for (nfds_t i = 0; i < n; i++) {
-                struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
-                if (t && (fds[i].revents = stream_poll(t, fds[i].fd, fds[i].events)))
+                if (k[i].fd >= 0 && !accelerated(&refs[i]) && !nested_epoll(&refs[i]))
+                    continue;
+                int rev = ours(&refs[i], &fds[i]);
+                if (rev > 0) {
+                    fds[i].revents = (short)rev;
                     count2++;
+                }
             }
             result = count2;
             goto out;
         }
+        if (r > 0 && !ready)
+            backoff_fruitless(&bo);   /* woken by a doorbell meant for another holder */
     }
 out:
     for (nfds_t i = 0; i < n; i++)

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 
+#include "core/epoll.h"
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
@@ -576,8 +577,10 @@ void tcp_sockets_spawn_failed(void) { adjust_all(-1, SURVIVING_EXEC); }
  * child has nothing to let go of: its parent counted the new program). */
 void tcp_sockets_before_exec(void)
 {
-    if (!shunt_in_vfork_child)
+    if (!shunt_in_vfork_child) {
+        epoll_release_all();
         adjust_all(-1, CLOSED_BY_EXEC);
+    }
 }
 
 void tcp_sockets_exec_failed(void)

@@ -34,20 +34,48 @@ void wait_init(void)
     online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-static uint64_t now_ns(void)
+uint64_t wait_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void cpu_relax(void)
+void wait_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+bool wait_may_spin(void)
+{
+    return online_cpus >= 2 && shunt_settings.spin_us > 0;
+}
+
+bool wait_peer_busy(struct tcp_sock *t)
+{
+    if (atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
+        atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
+        return false;   /* it sleeps until we act */
+    int cpu = sched_getcpu() + 1;
+    atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
+    return cpu <= 0 || atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) != cpu;
+}
+
+/* Kernel waits that wake for nothing several times in a row (a doorbell
+ * another holder of the socket has not drained yet) pause before the next
+ * one, 20 us at first and doubling up to 1 ms, so that they never spin. */
+void backoff_fruitless(struct backoff *b)
+{
+    if (++b->fruitless <= 2)
+        return;
+    unsigned us = b->us ? b->us : 20;
+    struct timespec ts = { 0, (long)us * 1000 };
+    nanosleep(&ts, NULL);
+    b->us = us < 1000 ? us * 2 : 1000;
 }
 
 /* After this many fruitless spins in a row a socket stops spinning, and
@@ -77,16 +105,16 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
     atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
     if (cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu)
         return false;
-    uint64_t deadline = now_ns() + (uint64_t)budget_us * 1000u;
+    uint64_t deadline = wait_now_ns() + (uint64_t)budget_us * 1000u;
     for (unsigned i = 1;; i++) {
         if (ready(t)) {
             t->spin_fails = 0;
             atomic_fetch_add_explicit(&t->ch.self->spins_won, 1, memory_order_relaxed);
             return true;
         }
-        cpu_relax();
+        wait_cpu_relax();
         if ((i & 63) == 0) {
-            if (now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
+            if (wait_now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
             if ((i & 1023) == 0)
@@ -220,11 +248,11 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 
     int result = 0;
     if (in_kernel) {
-        uint64_t slept = now_ns();
+        uint64_t slept = wait_now_ns();
         result = sleep_in_kernel(t, fd, ready, for_write);
         /* Woken soon after giving up: the peer is busy with us, and a spin
          * a little longer would have caught it.  Spin again at once. */
-        if (now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
+        if (wait_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
             t->spin_fails = 0;
         pthread_mutex_lock(&wait_lock);
         t->kernel_sleeper = false;
@@ -310,6 +338,15 @@ void doorbell_leave(struct tcp_sock *t, int fd, int what)
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
         drain_locked(t, fd);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+}
+
+void doorbell_forget(struct tcp_sock *t, int what)
+{
+    doorbell_disarm(t, what);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    atomic_fetch_sub(&t->ch.self->waiters, 1);
     if (lk >= 0)
         dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
 }

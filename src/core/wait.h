@@ -30,9 +30,26 @@ void wake_peer(struct tcp_sock *t, int fd, int what);
 void doorbell_enter(struct tcp_sock *t, int what);
 void doorbell_leave(struct tcp_sock *t, int fd, int what);
 
+/* As doorbell_leave, for an fd that may be closed already: nothing drained. */
+void doorbell_forget(struct tcp_sock *t, int what);
+
 /* Looks at the companion without consuming anything: EOF or an error mean
  * the peer is gone. */
 void doorbell_check_peer(struct tcp_sock *t, int fd);
+
+/* For waits that spin over several sockets (epoll): whether spinning can
+ * pay on this machine at all, and whether this peer is running (not asleep
+ * waiting for us, not on our CPU). */
+bool wait_may_spin(void);
+bool wait_peer_busy(struct tcp_sock *t);
+uint64_t wait_now_ns(void);
+void wait_cpu_relax(void);
+
+/* Pauses a wait loop whose kernel waits keep waking for nothing. */
+struct backoff {
+    unsigned fruitless, us;
+};
+void backoff_fruitless(struct backoff *b);
 
 /* Called once at start-up: how many CPUs may run at once. */
 void wait_init(void);
