@@ -74,6 +74,8 @@ struct epoll_obj {
     uint32_t nslot_of;
     uint32_t *hot;
     uint32_t nhot, caphot;
+    uint32_t *woken;             /* slots the kernel just named (filter_kernel) */
+    uint32_t nwoken, capwoken;
     uint32_t members, cold, nested;
     uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
     uint32_t rotate;             /* where the next look starts: ready members take turns */
@@ -211,7 +213,8 @@ static struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
             return NULL;
         /* every slot can be free, or hot, at once */
         if (!grow((void **)&ep->free_slots, &ep->capfree, ep->capv, sizeof *ep->free_slots) ||
-            !grow((void **)&ep->hot, &ep->caphot, ep->capv, sizeof *ep->hot))
+            !grow((void **)&ep->hot, &ep->caphot, ep->capv, sizeof *ep->hot) ||
+            !grow((void **)&ep->woken, &ep->capwoken, ep->capv, sizeof *ep->woken))
             return NULL;
         i = ep->nv++;
     }
@@ -244,6 +247,7 @@ static void epoll_destroy(struct shunt_sock *s)
     free(ep->free_slots);
     free(ep->slot_of);
     free(ep->hot);
+    free(ep->woken);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -596,21 +600,12 @@ static bool quiesce(struct epoll_obj *ep)
     return ready;
 }
 
-/* Looks at the hot members, starting where the last look left off; fills
- * evs; members that keep showing nothing turn cold. */
-static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
+/* Looks at the members in order[] (slots; those no longer hot are passed
+ * over); fills evs; members that keep showing nothing turn cold. */
+static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const uint32_t *order,
+                        uint32_t count, bool count_idle)
 {
     int n = 0;
-    uint32_t count = ep->nhot;
-    uint32_t start = count ? ep->rotate % count : 0;
-    /* Members leave hot[] as we go (swapped with the last): walk a copy of
-     * the order by slot, which stays valid. */
-    uint32_t stack[64];
-    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
-    if (!order)
-        return 0;
-    for (uint32_t k = 0; k < count; k++)
-        order[k] = ep->hot[(start + k) % count];
     for (uint32_t k = 0; k < count && n < max; k++) {
         struct ep_entry *e = &ep->v[order[k]];
         if (!e->s || e->hot_pos == NO_SLOT)
@@ -626,7 +621,7 @@ static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
             evs[n].data = e->data;
             n++;
             e->idle = 0;
-            ep->rotate = (start + k + 1);
+            ep->rotate = e->hot_pos + 1;
             if (e->events & EPOLLONESHOT) {
                 hot_remove(ep, e);
                 e->off = true;
@@ -641,9 +636,37 @@ static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
             }
         }
     }
+    return n;
+}
+
+/* Looks at the hot members, starting where the last look left off. */
+static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
+{
+    uint32_t count = ep->nhot;
+    if (count == 0 || max <= 0)
+        return 0;
+    uint32_t start = ep->rotate % count;
+    /* Members leave hot[] as we go (swapped with the last): walk a copy of
+     * the order by slot, which stays valid. */
+    uint32_t stack[64];
+    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
+    if (!order)
+        return 0;
+    for (uint32_t k = 0; k < count; k++)
+        order[k] = ep->hot[(start + k) % count];
+    int n = collect_from(epfd, ep, evs, max, order, count, count_idle);
     if (order != stack)
         free(order);
     return n;
+}
+
+/* Looks at the members the kernel just named, and only at them: the
+ * others were looked at already in this call (never report one twice). */
+static int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+{
+    uint32_t count = ep->nwoken;
+    ep->nwoken = 0;
+    return max > 0 ? collect_from(epfd, ep, evs, max, ep->woken, count, false) : 0;
 }
 
 /* Removes our tagged events from what the kernel returned: each names a
@@ -652,6 +675,7 @@ static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
 static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke)
 {
     int kept = 0;
+    ep->nwoken = 0;
     for (int i = 0; i < n; i++) {
         if ((evs[i].data.u64 >> 32) != TAG_HIGH) {
             evs[kept++] = evs[i];
@@ -665,6 +689,8 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
             doorbell_check_peer(t, e->io_fd);
         if (e->armed || e->hot_pos == NO_SLOT) {
             make_hot(ep, e);
+            if (e->hot_pos != NO_SLOT && ep->nwoken < ep->capwoken)
+                ep->woken[ep->nwoken++] = (uint32_t)(e - ep->v);
             *woke = true;
         }
     }
@@ -704,7 +730,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
         if (k > 0)
             n += filter_kernel(ep, evs + n, k, &woke);
         if (woke && n < max)
-            n += collect_hot(epfd, ep, evs + n, max - n, true);
+            n += collect_woken(epfd, ep, evs + n, max - n);
     }
     return n;
 }
