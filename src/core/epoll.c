@@ -708,9 +708,12 @@ static bool needs_kernel(const struct epoll_obj *ep)
     return ep->kernel_members || ep->cold || ep->nested;
 }
 
-/* One look at everything without sleeping: the kernel's part (when the set
- * has one) and the hot members, in turns.  Returns a count or -errno. */
-static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+/* One look without sleeping: the hot members and, when the set has a
+ * kernel part, the kernel's answer too, ours and the kernel's taking turns
+ * at being first.  A call that finds none of ours ready and may wait skips
+ * the kernel here: the wait that follows asks it anyway.  Returns a count
+ * or -errno. */
+static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool zero_wait)
 {
     static const struct timespec zero = { 0, 0 };
     sweep_closed(ep);
@@ -718,14 +721,17 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     ep->kernel_first = !kernel_first;
     int n = 0;
     bool woke = false;
-    if (kernel_first && needs_kernel(ep)) {
+    if (kernel_first && needs_kernel(ep) && (ep->nhot > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs, max, &zero, NULL);
         if (k < 0)
             return k;
         n = filter_kernel(ep, evs, k, &woke);
+        kernel_first = true;
+    } else {
+        kernel_first = false;
     }
     n += collect_hot(epfd, ep, evs + n, max - n, true);
-    if (!kernel_first && n < max && needs_kernel(ep)) {
+    if (!kernel_first && n < max && needs_kernel(ep) && (n > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
         if (k > 0)
             n += filter_kernel(ep, evs + n, k, &woke);
@@ -814,7 +820,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     int result;
     for (;;) {
         pthread_mutex_lock(&ep->lock);
-        int n = gather(epfd, ep, evs, max);
+        int n = gather(epfd, ep, evs, max, zero_wait);
         if (n == 0 && !zero_wait)
             n = spin_phase(epfd, ep, evs, max, &dl);
         if (n != 0 || zero_wait || deadline_passed(&dl)) {

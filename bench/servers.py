@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""servers.py: real event-driven servers with their own load clients, over
+kernel TCP and under shunt, side by side (issue 4's targets).
+
+    python3 bench/servers.py [--build build] [--rounds 3] [--only redis,nginx,memcached]
+
+Each case starts the server, runs the client, stops the server; kernel and
+shunt runs alternate (A B A B ...) for --rounds rounds and the table shows
+medians and the shunt/kernel ratio of the same run.  Under shunt both the
+server and the client run under `shunt run --` with SHUNT_LOG=info, and a
+shunt figure counts only if the logs show at least as many accelerated
+client connections as the client opens (otherwise the run fails loudly).
+
+  redis c1     redis-benchmark -t get,set -c 1 -n 50000 (no pipelining)
+  redis c50    redis-benchmark -t get,set -c 50 -n 200000
+  nginx wrk    nginx (master + 2 workers), wrk -t2 -c4 -d3s --latency, 1 KB file:
+               requests/s and p99 latency (2 workers and 2 wrk threads on 2 cores:
+               the oversubscribed case)
+  memcached    memcached -t 2, memcaslap -T 2 -c 8 -x 200000 (90% get, 10% set): ops/s
+  memcached c1 the same with one connection: -T 1 -c 1 -x 50000
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from demo import acceleration, clean_env, free_port, stop_group  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from shunttest import nginx_conf  # noqa: E402
+
+
+def wait_listening(port, proc, deadline=15.0):
+    end = time.monotonic() + deadline
+    table_port = ":%04X" % port
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with status %s" % proc.returncode)
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for line in f.read().splitlines()[1:]:
+                    fields = line.split()
+                    if fields[1].endswith(table_port) and fields[3] == "0A":
+                        return
+        time.sleep(0.05)
+    raise RuntimeError("server did not listen on port %d" % port)
+
+
+class Run:
+    """One variant (kernel or shunt) of one case, in its own directory."""
+
+    def __init__(self, opts, shunt, rundir):
+        self.opts, self.shunt, self.dir = opts, shunt, Path(rundir)
+        self.env = clean_env()
+        if shunt:
+            self.env.update(SHUNT_LOG="info", SHUNT_LOG_FILE=str(self.dir / "shunt-%p.log"))
+
+    def cmd(self, argv):
+        return [str(self.opts.build / "shunt"), "run", "--"] + argv if self.shunt else argv
+
+    def server(self, argv, port, cwd=None):
+        p = subprocess.Popen(self.cmd(argv), env=self.env, cwd=cwd, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_listening(port, p)
+        except BaseException:
+            stop_group(p)
+            raise
+        return p
+
+    def client(self, argv, timeout=300):
+        r = subprocess.run(self.cmd(argv), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError("%s failed: %s" % (argv[0], (r.stderr or r.stdout)[-400:]))
+        return r.stdout
+
+    def check_accelerated(self, connections):
+        if not self.shunt:
+            return
+        _, client, notable = acceleration(self.dir)
+        if client < connections:
+            raise RuntimeError("only %d of %d client connections accelerated: %s" %
+                               (client, connections, notable[-3:]))
+
+
+def redis_case(clients, requests):
+    def run(r):
+        port = free_port()
+        srv = r.server(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                        "--appendonly", "no"], port)
+        try:
+            out = r.client(["redis-benchmark", "-p", str(port), "-t", "get,set", "-c", str(clients),
+                            "-n", str(requests), "-q"]).replace("\r", "\n")
+        finally:
+            stop_group(srv)
+        r.check_accelerated(clients)
+        res = {}
+        for test in ("SET", "GET"):
+            m = re.search(r"^%s: ([0-9.]+) requests per second" % test, out, re.M)
+            if not m:
+                raise RuntimeError("no %s figure in: %s" % (test, out[-300:]))
+            res["%s req/s" % test] = float(m.group(1))
+        return res
+    return run
+
+
+def nginx_case(r):
+    port = free_port()
+    (r.dir / "www").mkdir()
+    (r.dir / "www" / "small.html").write_bytes(b"<p>shunt</p>\n" * 79)   # 1027 bytes
+    conf = r.dir / "nginx.conf"
+    conf.write_text(nginx_conf(r.dir, port, daemon=False))
+    srv = r.server(["nginx", "-c", str(conf), "-p", str(r.dir)], port)
+    try:
+        out = r.client(["wrk", "-t2", "-c4", "-d3s", "--latency", "http://127.0.0.1:%d/small.html" % port])
+    finally:
+        stop_group(srv)
+    r.check_accelerated(4)
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError("wrk saw errors: %s" % out[-400:])
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
+    m = re.search(r"^\s+99%\s+([0-9.]+)(us|ms|s)\b", out, re.M)
+    p99 = float(m.group(1)) * {"us": 1, "ms": 1000, "s": 1e6}[m.group(2)]
+    return {"req/s": rps, "p99 µs": p99}
+
+
+def memcached_case(threads, conns, ops):
+    def run(r):
+        port = free_port()
+        user = ["-u", "root"] if os.getuid() == 0 else []
+        srv = r.server(["memcached"] + user + ["-p", str(port), "-U", "0", "-l", "127.0.0.1", "-t", "2"], port)
+        try:
+            out = r.client(["memcaslap", "-s", "127.0.0.1:%d" % port, "-T", str(threads), "-c", str(conns),
+                            "-x", str(ops)])
+        finally:
+            stop_group(srv)
+        r.check_accelerated(conns)
+        m = re.search(r"Run time: [0-9.]+s Ops: (\d+) TPS: (\d+)", out)
+        if not m:
+            raise RuntimeError("no TPS in memcaslap's output: %s" % out[-300:])
+        return {"ops/s": float(m.group(2))}
+    return run
+
+
+CASES = {
+    "redis": [("redis c1", redis_case(1, 50000), "higher"), ("redis c50", redis_case(50, 200000), "higher")],
+    "nginx": [("nginx wrk", nginx_case, None)],
+    "memcached": [("memcached", memcached_case(2, 8, 200000), "higher"),
+                  ("memcached c1", memcached_case(1, 1, 50000), "higher")],
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", type=Path, default=REPO / "build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="redis,nginx,memcached")
+    opts = ap.parse_args(argv)
+    opts.build = opts.build.resolve()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="shunt-servers-") as tmp:
+        for group in opts.only.split(","):
+            for name, case, _ in CASES[group]:
+                figures = {False: {}, True: {}}
+                for rnd in range(opts.rounds):
+                    for shunt in (False, True):
+                        rundir = Path(tmp) / ("%s-%d-%s" % (name.replace(" ", "_"), rnd, shunt))
+                        rundir.mkdir()
+                        print("  %s round %d/%d %s..." % (name, rnd + 1, opts.rounds, "shunt" if shunt else "kernel"),
+                              file=sys.stderr, flush=True)
+                        for k, v in case(Run(opts, shunt, rundir)).items():
+                            figures[shunt].setdefault(k, []).append(v)
+                for k in figures[False]:
+                    kern, sh = statistics.median(figures[False][k]), statistics.median(figures[True][k])
+                    ratio = kern / sh if "µs" in k else sh / kern   # > 1: shunt better
+                    rows.append((name, k, kern, sh, ratio))
+    print("| case | figure | kernel TCP | shunt | shunt better by |")
+    print("|---|---|---|---|---|")
+    for name, k, kern, sh, ratio in rows:
+        print("| %s | %s | %.0f | %.0f | %.2fx |" % (name, k, kern, sh, ratio))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
