@@ -25,6 +25,7 @@
  */
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "core/epoll.h"
@@ -82,7 +83,32 @@ struct epoll_obj {
     unsigned closes_seen;
     unsigned spin_fails;
     bool kernel_first;           /* the kernel's members and ours take turns being first */
+    struct ctl_journal *journal;     /* shared with the processes forked since (see below) */
+    uint64_t applied;                /* journal records seen */
     struct epoll_obj *prev, *next;   /* every epoll object of the process */
+};
+
+/*
+ * After fork, parent and child hold one kernel epoll set but each its own
+ * table of our members.  The kernel sees every EPOLL_CTL_ADD, MOD and DEL
+ * of an accelerated member only as a tagged registration, so each process
+ * also writes them into a journal in memory both share (mapped before the
+ * fork), and applies the others' records before its next wait or change.
+ * A reader that falls more than JOURNAL_RECORDS behind loses the oldest.
+ */
+#define JOURNAL_RECORDS 63
+
+struct ctl_record {
+    _Atomic uint64_t seq;        /* its position + 1 once written; 0 while being written */
+    int32_t pid, op, fd;
+    uint32_t events;
+    uint64_t data, inode;
+};
+
+struct ctl_journal {
+    _Atomic uint64_t head;       /* records written so far */
+    uint64_t pad[7];
+    struct ctl_record r[JOURNAL_RECORDS];
 };
 
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -248,6 +274,8 @@ static void epoll_destroy(struct shunt_sock *s)
     free(ep->slot_of);
     free(ep->hot);
     free(ep->woken);
+    if (ep->journal)
+        munmap(ep->journal, sizeof *ep->journal);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -323,11 +351,11 @@ static struct epoll_event tagged(int fd, uint32_t user_events, enum member_kind 
 
 /* The rules the kernel would apply to the program's own events, which our
  * tagged registration does not carry. */
-static int check_events(int op, const struct epoll_event *ev)
+static int check_events(int op, const struct epoll_event *ev, enum member_kind kind)
 {
     if (!ev)
         return -EFAULT;
-    if ((ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK)))
+    if ((ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK) || kind == M_EPOLL))
         return -EINVAL;
     return 0;
 }
@@ -346,7 +374,7 @@ static void member_reset(struct ep_entry *e, const struct epoll_event *ev)
 static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock *s, enum member_kind kind,
                       struct epoll_event *ev)
 {
-    int r = check_events(EPOLL_CTL_ADD, ev);
+    int r = check_events(EPOLL_CTL_ADD, ev, kind);
     if (r)
         return r;
     struct epoll_event k = tagged(fd, ev->events, kind);
@@ -365,6 +393,77 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
     member_reset(e, ev);
     hot_add(ep, e);
     return 0;
+}
+
+static void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode)
+{
+    struct ctl_journal *j = ep->journal;
+    if (!j || !inode)
+        return;
+    uint64_t at = atomic_fetch_add(&j->head, 1);
+    struct ctl_record *r = &j->r[at % JOURNAL_RECORDS];
+    atomic_store_explicit(&r->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    r->pid = shunt_pid;
+    r->op = op;
+    r->fd = fd;
+    r->events = ev ? ev->events : 0;
+    r->data = ev ? ev->data.u64 : 0;
+    r->inode = inode;
+    atomic_store_explicit(&r->seq, at + 1, memory_order_release);
+    ep->applied = ep->applied == at ? at + 1 : ep->applied;
+}
+
+static struct ep_entry *new_slot(struct epoll_obj *ep, int fd);
+static void member_reset(struct ep_entry *e, const struct epoll_event *ev);
+static void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
+
+static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
+{
+    struct epoll_event ev = { .events = r->events, .data.u64 = r->data };
+    struct ep_entry *e = slot_for_fd(ep, r->fd);
+    if (e && (e->kind != M_SOCKET || tcp_of(e->s)->inode != r->inode))
+        return;   /* that number names something else here */
+    if (r->op == EPOLL_CTL_ADD && !e) {
+        struct fdref f = fdt_get(r->fd);
+        if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->inode == r->inode &&
+            atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = new_slot(ep, r->fd))) {
+            sock_get(f.sock);
+            e->s = f.sock;
+            e->kind = M_SOCKET;
+            member_reset(e, &ev);
+            hot_add(ep, e);
+        }
+        fdt_put(&f);
+    } else if (r->op == EPOLL_CTL_MOD && e) {
+        member_reset(e, &ev);
+        make_hot(ep, e);
+    } else if (r->op == EPOLL_CTL_DEL && e) {
+        release_slot(ep, e, true);
+    }
+}
+
+/* Applies what the other processes sharing this set changed.  Caller holds ep->lock. */
+static void journal_apply(struct epoll_obj *ep)
+{
+    struct ctl_journal *j = ep->journal;
+    if (!j)
+        return;
+    uint64_t head = atomic_load_explicit(&j->head, memory_order_acquire);
+    if (head - ep->applied > JOURNAL_RECORDS)
+        ep->applied = head - JOURNAL_RECORDS;
+    for (; ep->applied < head; ep->applied++) {
+        const struct ctl_record *r = &j->r[ep->applied % JOURNAL_RECORDS];
+        uint64_t want = ep->applied + 1;
+        for (int spins = 0; atomic_load_explicit(&r->seq, memory_order_acquire) < want && spins < 100000; spins++)
+            wait_cpu_relax();   /* its writer is between two stores */
+        struct ctl_record copy;
+        memcpy(&copy, (const void *)r, sizeof copy);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load(&copy.seq) != want || atomic_load(&r->seq) != want || copy.pid == shunt_pid)
+            continue;   /* overwritten meanwhile, or our own */
+        journal_apply_one(ep, &copy);
+    }
 }
 
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
@@ -398,21 +497,29 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     } else if (e && e->s != s) {
         e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
     }
+    journal_apply(ep);
     if (op == EPOLL_CTL_ADD && s) {
         r = member_add(ep, epfd, fd, s, kind, ev);
+        if (!r && kind == M_SOCKET)
+            journal_append(ep, op, fd, ev, tcp_of(s)->inode);
     } else if (op == EPOLL_CTL_MOD && e) {
-        r = check_events(op, ev);
+        r = check_events(op, ev, e->kind);
         struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
         if (!r)
             r = kernel_ctl(epfd, op, fd, &k);
         if (!r) {
             member_reset(e, ev);
             make_hot(ep, e);
+            if (e->kind == M_SOCKET)
+                journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
         }
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
-        if (!r)
+        if (!r) {
+            if (e->kind == M_SOCKET)
+                journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
             release_slot(ep, e, true);
+        }
     } else {
         r = kernel_ctl(epfd, op, fd, ev);
         if (!r && op == EPOLL_CTL_ADD)
@@ -551,9 +658,10 @@ static uint32_t entry_events(struct ep_entry *e)
     return fresh;
 }
 
-/* Would a wait report something now?  Looks without consuming (poll on an
- * epoll fd, or an outer set).  Caller holds ep->lock. */
-static bool has_ready(struct epoll_obj *ep, int epfd)
+static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke);
+static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
+
+static bool hot_ready(struct epoll_obj *ep)
 {
     for (uint32_t i = 0; i < ep->nhot; i++) {
         struct ep_entry *e = &ep->v[ep->hot[i]];
@@ -561,8 +669,34 @@ static bool has_ready(struct epoll_obj *ep, int epfd)
         if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e))))
             return true;
     }
+    return false;
+}
+
+/* Would a wait report something now?  Looks without consuming (poll on an
+ * epoll fd, or an outer set).  The kernel's answer for the set counts our
+ * tagged registrations too: when every registration is ours, their events
+ * are taken in (lossless: nothing of the program's is among them), so that a
+ * doorbell whose data the program has read meanwhile does not keep the set
+ * readable.  Caller holds ep->lock. */
+static bool has_ready(struct epoll_obj *ep, int epfd)
+{
+    static const struct timespec zero = { 0, 0 };
+    if (hot_ready(ep))
+        return true;
     struct pollfd p = { .fd = epfd, .events = POLLIN };
-    return shunt_real.poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+    if (shunt_real.poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
+        return false;
+    if (ep->kernel_members)
+        return true;   /* the program's own events are in there: the kernel's word stands */
+    struct epoll_event tmp[64];
+    int k;
+    do {
+        bool woke = false;
+        k = kernel_wait(epfd, tmp, 64, &zero, NULL);
+        if (k > 0 && filter_kernel(ep, tmp, k, &woke) > 0)
+            return true;   /* not ours after all: cannot happen without kernel members */
+    } while (k == 64);
+    return hot_ready(ep);
 }
 
 /* Arms every hot member that can go cold, and (inner sets) makes their
@@ -573,6 +707,8 @@ static bool quiesce(struct epoll_obj *ep)
     bool ready = false;
     /* make_cold and make_hot reorder hot[]: walk a copy of it */
     uint32_t count = ep->nhot, stack[64];
+    if (count == 0)
+        return false;
     uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
     if (!order)
         return true;   /* no memory to arm them: do not sleep on them */
@@ -716,6 +852,7 @@ static bool needs_kernel(const struct epoll_obj *ep)
 static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool zero_wait)
 {
     static const struct timespec zero = { 0, 0 };
+    journal_apply(ep);
     sweep_closed(ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
@@ -813,6 +950,10 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
             sock_put(&ep->base);
         return kernel_wait(epfd, evs, max, tmo, mask);
     }
+    if (!timeout_valid(tmo)) {
+        sock_put(&ep->base);
+        return -EINVAL;
+    }
     struct deadline dl;
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
@@ -886,6 +1027,20 @@ bool epoll_before_sleep(struct shunt_sock *s)
     bool r = quiesce(ep);
     pthread_mutex_unlock(&ep->lock);
     return r;
+}
+
+/* Before fork: every set gets its journal, which parent and child will share. */
+void epoll_before_fork(void)
+{
+    pthread_mutex_lock(&all_lock);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        if (ep->journal)
+            continue;
+        void *m = mmap(NULL, sizeof(struct ctl_journal), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED)
+            ep->journal = m;
+    }
+    pthread_mutex_unlock(&all_lock);
 }
 
 /* The child of fork has copies of our sets; the doorbell requests counted

@@ -23,7 +23,8 @@ int epoll_poll_events(struct shunt_sock *s, int fd, short events);
 bool epoll_has_members(struct shunt_sock *s);
 bool epoll_before_sleep(struct shunt_sock *s);
 
-/* fork (in the child), exec and exit. */
+/* fork (before it, and in the child after it), exec and exit. */
+void epoll_before_fork(void);
 void epoll_after_fork_child(void);
 void epoll_release_all(void);
 

@@ -21,6 +21,11 @@
 #include "core/fdtable.h"
 #include "interpose/real.h"
 
+bool timeout_valid(const struct timespec *tmo)
+{
+    return !tmo || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000);
+}
+
 void deadline_start(struct deadline *d, const struct timespec *tmo)
 {
     d->forever = tmo == NULL;
@@ -140,6 +145,10 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         result = kernel_ppoll(fds, n, tmo, mask);
         goto out;
     }
+    if (!timeout_valid(tmo)) {
+        result = -EINVAL;
+        goto out;
+    }
 
     struct deadline dl;
     deadline_start(&dl, tmo);
@@ -250,7 +259,7 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
         if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
             continue;
         struct fdref f = fdt_get(fd);
-        any = accelerated(&f) != NULL;
+        any = accelerated(&f) != NULL || nested_epoll(&f);
         fdt_put(&f);
     }
     return any;
@@ -259,7 +268,7 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
 int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
                      struct timespec *left)
 {
-    if (nfds < 0)
+    if (nfds < 0 || !timeout_valid(tmo))
         return -EINVAL;
     int count = 0;
     for (int fd = 0; fd < nfds; fd++)

@@ -29,6 +29,8 @@ struct deadline {
     struct timespec at;
 };
 void deadline_start(struct deadline *d, const struct timespec *tmo);
+/* A timeout the kernel would take (EINVAL otherwise); NULL is. */
+bool timeout_valid(const struct timespec *tmo);
 /* Time left (zero when passed); NULL when forever. */
 const struct timespec *deadline_left(const struct deadline *d, struct timespec *buf);
 bool deadline_passed(const struct deadline *d);

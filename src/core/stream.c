@@ -387,8 +387,8 @@ short stream_poll(struct tcp_sock *t, int fd, short events)
     bool wr_shut = (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
     if (writable > 0 || wr_shut || peer_finished(t))
         rev |= POLLOUT | POLLWRNORM;
-    if (peer & SIDE_RESET)
-        rev |= POLLERR | POLLHUP;
+    if (peer & SIDE_RESET)   /* the error is reported once (recv, send, SO_ERROR), as the kernel clears it */
+        rev |= (atomic_load(&t->reset_reported) ? 0 : POLLERR) | POLLHUP;
     else if (rd_shut && wr_shut)
         rev |= POLLHUP;   /* both directions shut, as the kernel reports it */
     return (short)(rev & (events | POLLERR | POLLHUP));

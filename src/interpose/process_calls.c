@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 
+#include "core/epoll.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
@@ -15,6 +16,7 @@ extern char **environ;
 SHUNT_EXPORT pid_t fork(void)
 {
     shunt_ensure_init();
+    epoll_before_fork();
     tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
     int err = errno;
