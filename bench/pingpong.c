@@ -669,17 +669,14 @@ int main(int argc, char **argv)
         /* a warm-up batch, then timed batches of about a tenth of the time
          * each, every one sized from the last, until the time is up: a
          * rate that changes midway cannot stretch the run */
-        long long target = (long long)(o.seconds * 1e9), t = 0, total = 0;
+        long long target = (long long)(o.seconds * 1e9), total = 0;
         long n = o.mode == M_RR ? 1000 : 100, count = 0;
-        for (int warm = 1; warm >= 0 && total < target; warm--) {
-            do {
-                t = o.mode == M_RR ? trial(&c, buf, o.size, n) : sink(&c, buf, o.size, n);
-                if (!warm) {
-                    total += t;
-                    count += n;
-                }
-                n = repeats_for(target / 10, (double)t / (double)n, 10);
-            } while (!warm && total < target);
+        long long t = o.mode == M_RR ? trial(&c, buf, o.size, n) : sink(&c, buf, o.size, n);
+        while (total < target) {
+            n = repeats_for(target / 10, (double)t / (double)n, 10);
+            t = o.mode == M_RR ? trial(&c, buf, o.size, n) : sink(&c, buf, o.size, n);
+            total += t;
+            count += n;
         }
         printf("%s size=%zu %s=%ld total_ns=%lld\n", o.mode == M_RR ? "rr" : "stream", o.size,
                o.mode == M_RR ? "transactions" : "messages", count, total);

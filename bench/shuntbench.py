@@ -329,7 +329,7 @@ def fmt_pct(r):
     return "%.0f %%" % (100 * r) if r is not None else "-"
 
 
-def nearest_sizes(res):
+def shown_sizes(res):
     """The summary's sizes that were measured (perturbation 0)."""
     have = {k[2] for k in res.values if k[0] == "pingpong"}
     return [s for s in SHOWN_SIZES if s in have]
@@ -337,7 +337,7 @@ def nearest_sizes(res):
 
 def pingpong_tables(res, transports):
     """Markdown: one-way time and throughput at the summary's sizes."""
-    cols = [t for t in transports]
+    cols = list(transports)
     head = "| size | " + " | ".join(NAMES[t] for t in cols)
     extra = []
     if "shunt" in cols and "tcp" in cols:
@@ -353,7 +353,7 @@ def pingpong_tables(res, transports):
                              ("throughput", "Throughput (message size / one-way time), median",
                               lambda v: fmt_rate(v, "Mbit/s"))):
         out += ["", "**%s**" % title, "", head, sep]
-        for s in nearest_sizes(res):
+        for s in shown_sizes(res):
             vals = {t: res.median("pingpong", t, s, metric) for t in cols}
             cells = [f(vals[t]) for t in cols]
             # times: better is lower, so the ratio is theirs over ours
@@ -419,7 +419,11 @@ def main(argv):
     interrupt_on_signals()
     m = machine()
     started = datetime.datetime.now(datetime.timezone.utc)
-    cmdline = shlex.join(["shunt", "bench"] + list(argv))
+    shown = list(argv)
+    if "--shunt" in shown[:-1]:     # what `shunt bench` adds, not what the user typed
+        i = shown.index("--shunt")
+        del shown[i:i + 2]
+    cmdline = shlex.join(["shunt", "bench"] + shown)
     tools = [t for t in TOOL_ORDER if t in opts.tools]
     say("shunt bench: %s in one run, medians of %d round%s"
         % (", ".join(NAMES[t] for t in opts.transports), opts.rounds, "s" if opts.rounds > 1 else ""))
