@@ -38,12 +38,13 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ)) $(BUILD)/obj/interpose/real.o
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
-.PHONY: all lib tool tests check deps test test-unit test-conformance test-integration test-san install clean
+.PHONY: all lib tool tests bench check deps test test-unit test-conformance test-integration test-san install clean
 
-all: lib tool tests
+all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN)
+bench: $(BUILD)/bench/pingpong
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
 	@mkdir -p $(dir $@)
@@ -64,6 +65,12 @@ $(BUILD)/shunt: $(TOOL_SRC) $(TOOL_OBJ) $(wildcard src/*/*.h)
 	$(CC) $(BASEFLAGS) -pthread -o $@ $(TOOL_SRC) $(TOOL_OBJ) -ldl
 
 $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The measuring program of `shunt bench` (bench/shuntbench.py finds it
+# here, or installed beside the driver in PREFIX/lib/shunt).
+$(BUILD)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
@@ -101,10 +108,15 @@ test-san:
 	$(MAKE) SANITIZE=1 all
 	python3 tests/run_conformance.py --build build-san --modes passthrough,accelerated --sanitizer
 
-install: lib tool
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+# `shunt bench` runs PREFIX/lib/shunt/shuntbench.py, which finds pingpong beside it.
+BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py
+
+install: lib tool bench
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/shunt
 	install -m 0755 $(BUILD)/libshunt.so $(DESTDIR)$(PREFIX)/lib/libshunt.so
 	install -m 0755 $(BUILD)/shunt $(DESTDIR)$(PREFIX)/bin/shunt
+	install -m 0755 $(BUILD)/bench/pingpong $(DESTDIR)$(PREFIX)/lib/shunt/pingpong
+	install -m 0644 $(BENCH_PY) $(DESTDIR)$(PREFIX)/lib/shunt/
 
 clean:
 	rm -rf build build-san

@@ -1,34 +1,95 @@
 /*
- * pingpong: a syscall-heavy TCP round-trip benchmark over 127.0.0.1.
+ * pingpong: the measuring program of shunt's benchmarks.  Two processes of
+ * one host (this one and a forked child) exchange messages over kernel TCP
+ * on 127.0.0.1, a Unix domain socket, or a bare shared-memory ring with no
+ * system call at all (the floor: what any shared-memory transport with a
+ * copy in and a copy out must pay).  Owns the wire protocol between the two
+ * processes and the timing; bench/shuntbench.py and bench/overhead.py own
+ * the runs, the statistics and the reports.
  *
- *   pingpong [-n ROUND_TRIPS] [-s MESSAGE_SIZE] [-w WARMUP_ROUND_TRIPS]
+ *   pingpong [-t tcp|unix|shm] [-m pp|sweep|stream|rr|cc] [options]
  *
- * The process listens on 127.0.0.1 (any port) and forks: the child
- * connects and echoes every message back; the parent accepts, sends a
- * message of MESSAGE_SIZE bytes with one blocking write(2), reads the
- * echo with blocking read(2) calls, and repeats.  TCP_NODELAY is set on
- * both ends.  After WARMUP round trips it times ROUND_TRIPS of them and
- * prints one line:
+ *   -m pp      (default) -n ROUND_TRIPS of -s SIZE bytes after -w WARMUP
+ *              ones; prints  size=S n=N total_ns=T rtt_ns=R libshunt=yes|no ...
+ *   -m sweep   NetPIPE's ping-pong (seed 002, section 4.2) for every size
+ *              from -l MIN to -u MAX: base sizes 2^k (and 3*2^(k-1) unless
+ *              -b pow2), each also perturbed by -p PERT bytes (default 3)
+ *              either way; per size -r TRIALS trials of about -T MS each,
+ *              the shortest kept; prints  point size=S repeats=N rtt_ns=R
+ *   -m stream  -s SIZE messages one way for about -d SECONDS, timed from the
+ *              first byte sent to the receiver's acknowledgement of the last;
+ *              prints  stream size=S messages=N total_ns=T
+ *   -m rr      -s SIZE requests and responses for about -d SECONDS;
+ *              prints  rr size=S transactions=N total_ns=T
+ *   -m cc      connect, accept, close (netperf's TCP_CC) for about -d
+ *              SECONDS or -n connections; prints  cc connections=N total_ns=T
  *
- *   size=S n=N total_ns=T rtt_ns=R libshunt=yes|no
+ * Every mode ends with a line
+ *   result transport=T libshunt=yes|no accel_parent=A accel_child=B
+ * where A and B are what shunt_fd_accelerated() said on each end (-1: no
+ * libshunt in the process); in cc mode they count accelerated connections.
  *
- * where R = T / N and libshunt tells whether libshunt.so is mapped into
- * the process (i.e. whether LD_PRELOAD took effect).  Used by
- * bench/overhead.py, which runs it with and without LD_PRELOAD.
+ * The child connects and serves; the parent listens, accepts and times.
+ * Before each batch the parent sends a header saying what comes (echo N
+ * messages of S bytes, or sink them), so the child reads whole messages as
+ * NetPIPE's receiver does; headers are never timed.  Everything is bounded:
+ * sockets time out after 120 s and the floor's waits give up after as long.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define GIVE_UP_NS (120LL * 1000000000LL)
+#define FLOOR_RING (1u << 20)  /* as shunt's default ring: 1 MiB each way */
+#define FLOOR_PIECE (64u << 10) /* published piece by piece, so the reader copies out while the writer copies in */
+#define CACHE_LINE 64
+
+enum transport { T_TCP, T_UNIX, T_SHM };
+enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC };
+enum op { OP_END = 0, OP_ECHO = 1, OP_SINK = 2 };
+
+struct header {
+    uint32_t op;
+    uint32_t pad;
+    uint64_t size;
+    uint64_t count;
+};
+
+/* One direction of the floor: indexes on their own cache lines. */
+struct floor_ring {
+    _Alignas(CACHE_LINE) _Atomic uint64_t head; /* written by the producer */
+    _Alignas(CACHE_LINE) _Atomic uint64_t tail; /* written by the consumer */
+    _Alignas(CACHE_LINE) char data[FLOOR_RING];
+};
+
+struct conn {
+    int fd;                    /* the socket; -1 on the floor */
+    struct floor_ring *tx, *rx;
+    pid_t peer;                /* the floor notices a dead peer by this */
+};
+
+static const char *transport_names[] = { "tcp", "unix", "shm" };
 
 static void die(const char *what)
 {
@@ -36,27 +97,152 @@ static void die(const char *what)
     exit(1);
 }
 
-static int read_full(int fd, char *b, size_t n)
+static long long now_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* The floor's wait: spin with pause a bounded number of times, then yield
+ * the CPU at every look, so that when both processes share a core (2 cores,
+ * other programs) the other side runs at once; only after a long wait (the
+ * peer is busy elsewhere) nap.  Gives up after GIVE_UP_NS or when the peer
+ * has gone. */
+struct waiter {
+    unsigned long spins;
+    long long since;
+};
+
+#define SPIN_LOOKS 1000        /* pause, look again: well under 100 us */
+#define YIELD_NS 10000000LL    /* then sched_yield between looks, 10 ms */
+
+static void waiter_pause(struct waiter *w, pid_t peer)
+{
+    if (++w->spins < SPIN_LOOKS) {
+        cpu_relax();
+        return;
+    }
+    long long t = now_ns();
+    if (!w->since)
+        w->since = t;
+    if (t - w->since < YIELD_NS) {
+        sched_yield();
+        return;
+    }
+    if (t - w->since > GIVE_UP_NS || (peer > 0 && kill(peer, 0) < 0 && errno == ESRCH)) {
+        fprintf(stderr, "pingpong: the peer stopped answering on the shared-memory floor\n");
+        exit(1);
+    }
+    struct timespec nap = { 0, 50000 };
+    nanosleep(&nap, NULL);
+}
+
+/* glibc's memcpy of about 2 KiB to 1 MiB runs several times slower when
+ * the destination sits just ahead of the source within a 4 KiB page (glibc
+ * bug 30994); the ring's position drifts with odd sizes, so such copies go
+ * in 1 KiB pieces, as shunt's ring does.  A floor must not trip on it. */
+static void copy(char *dst, const char *src, size_t n)
+{
+    size_t ahead = (size_t)(dst - src) & 4095;
+    if (n < 2048 || ahead == 0 || ahead >= 64) {
+        memcpy(dst, src, n);
+        return;
+    }
+    for (size_t off = 0; off < n; off += 1024)
+        memcpy(dst + off, src + off, n - off < 1024 ? n - off : 1024);
+}
+
+static int floor_send(struct conn *c, const char *b, size_t n)
+{
+    struct floor_ring *r = c->tx;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     while (n > 0) {
-        ssize_t r = read(fd, b, n);
+        struct waiter w = { 0, 0 };
+        uint64_t tail;
+        /* acquire: pairs with the consumer's release of tail, so its copy
+         * out of the space we reuse is finished */
+        while (head - (tail = atomic_load_explicit(&r->tail, memory_order_acquire)) == FLOOR_RING)
+            waiter_pause(&w, c->peer);
+        size_t space = FLOOR_RING - (size_t)(head - tail);
+        size_t off = (size_t)(head % FLOOR_RING);
+        size_t len = n < space ? n : space;
+        if (len > FLOOR_RING - off)
+            len = FLOOR_RING - off;
+        if (len > FLOOR_PIECE)
+            len = FLOOR_PIECE;
+        copy(r->data + off, b, len);
+        head += len;
+        /* release: pairs with the consumer's acquire of head; the bytes are there */
+        atomic_store_explicit(&r->head, head, memory_order_release);
+        b += len;
+        n -= len;
+    }
+    return 0;
+}
+
+static int floor_recv(struct conn *c, char *b, size_t n)
+{
+    struct floor_ring *r = c->rx;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    while (n > 0) {
+        struct waiter w = { 0, 0 };
+        uint64_t head;
+        /* acquire: pairs with the producer's release of head */
+        while ((head = atomic_load_explicit(&r->head, memory_order_acquire)) == tail)
+            waiter_pause(&w, c->peer);
+        size_t avail = (size_t)(head - tail);
+        size_t off = (size_t)(tail % FLOOR_RING);
+        size_t len = n < avail ? n : avail;
+        if (len > FLOOR_RING - off)
+            len = FLOOR_RING - off;
+        copy(b, r->data + off, len);
+        tail += len;
+        /* release: pairs with the producer's acquire of tail; we are done reading */
+        atomic_store_explicit(&r->tail, tail, memory_order_release);
+        b += len;
+        n -= len;
+    }
+    return 1;
+}
+
+/* 1: all n bytes; 0: end of stream first; -1: error. */
+static int conn_recv(struct conn *c, void *buf, size_t n)
+{
+    if (c->fd < 0)
+        return floor_recv(c, buf, n);
+    char *b = buf;
+    while (n > 0) {
+        ssize_t r = read(c->fd, b, n);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
         if (r == 0)
-            return 0; /* EOF */
+            return 0;
         b += r;
         n -= (size_t)r;
     }
     return 1;
 }
 
-static int write_full(int fd, const char *b, size_t n)
+static int conn_send(struct conn *c, const void *buf, size_t n)
 {
+    if (c->fd < 0)
+        return floor_send(c, buf, n);
+    const char *b = buf;
     while (n > 0) {
-        ssize_t w = write(fd, b, n);
+        ssize_t w = write(c->fd, b, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -68,14 +254,33 @@ static int write_full(int fd, const char *b, size_t n)
     return 0;
 }
 
-static void nodelay_and_timeout(int fd)
+static void must_recv(struct conn *c, void *b, size_t n, const char *what)
 {
-    int one = 1;
-    struct timeval tv = {120, 0}; /* never hang forever */
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
-        die("TCP_NODELAY");
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int r = conn_recv(c, b, n);
+    if (r < 0)
+        die(what);
+    if (r == 0) {
+        fprintf(stderr, "pingpong: %s: unexpected end of stream\n", what);
+        exit(1);
+    }
+}
+
+static void must_send(struct conn *c, const void *b, size_t n, const char *what)
+{
+    if (conn_send(c, b, n) < 0)
+        die(what);
+}
+
+/* -1 without libshunt in the process, else what it says about fd. */
+static int accelerated(int fd)
+{
+    static int (*query)(int);
+    static int looked;
+    if (!looked) {
+        query = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+        looked = 1;
+    }
+    return query ? query(fd) : -1;
 }
 
 static int libshunt_mapped(void)
@@ -92,103 +297,459 @@ static int libshunt_mapped(void)
     return found;
 }
 
-static long long now_ns(void)
+static void socket_options(int fd, enum transport t)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int one = 1;
+    struct timeval tv = { 120, 0 }; /* never hang forever */
+    if (t == T_TCP && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+        die("TCP_NODELAY");
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* The listener, and the address the child connects to. */
+struct endpoint {
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t len;
+};
+
+static void listen_on(struct endpoint *e, enum transport t)
+{
+    memset(e, 0, sizeof *e);
+    if (t == T_TCP) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&e->addr;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        e->len = sizeof *a;
+    } else {
+        /* abstract name: nothing on disk to clean up */
+        struct sockaddr_un *a = (struct sockaddr_un *)&e->addr;
+        a->sun_family = AF_UNIX;
+        int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "shunt-bench-%d-%lld", (int)getpid(),
+                         now_ns());
+        e->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    }
+    e->fd = socket(e->addr.ss_family, SOCK_STREAM, 0);
+    if (e->fd < 0)
+        die("socket");
+    if (bind(e->fd, (struct sockaddr *)&e->addr, e->len) < 0)
+        die("bind");
+    if (listen(e->fd, 128) < 0)
+        die("listen");
+    if (t == T_TCP && getsockname(e->fd, (struct sockaddr *)&e->addr, &e->len) < 0)
+        die("getsockname");
+}
+
+static int connect_to(const struct endpoint *e)
+{
+    int fd = socket(e->addr.ss_family, SOCK_STREAM, 0);
+    if (fd < 0)
+        die("socket");
+    if (connect(fd, (const struct sockaddr *)&e->addr, e->len) < 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+/* ------------------------------------------------------------------ child */
+
+/* Serves headers until OP_END: echoes or sinks the messages announced. */
+static void serve(struct conn *c, char *buf)
+{
+    for (;;) {
+        struct header h;
+        int r = conn_recv(c, &h, sizeof h);
+        if (r < 0)
+            die("child: read header");
+        if (r == 0 || h.op == OP_END)
+            return;
+        for (uint64_t i = 0; i < h.count; i++) {
+            must_recv(c, buf, h.size, "child: read");
+            if (h.op == OP_ECHO)
+                must_send(c, buf, h.size, "child: write");
+        }
+        if (h.op == OP_SINK) {
+            char ack = 1;
+            must_send(c, &ack, 1, "child: write ack");
+        }
+    }
+}
+
+/* The parent closes its end of the (non-blocking) stop pipe when it has
+ * accepted enough. */
+static int told_to_stop(int stop_fd)
+{
+    char x;
+    return read(stop_fd, &x, 1) == 0;
+}
+
+/* cc: connect, wait for the server's close, close; until told to stop.
+ * Counts the connections made and those that were accelerated. */
+static void cc_client(const struct endpoint *e, int stop_fd, long *made, long *accel)
+{
+    while (!told_to_stop(stop_fd)) {
+        int fd = connect_to(e);
+        if (fd < 0) {
+            if (told_to_stop(stop_fd))
+                return;
+            /* out of ephemeral ports (TIME_WAIT): end early, the parent
+             * reports the rate of what it accepted */
+            if (errno == EADDRNOTAVAIL)
+                return;
+            die("child: connect");
+        }
+        char b;
+        ssize_t r;
+        while ((r = read(fd, &b, 1)) < 0 && errno == EINTR)
+            ;
+        if (r != 0) {
+            close(fd);
+            if (told_to_stop(stop_fd))
+                return; /* reset: left in the backlog of the closed listener */
+            fprintf(stderr, "pingpong: cc: expected the server's close, got %zd (%s)\n", r,
+                    r < 0 ? strerror(errno) : "data");
+            exit(1);
+        }
+        if (accelerated(fd) == 1)
+            (*accel)++;
+        else if (accelerated(fd) < 0)
+            *accel = -1; /* no libshunt: nothing to count */
+        (*made)++;
+        close(fd);
+    }
+}
+
+/* ----------------------------------------------------------------- parent */
+
+static void send_header(struct conn *c, uint32_t op, uint64_t size, uint64_t count)
+{
+    struct header h = { op, 0, size, count };
+    must_send(c, &h, sizeof h, "write header");
+}
+
+/* count round trips of size bytes; returns the time they took. */
+static long long trial(struct conn *c, char *buf, size_t size, long count)
+{
+    send_header(c, OP_ECHO, size, (uint64_t)count);
+    long long t0 = now_ns();
+    for (long i = 0; i < count; i++) {
+        must_send(c, buf, size, "write");
+        must_recv(c, buf, size, "read");
+    }
+    return now_ns() - t0;
+}
+
+static long long sink(struct conn *c, char *buf, size_t size, long count)
+{
+    char ack;
+    send_header(c, OP_SINK, size, (uint64_t)count);
+    long long t0 = now_ns();
+    for (long i = 0; i < count; i++)
+        must_send(c, buf, size, "write");
+    must_recv(c, &ack, 1, "read ack");
+    return now_ns() - t0;
+}
+
+static long repeats_for(long long target_ns, double per_ns, long lo)
+{
+    double n = per_ns > 0 ? (double)target_ns / per_ns : 1;
+    if (n < lo)
+        n = lo;
+    if (n > 100000000.0)
+        n = 100000000.0;
+    return (long)n;
+}
+
+struct opts {
+    enum transport transport;
+    enum mode mode;
+    long n, warmup, trials;
+    size_t size, min, max;
+    long pert;
+    int pow2;
+    double seconds, target_ms;
+};
+
+static void sweep(struct conn *c, char *buf, const struct opts *o)
+{
+    /* a first estimate of the round trip, and a warm-up */
+    long long t = trial(c, buf, 1, o->warmup > 0 ? o->warmup : 1);
+    double est = (double)t / (double)(o->warmup > 0 ? o->warmup : 1);
+    long long target = (long long)(o->target_ms * 1e6);
+    size_t last = 0;
+    for (size_t base = 1; base <= o->max; base *= 2) {
+        size_t bases[2] = { base, base * 3 / 2 };
+        int nb = (o->pow2 || base < 2 || base * 3 / 2 > o->max) ? 1 : 2;
+        for (int b = 0; b < nb; b++) {
+            for (long d = -o->pert; d <= o->pert; d += o->pert ? o->pert : 1) {
+                long long s = (long long)bases[b] + d;
+                if (s < (long long)o->min || s < 1 || (size_t)s <= last)
+                    continue;
+                size_t size = (size_t)s;
+                last = size;
+                long best_n = 0;
+                double best = -1;
+                for (long tr = 0; tr < o->trials; tr++) {
+                    long n = repeats_for(target, est, 1);
+                    double rtt = (double)trial(c, buf, size, n) / (double)n;
+                    est = rtt;
+                    if (best < 0 || rtt < best) {
+                        best = rtt;
+                        best_n = n;
+                    }
+                }
+                printf("point size=%zu repeats=%ld rtt_ns=%.1f\n", size, best_n, best);
+                fflush(stdout);
+                if (o->pert == 0)
+                    break;
+            }
+        }
+    }
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [-t tcp|unix|shm] [-m pp|sweep|stream|rr|cc] [-n N] [-s SIZE] [-w WARMUP]\n"
+            "       [-l MIN] [-u MAX] [-p PERT] [-b pow2] [-r TRIALS] [-T MS] [-d SECONDS]\n",
+            argv0);
+    exit(2);
+}
+
+static int parse_enum(const char *s, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+    static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc" };
+    *o = (struct opts){ .transport = T_TCP, .mode = M_PP, .n = 200000, .warmup = 2000, .trials = 3,
+                        .size = 1, .min = 1, .max = 8u << 20, .pert = 3, .seconds = 1, .target_ms = 20 };
+    int opt, v;
+    while ((opt = getopt(argc, argv, "t:m:n:s:w:l:u:p:b:r:T:d:")) != -1) {
+        switch (opt) {
+        case 't':
+            if ((v = parse_enum(optarg, transport_names, 3)) < 0)
+                usage(argv[0]);
+            o->transport = (enum transport)v;
+            break;
+        case 'm':
+            if ((v = parse_enum(optarg, modes, 5)) < 0)
+                usage(argv[0]);
+            o->mode = (enum mode)v;
+            break;
+        case 'n': o->n = atol(optarg); break;
+        case 's': o->size = (size_t)atol(optarg); break;
+        case 'w': o->warmup = atol(optarg); break;
+        case 'l': o->min = (size_t)atol(optarg); break;
+        case 'u': o->max = (size_t)atol(optarg); break;
+        case 'p': o->pert = atol(optarg); break;
+        case 'b': o->pow2 = !strcmp(optarg, "pow2"); break;
+        case 'r': o->trials = atol(optarg); break;
+        case 'T': o->target_ms = atof(optarg); break;
+        case 'd': o->seconds = atof(optarg); break;
+        default: usage(argv[0]);
+        }
+    }
+    if (o->n <= 0 || o->size == 0 || o->warmup < 0 || o->min == 0 || o->max < o->min || o->pert < 0 ||
+        o->trials <= 0 || o->target_ms <= 0 || o->seconds <= 0 || o->max > (1u << 30)) {
+        fprintf(stderr, "pingpong: bad arguments\n");
+        exit(2);
+    }
+    if (o->mode == M_CC && o->transport == T_SHM) {
+        fprintf(stderr, "pingpong: cc has no meaning on the shared-memory floor (no connections)\n");
+        exit(2);
+    }
+}
+
+static void *floor_map(void)
+{
+    void *m = mmap(NULL, 2 * sizeof(struct floor_ring), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        die("mmap");
+    return m;
 }
 
 int main(int argc, char **argv)
 {
-    long n = 200000, warmup = 2000;
-    size_t size = 1;
-    int opt;
-    while ((opt = getopt(argc, argv, "n:s:w:")) != -1) {
-        switch (opt) {
-        case 'n': n = atol(optarg); break;
-        case 's': size = (size_t)atol(optarg); break;
-        case 'w': warmup = atol(optarg); break;
-        default:
-            fprintf(stderr, "usage: %s [-n ROUND_TRIPS] [-s SIZE] [-w WARMUP]\n", argv[0]);
-            return 2;
-        }
-    }
-    if (n <= 0 || size == 0 || warmup < 0) {
-        fprintf(stderr, "bad arguments\n");
-        return 2;
-    }
+    struct opts o;
+    parse(argc, argv, &o);
+    size_t bufsize = o.mode == M_SWEEP ? o.max + (size_t)o.pert : o.size;
+    char *buf;
+    if (posix_memalign((void **)&buf, 4096, bufsize + 1) != 0)
+        die("posix_memalign");
+    memset(buf, 'x', bufsize + 1);
 
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
-    if (ls < 0)
-        die("socket");
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    if (bind(ls, (struct sockaddr *)&a, sizeof a) < 0)
-        die("bind");
-    if (listen(ls, 1) < 0)
-        die("listen");
-    if (getsockname(ls, (struct sockaddr *)&a, &alen) < 0)
-        die("getsockname");
+    struct endpoint e = { .fd = -1 };
+    struct floor_ring *rings = NULL;
+    if (o.transport == T_SHM)
+        rings = floor_map();
+    else
+        listen_on(&e, o.transport);
 
-    char *buf = calloc(1, size);
-    if (!buf)
-        die("calloc");
-
+    /* child -> parent: the child's report at its end; parent -> child (cc):
+     * closed when the parent has accepted enough */
+    int report[2], stop[2];
+    if (pipe(report) < 0 || pipe(stop) < 0)
+        die("pipe");
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0) {
-        /* echo side */
-        close(ls);
-        int c = socket(AF_INET, SOCK_STREAM, 0);
-        if (c < 0)
-            die("socket");
-        if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
-            die("connect");
-        nodelay_and_timeout(c);
-        for (;;) {
-            int r = read_full(c, buf, size);
-            if (r < 0)
-                die("child read");
-            if (r == 0)
-                break;
-            if (write_full(c, buf, size) < 0)
-                die("child write");
+        close(report[0]);
+        close(stop[1]);
+        long a = 0, made = 0;
+        if (o.mode == M_CC) {
+            close(e.fd);
+            if (fcntl(stop[0], F_SETFL, O_NONBLOCK) < 0)
+                die("fcntl");
+            cc_client(&e, stop[0], &made, &a);
+        } else {
+            struct conn c = { -1, NULL, NULL, parent };
+            if (rings) {
+                c.tx = &rings[1];
+                c.rx = &rings[0];
+            } else {
+                close(e.fd);
+                c.fd = connect_to(&e);
+                if (c.fd < 0)
+                    die("child: connect");
+                socket_options(c.fd, o.transport);
+            }
+            serve(&c, buf);
+            a = c.fd >= 0 ? accelerated(c.fd) : -1;
+            if (c.fd >= 0)
+                close(c.fd);
         }
-        close(c);
+        char line[64];
+        int n = snprintf(line, sizeof line, "%ld %ld\n", a, made);
+        if (write(report[1], line, (size_t)n) != n)
+            _exit(1);
         _exit(0);
     }
+    close(report[1]);
+    close(stop[0]);
 
-    int c = accept(ls, NULL, NULL);
-    if (c < 0)
-        die("accept");
-    close(ls);
-    nodelay_and_timeout(c);
-    memset(buf, 'x', size);
-
-    long long t0 = 0;
-    for (long i = 0; i < warmup + n; i++) {
-        if (i == warmup)
-            t0 = now_ns();
-        if (write_full(c, buf, size) < 0)
-            die("write");
-        if (read_full(c, buf, size) <= 0)
-            die("read");
+    struct conn c = { -1, NULL, NULL, pid };
+    long accel_parent = -1;
+    if (rings) {
+        c.tx = &rings[0];
+        c.rx = &rings[1];
+    } else if (o.mode != M_CC) {
+        c.fd = accept(e.fd, NULL, NULL);
+        if (c.fd < 0)
+            die("accept");
+        close(e.fd);
+        socket_options(c.fd, o.transport);
     }
-    long long total = now_ns() - t0;
 
-    shutdown(c, SHUT_WR);
-    close(c);
+    switch (o.mode) {
+    case M_PP: {
+        if (o.warmup > 0)
+            trial(&c, buf, o.size, o.warmup);
+        long long total = trial(&c, buf, o.size, o.n);
+        printf("size=%zu n=%ld total_ns=%lld rtt_ns=%.1f libshunt=%s transport=%s\n", o.size, o.n, total,
+               (double)total / (double)o.n, libshunt_mapped() ? "yes" : "no", transport_names[o.transport]);
+        break;
+    }
+    case M_SWEEP:
+        sweep(&c, buf, &o);
+        break;
+    case M_RR:
+    case M_STREAM: {
+        /* a warm-up batch, then timed batches of about a tenth of the time
+         * each, every one sized from the last, until the time is up: a
+         * rate that changes midway cannot stretch the run */
+        long long target = (long long)(o.seconds * 1e9), total = 0;
+        long n = o.mode == M_RR ? 1000 : 100, count = 0;
+        long long t = o.mode == M_RR ? trial(&c, buf, o.size, n) : sink(&c, buf, o.size, n);
+        while (total < target) {
+            n = repeats_for(target / 10, (double)t / (double)n, 10);
+            t = o.mode == M_RR ? trial(&c, buf, o.size, n) : sink(&c, buf, o.size, n);
+            total += t;
+            count += n;
+        }
+        printf("%s size=%zu %s=%ld total_ns=%lld\n", o.mode == M_RR ? "rr" : "stream", o.size,
+               o.mode == M_RR ? "transactions" : "messages", count, total);
+        break;
+    }
+    case M_CC: {
+        long long deadline = now_ns() + (long long)(o.seconds * 1e9);
+        long long t0 = now_ns();
+        long accepted = 0;
+        accel_parent = 0;
+        /* the child connects as fast as it can; once enough connections were
+         * accepted, closing stop tells it to end after the current one */
+        while (accepted < o.n && now_ns() < deadline) {
+            int fd = accept(e.fd, NULL, NULL);
+            if (fd < 0) {
+                if (errno == EINTR)
+                    continue;
+                die("accept");
+            }
+            if (accelerated(fd) == 1)
+                accel_parent++;
+            else if (accelerated(fd) < 0)
+                accel_parent = -1;
+            close(fd);
+            accepted++;
+        }
+        long long total = now_ns() - t0;
+        close(stop[1]);
+        stop[1] = -1;
+        /* the child may be inside one last connect: let it finish */
+        for (;;) {
+            struct timeval tv = { 0, 200000 };
+            fd_set rd;
+            FD_ZERO(&rd);
+            FD_SET(e.fd, &rd);
+            if (select(e.fd + 1, &rd, NULL, NULL, &tv) <= 0)
+                break;
+            int fd = accept(e.fd, NULL, NULL);
+            if (fd >= 0)
+                close(fd);
+        }
+        close(e.fd);
+        printf("cc connections=%ld total_ns=%lld\n", accepted, total);
+        break;
+    }
+    }
+    if (o.mode != M_CC) {
+        send_header(&c, OP_END, 0, 0);
+        accel_parent = c.fd >= 0 ? accelerated(c.fd) : -1;
+        if (c.fd >= 0)
+            shutdown(c.fd, SHUT_WR);
+    }
+
+    char line[64] = "";
+    ssize_t got = 0, r;
+    while ((r = read(report[0], line + got, sizeof line - 1 - (size_t)got)) > 0)
+        got += r;
+    line[got] = 0;
+    if (c.fd >= 0)
+        close(c.fd);
+    if (stop[1] >= 0)
+        close(stop[1]);
     int status;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "echo child failed\n");
+        fprintf(stderr, "pingpong: the child failed\n");
         return 1;
     }
-    printf("size=%zu n=%ld total_ns=%lld rtt_ns=%.1f libshunt=%s\n", size, n, total,
-           (double)total / (double)n, libshunt_mapped() ? "yes" : "no");
+    long accel_child = -1, made = 0;
+    if (sscanf(line, "%ld %ld", &accel_child, &made) != 2) {
+        fprintf(stderr, "pingpong: no report from the child\n");
+        return 1;
+    }
+    printf("result transport=%s libshunt=%s accel_parent=%ld accel_child=%ld\n", transport_names[o.transport],
+           libshunt_mapped() ? "yes" : "no", accel_parent, accel_child);
     return 0;
 }

@@ -31,6 +31,9 @@ static void usage(FILE *out)
             "commands:\n"
             "  run [--] PROGRAM [ARGS]   run PROGRAM with libshunt.so preloaded\n"
             "  stat [--json]             accelerated listeners and connections of this user\n"
+            "  bench [--quick] [--out DIR]\n"
+            "                            kernel TCP, Unix sockets, shunt and a shared-memory floor\n"
+            "                            measured side by side: tables, CSV, graphs (bench --help)\n"
             "\n"
             "options:\n"
             "  -h, --help      this text (shunt run --help lists the settings)\n"
@@ -53,8 +56,8 @@ static void run_usage(FILE *out)
     }
 }
 
-/* libshunt.so sits beside the command in the build tree, or in ../lib when installed. */
-static int find_library(char *out, size_t outlen)
+/* The directory this command runs from (the build tree, or PREFIX/bin). */
+int tool_self_dir(char *out, size_t outlen)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -62,9 +65,19 @@ static int find_library(char *out, size_t outlen)
         return -1;
     self[n] = 0;
     char *slash = strrchr(self, '/');
-    if (!slash)
+    if (!slash || (size_t)(slash - self) >= outlen)
         return -1;
     *slash = 0;
+    memcpy(out, self, (size_t)(slash - self) + 1);
+    return 0;
+}
+
+/* libshunt.so sits beside the command in the build tree, or in ../lib when installed. */
+static int find_library(char *out, size_t outlen)
+{
+    char self[PATH_MAX];
+    if (tool_self_dir(self, sizeof self) < 0)
+        return -1;
     const char *candidates[] = { "%s/libshunt.so", "%s/../lib/libshunt.so" };
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         char path[PATH_MAX];
@@ -158,6 +171,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "stat"))
         return cmd_stat(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc - 2, argv + 2);
     fprintf(stderr, "shunt: unknown command '%s' (shunt --help lists them)\n", cmd);
     return 2;
 }

@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""shunt bench: kernel TCP, Unix domain sockets, shunt and the shared-memory
+floor, measured in one run on this machine.
+
+Transports (the same measuring program, bench/pingpong.c, for all four):
+  tcp    kernel TCP over 127.0.0.1
+  unix   a Unix domain stream socket (what a program could get by
+         changing its code)
+  shunt  TCP over 127.0.0.1 with both processes under `shunt run`; every
+         connection must be accelerated on both ends (shunt_fd_accelerated),
+         or the figure is refused
+  floor  two processes and a bare shared-memory ring, no system calls:
+         the floor for any shared-memory transport with a copy in and out
+
+Tests, each run once per transport per round, transports alternating:
+  pingpong  NetPIPE's ping-pong from 1 B to 8 MiB, perturbed by -3, 0, +3
+            bytes around each size (seed 002, section 4.2)
+  stream    one-way streaming throughput
+  rr        request-response rate, 1-byte messages (netperf TCP_RR)
+  cc        connect/accept/close rate (netperf TCP_CC; not on the floor)
+
+Then the standard programs where installed (NPtcp, sockperf ping-pong,
+throughput and under load, iperf3, redis-benchmark, wrk against nginx),
+each over kernel TCP and under shunt; a missing one is skipped with the
+reason.  Results: medians over the rounds, ratios within this run.
+
+Output directory (--out): results.csv (every point of every round),
+throughput.png, signature.png, saturation.png, summary.md.
+
+Exit status: 0 everything ran and every shunt figure was accelerated;
+1 a run failed, was not accelerated, or the graphs could not be drawn;
+2 bad usage or a missing build; 130 interrupted.
+"""
+
+import argparse
+import csv
+import datetime
+import os
+import re
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import (RunError, Variant, interrupt_on_signals, log_tail, machine, machine_line, run_client,
+                      say, size_name)
+import plots
+import stdtools
+
+HERE = Path(__file__).resolve().parent
+TRANSPORTS = ("tcp", "unix", "shunt", "floor")
+NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor"}
+TESTS = ("pingpong", "stream", "rr", "cc")
+TOOL_ORDER = ("np", "pp", "tp", "ul", "iperf", "redis", "wrk")
+SHOWN_SIZES = (1, 64, 1024, 64 * 1024, 1024 * 1024, 8 * 1024 * 1024)   # rows of the summary
+RUN_TIMEOUT = 600
+
+
+# --------------------------------------------------------------------------
+# settings
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)(i?B)?", text.strip(), re.I)
+    if not m:
+        raise argparse.ArgumentTypeError("a size such as 65536, 64K or 8M expected")
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="shunt bench", description=__doc__.split("\n\n")[0],
+                                epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="about a minute: sizes 2^k only, short trials and runs, no standard tools")
+    p.add_argument("--out", metavar="DIR", help="where the results go (default ./shunt-bench-DATE-TIME)")
+    p.add_argument("--rounds", type=int, help="repeats of every run; medians are over them (default 3)")
+    p.add_argument("--max-size", type=parse_size, default=8 * 2**20, metavar="BYTES",
+                   help="largest ping-pong size (default 8M)")
+    p.add_argument("--seconds", type=float,
+                   help="length of each stream, rr and cc run (default 2; 0.5 with --quick); "
+                        "the standard tools run for this rounded up to a second")
+    p.add_argument("--tests", default=",".join(TESTS), help="a subset of %s" % ",".join(TESTS))
+    p.add_argument("--transports", default=",".join(TRANSPORTS), help="a subset of %s" % ",".join(TRANSPORTS))
+    p.add_argument("--tools", help="standard tools to run: all, none, or a list of %s "
+                                   "(default all; none with --quick)" % ",".join(TOOL_ORDER))
+    p.add_argument("--shunt", help="the shunt command (default: the one that ran this)")
+    p.add_argument("--pingpong", help="the measuring program (default: found beside shunt or this script)")
+    p.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the shunt runs, e.g. SHUNT_RING_SIZE=256K (repeatable)")
+    p.add_argument("--keep", action="store_true", help="keep the run directory (outputs and shunt logs)")
+    a = p.parse_args(argv)
+    a.rounds = a.rounds if a.rounds is not None else 3
+    a.seconds = a.seconds if a.seconds is not None else (0.5 if a.quick else 2.0)
+    if a.rounds < 1 or a.seconds <= 0 or a.max_size < 1 or a.max_size > 2**30:
+        p.error("--rounds must be at least 1, --seconds positive, --max-size from 1 to 1G")
+    a.tests = [t for t in a.tests.split(",") if t]
+    a.transports = [t for t in a.transports.split(",") if t]
+    if not a.tests or set(a.tests) - set(TESTS):
+        p.error("--tests takes a list of %s" % ",".join(TESTS))
+    if not a.transports or set(a.transports) - set(TRANSPORTS):
+        p.error("--transports takes a list of %s" % ",".join(TRANSPORTS))
+    tools = a.tools if a.tools is not None else ("none" if a.quick else "all")
+    a.tools = {"all": list(TOOL_ORDER), "none": []}.get(tools)
+    if a.tools is None:
+        a.tools = [t for t in tools.split(",") if t]
+        if set(a.tools) - set(TOOL_ORDER):
+            p.error("--tools takes all, none or a list of %s" % ",".join(TOOL_ORDER))
+    for kv in a.shunt_env:
+        if not re.fullmatch(r"SHUNT_[A-Z0-9_]+=.*", kv):
+            p.error("--shunt-env takes SHUNT_NAME=VALUE")
+    # the sweep: NetPIPE's perturbation of 3 always; --quick keeps sizes 2^k
+    # and shortens the trials
+    a.sweep = ["-p", "3", "-u", str(a.max_size)] + (["-b", "pow2", "-r", "2", "-T", "2"] if a.quick
+                                                     else ["-r", "3", "-T", "10"])
+    a.stream_sizes = [65536] if a.quick else [1024, 65536, 1024 * 1024]
+    return a
+
+
+def find_programs(opts):
+    """The shunt command and pingpong: given, beside this script (installed:
+    lib/shunt/), or in the build tree (build/shunt, build/bench/pingpong)."""
+    shunt = opts.shunt or os.environ.get("SHUNT_BENCH_SHUNT") or str(HERE.parent / "build" / "shunt")
+    candidates = [opts.pingpong] if opts.pingpong else [HERE / "pingpong", Path(shunt).parent / "bench" / "pingpong"]
+    pingpong = next((str(c) for c in candidates if c and os.access(str(c), os.X_OK)), None)
+    problems = []
+    if not os.access(shunt, os.X_OK):
+        problems.append("the shunt command %s is missing (make)" % shunt)
+    if pingpong is None:
+        problems.append("the measuring program pingpong is missing (looked at %s; make builds it)"
+                        % ", ".join(str(c) for c in candidates))
+    return shunt, pingpong, problems
+
+
+# --------------------------------------------------------------------------
+# one run of pingpong
+
+class Measured:
+    """Every point measured: rows of the CSV, and the values by key."""
+
+    def __init__(self):
+        self.rows = []          # dicts for the CSV
+        self.values = {}        # (test, transport, size, metric) -> [value per round]
+        self.failures = []      # (what, detail)
+        self.accelerated_runs = 0
+
+    def add(self, test, transport, rnd, size, metric, value, unit):
+        self.rows.append({"test": test, "transport": transport, "round": rnd, "size_bytes": size,
+                          "metric": metric, "value": "%.6g" % value, "unit": unit,
+                          "accelerated": "yes" if transport == "shunt" else "n/a"})
+        self.values.setdefault((test, transport, size, metric), []).append(value)
+
+    def median(self, test, transport, size, metric):
+        v = self.values.get((test, transport, size, metric))
+        return statistics.median(v) if v else None
+
+
+def variant_for(transport, shunt, opts):
+    if transport != "shunt":
+        return Variant(transport, [], {})
+    env = {"SHUNT_LOG": "info", "SHUNT_LOG_FILE": "{dir}/shunt-%p.log"}
+    env.update(kv.split("=", 1) for kv in opts.shunt_env)
+    return Variant("shunt", [shunt, "run", "--"], env)
+
+
+def pingpong_argv(pingpong, test, transport, size, opts):
+    t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm"}[transport]]
+    if test == "pingpong":
+        return [pingpong] + t + ["-m", "sweep"] + opts.sweep
+    mode = {"stream": "stream", "rr": "rr", "cc": "cc"}[test]
+    argv = [pingpong] + t + ["-m", mode, "-d", "%g" % opts.seconds]
+    if test in ("stream", "rr"):
+        argv += ["-s", str(size)]
+    if test == "cc":
+        argv += ["-n", "20000"]   # stays clear of running out of ports to TIME_WAIT
+    return argv
+
+
+def check_result(out, transport, test):
+    """The last line says where the bytes went; a shunt run must have been
+    accelerated on both ends (in cc: every connection), the others must not
+    have had libshunt at all."""
+    m = re.search(r"^result transport=\S+ libshunt=(yes|no) accel_parent=(-?\d+) accel_child=(-?\d+)$", out, re.M)
+    if not m:
+        raise RunError("pingpong printed no result line", out)
+    lib, parent, child = m.group(1) == "yes", int(m.group(2)), int(m.group(3))
+    if transport != "shunt":
+        if lib:
+            raise RunError("libshunt.so was loaded in a run meant to be without shunt (LD_PRELOAD?)", out)
+        return
+    if not lib:
+        raise RunError("libshunt.so was not loaded in the shunt run", out)
+    want = 1
+    if test == "cc":
+        want = int(re.search(r"^cc connections=(\d+)", out, re.M).group(1))
+        ok = parent == want and child >= want
+    else:
+        ok = parent == 1 and child == 1
+    if not ok:
+        raise RunError("NOT ACCELERATED: shunt_fd_accelerated says %d on the accepting end and %d on the "
+                       "connecting end%s; the figure is refused"
+                       % (parent, child, " (of %d connections)" % want if test == "cc" else ""), out)
+
+
+def parse_run(out, test, size):
+    """[(size, metric, value, unit)] from pingpong's output."""
+    pts = []
+    if test == "pingpong":
+        for m in re.finditer(r"^point size=(\d+) repeats=\d+ rtt_ns=([\d.]+)$", out, re.M):
+            n, one_way = int(m.group(1)), float(m.group(2)) / 2e9
+            pts += [(n, "one_way_us", one_way * 1e6, "us"), (n, "throughput", n * 8 / one_way / 1e6, "Mbit/s")]
+        if not pts:
+            raise RunError("no points in pingpong's sweep output", out)
+        return pts
+    if test == "stream":
+        m = re.search(r"^stream size=(\d+) messages=(\d+) total_ns=(\d+)$", out, re.M)
+        if m:
+            return [(size, "throughput", int(m.group(1)) * int(m.group(2)) * 8 / (int(m.group(3)) / 1e9) / 1e6,
+                     "Mbit/s")]
+    if test == "rr":
+        m = re.search(r"^rr size=\d+ transactions=(\d+) total_ns=(\d+)$", out, re.M)
+        if m:
+            return [(size, "rate", int(m.group(1)) / (int(m.group(2)) / 1e9), "transactions/s")]
+    if test == "cc":
+        m = re.search(r"^cc connections=(\d+) total_ns=(\d+)$", out, re.M)
+        if m:
+            return [(0, "rate", int(m.group(1)) / (int(m.group(2)) / 1e9), "connections/s")]
+    raise RunError("no %s result in pingpong's output" % test, out)
+
+
+def plan(opts):
+    """(test, transport, size) in the order of one round."""
+    steps = []
+    for test in opts.tests:
+        sizes = opts.stream_sizes if test == "stream" else [1 if test == "rr" else 0]
+        for size in sizes:
+            for transport in opts.transports:
+                if test == "cc" and transport == "floor":
+                    continue
+                steps.append((test, transport, size))
+    return steps
+
+
+def describe(test, size, opts):
+    return {"pingpong": "ping-pong 1 B..%s" % size_name(opts.max_size),
+            "stream": "stream %s" % size_name(size),
+            "rr": "request-response %s" % size_name(size),
+            "cc": "connect/accept/close"}[test]
+
+
+def run_own(opts, shunt, pingpong, workdir, res, say):
+    steps = plan(opts)
+    total = len(steps) * opts.rounds
+    k = 0
+    for rnd in range(1, opts.rounds + 1):
+        for test, transport, size in steps:
+            k += 1
+            rundir = Path(workdir) / ("r%d-%s-%s-%d" % (rnd, test, transport, size))
+            rundir.mkdir()
+            variant = variant_for(transport, shunt, opts)
+            argv = variant.prefix + pingpong_argv(pingpong, test, transport, size, opts)
+            what = describe(test, size, opts)
+            say("  [%d/%d] round %d/%d  %-28s %-11s ..." % (k, total, rnd, opts.rounds, what, NAMES[transport]),
+                end="")
+            t0 = time.monotonic()
+            try:
+                status, out = run_client(argv, variant.env(rundir), str(rundir), RUN_TIMEOUT)
+                (rundir / "output").write_text(out)
+                if status != 0:
+                    raise RunError("pingpong exited with status %d" % status, out)
+                check_result(out, transport, test)
+                pts = parse_run(out, test, size)
+            except RunError as e:
+                detail = "    command: %s\n    output (last lines):\n%s" % (
+                    shlex.join(argv), "\n".join("      " + l for l in e.output.strip().splitlines()[-12:]))
+                if transport == "shunt":
+                    detail += "\n    shunt logs (%s):\n%s" % (rundir, log_tail(rundir))
+                res.failures.append(("%s, %s, round %d: %s" % (what, NAMES[transport], rnd, e.what), detail))
+                say(" FAILED: %s (%.1f s)" % (e.what, time.monotonic() - t0))
+                continue
+            for n, metric, value, unit in pts:
+                res.add(test, transport, rnd, n, metric, value, unit)
+            if transport == "shunt":
+                res.accelerated_runs += 1
+            say(" %s%s (%.1f s)" % (headline_value(test, pts), ", accelerated" if transport == "shunt" else "",
+                                    time.monotonic() - t0))
+
+
+def headline_value(test, pts):
+    if test == "pingpong":
+        small = min(pts, key=lambda p: p[0])
+        tp = [p for p in pts if p[1] == "throughput"]
+        exact = [p for p in tp if p[0] & (p[0] - 1) == 0] or tp    # a size 2^k, not a perturbed one
+        big = max(exact, key=lambda p: p[0])
+        return "%s: %s one-way, %s: %s" % (size_name(small[0]), fmt_us(small[2]), size_name(big[0]),
+                                           fmt_rate(big[2], "Mbit/s"))
+    return fmt_rate(pts[0][2], pts[0][3])
+
+
+# --------------------------------------------------------------------------
+# formatting
+
+def fmt_us(v):
+    if v is None:
+        return "-"
+    return "%.2f µs" % v if v < 100 else "%.0f µs" % v
+
+
+def fmt_rate(v, unit):
+    if v is None:
+        return "-"
+    return ("%.0f %s" if v >= 100 else "%.3g %s") % (v, unit)
+
+
+def ratio(num, den):
+    return num / den if num and den else None
+
+
+def fmt_x(r):
+    return "%.2fx" % r if r is not None else "-"
+
+
+def fmt_pct(r):
+    return "%.0f %%" % (100 * r) if r is not None else "-"
+
+
+def shown_sizes(res):
+    """The summary's sizes that were measured (perturbation 0)."""
+    have = {k[2] for k in res.values if k[0] == "pingpong"}
+    return [s for s in SHOWN_SIZES if s in have]
+
+
+def pingpong_tables(res, transports):
+    """Markdown: one-way time and throughput at the summary's sizes."""
+    cols = list(transports)
+    head = "| size | " + " | ".join(NAMES[t] for t in cols)
+    extra = []
+    if "shunt" in cols and "tcp" in cols:
+        extra.append("shunt vs TCP")
+    if "unix" in cols and "tcp" in cols:
+        extra.append("Unix vs TCP")
+    if "shunt" in cols and "floor" in cols:
+        extra.append("shunt / floor")
+    head += "".join(" | " + e for e in extra) + " |"
+    sep = "|---:" * (1 + len(cols) + len(extra)) + "|"
+    out = []
+    for metric, title, f in (("one_way_us", "One-way time (half the round trip), median", fmt_us),
+                             ("throughput", "Throughput (message size / one-way time), median",
+                              lambda v: fmt_rate(v, "Mbit/s"))):
+        out += ["", "**%s**" % title, "", head, sep]
+        for s in shown_sizes(res):
+            vals = {t: res.median("pingpong", t, s, metric) for t in cols}
+            cells = [f(vals[t]) for t in cols]
+            # times: better is lower, so the ratio is theirs over ours
+            inv = metric == "one_way_us"
+            for e in extra:
+                a, b = {"shunt vs TCP": ("shunt", "tcp"), "Unix vs TCP": ("unix", "tcp"),
+                        "shunt / floor": ("shunt", "floor")}[e]
+                r = ratio(vals[b], vals[a]) if inv else ratio(vals[a], vals[b])
+                cells.append(fmt_pct(r) if e == "shunt / floor" else fmt_x(r))
+            out.append("| %s | %s |" % (size_name(s), " | ".join(cells)))
+    return out
+
+
+def other_table(res, transports):
+    cols = list(transports)
+    head = "| test | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP | Unix vs TCP | shunt / floor |"
+    out = [head, "|---" + "|---:" * (len(cols) + 3) + "|"]
+    keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] != "pingpong"},
+                  key=lambda k: (TESTS.index(k[0]), k[1]))
+    for test, size, metric in keys:
+        vals = {t: res.median(test, t, size, metric) for t in cols}
+        label = {"stream": "stream, %s messages (Mbit/s)" % size_name(size),
+                 "rr": "request-response, %s (transactions/s)" % size_name(size),
+                 "cc": "connect/accept/close (connections/s)"}[test]
+        cells = [fmt_rate(vals[t], "").strip() if test != "cc" or t != "floor" else "n/a" for t in cols]
+        cells += [fmt_x(ratio(vals.get("shunt"), vals.get("tcp"))), fmt_x(ratio(vals.get("unix"), vals.get("tcp"))),
+                  fmt_pct(ratio(vals.get("shunt"), vals.get("floor"))) if test != "cc" else "n/a"]
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    return out
+
+
+def curves(res, transports):
+    out = {}
+    for t in transports:
+        sizes = sorted({k[2] for k in res.values if k[0] == "pingpong" and k[1] == t})
+        pts = []
+        for s in sizes:
+            ow, tp = res.median("pingpong", t, s, "one_way_us"), res.median("pingpong", t, s, "throughput")
+            if ow is not None and tp is not None:
+                pts.append((s, ow / 1e6, tp))
+        if pts:
+            out[t] = pts
+    return out
+
+
+# --------------------------------------------------------------------------
+# main
+
+def main(argv):
+    opts = parse_args(argv)
+    shunt, pingpong, problems = find_programs(opts)
+    if problems:
+        for p in problems:
+            print("shunt bench: " + p, file=sys.stderr)
+        return 2
+    out = Path(opts.out or "shunt-bench-%s" % datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print("shunt bench: cannot create %s: %s" % (out, e), file=sys.stderr)
+        return 2
+
+    interrupt_on_signals()
+    m = machine()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    shown = list(argv)
+    if "--shunt" in shown[:-1]:     # what `shunt bench` adds, not what the user typed
+        i = shown.index("--shunt")
+        del shown[i:i + 2]
+    cmdline = shlex.join(["shunt", "bench"] + shown)
+    tools = [t for t in TOOL_ORDER if t in opts.tools]
+    say("shunt bench: %s in one run, medians of %d round%s"
+        % (", ".join(NAMES[t] for t in opts.transports), opts.rounds, "s" if opts.rounds > 1 else ""))
+    say("machine: %s" % machine_line(m))
+    say("output:  %s" % out)
+    say("")
+
+    workdir = tempfile.mkdtemp(prefix="shunt-bench-")
+    res = Measured()
+    tool_res = stdtools.Results()
+    skipped = []
+    topts = types.SimpleNamespace(bench=[], rounds=opts.rounds, seconds=max(1, round(opts.seconds)),
+                                  np_repeats=25 if opts.quick else 100, pp_mps=4000000,
+                                  shunt_log="info", shunt_env=opts.shunt_env)
+    t_start = time.monotonic()
+    try:
+        say("measuring with bench/pingpong (%s):" % ", ".join(opts.tests))
+        run_own(opts, shunt, pingpong, workdir, res, say)
+        if tools:
+            say("")
+            say("standard tools, kernel TCP and under shunt:")
+            runnable = []
+            for key in tools:
+                why = stdtools.missing(key)
+                if why:
+                    skipped.append((stdtools.BENCHES[key].name, why))
+                    say("  skipped %s: %s" % (stdtools.BENCHES[key].name, why))
+                else:
+                    runnable.append(key)
+            topts.bench = runnable
+            if runnable:
+                stdtools.run_all(topts, shunt, workdir, tool_res, say)
+        elif opts.quick:
+            say("")
+            say("standard tools: not run with --quick (--tools LIST, or the full run, runs them)")
+    except KeyboardInterrupt:
+        say("\ninterrupted; every process it started is stopped")
+        if not opts.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 130
+
+    # outputs
+    units = {k: u for key in topts.bench for k, _, u, _ in stdtools.BENCHES[key](topts).metrics}
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["test", "transport", "round", "size_bytes", "metric", "value", "unit",
+                                          "accelerated"])
+        w.writeheader()
+        w.writerows(res.rows)
+        for (variant, metric), values in sorted(tool_res.values.items()):
+            for i, v in enumerate(values, 1):
+                w.writerow({"test": "tool:" + metric, "transport": "tcp" if variant == "kernel" else "shunt",
+                            "round": i, "size_bytes": "", "metric": metric, "value": "%.6g" % v,
+                            "unit": units.get(metric, ""),
+                            "accelerated": "yes" if variant == "shunt" else "n/a"})
+    graph_error = None
+    cv = curves(res, opts.transports)
+    if cv:
+        try:
+            plots.plot_all(cv, out, "shunt bench")
+        except ImportError:
+            graph_error = "graphs not drawn: python3's matplotlib is not installed (scripts/install-deps)"
+    elif "pingpong" in opts.tests:
+        graph_error = "graphs not drawn: no ping-pong run worked"
+
+    md = ["# shunt bench", "",
+          "- command: `%s`" % cmdline,
+          "- date: %s" % started.strftime("%Y-%m-%d %H:%M UTC"),
+          "- machine: %s" % machine_line(m),
+          "- medians of %d round%s; transports alternate within each round; ratios are within this run"
+          % (opts.rounds, "s" if opts.rounds > 1 else ""),
+          "- shunt figures: %d runs, every one accelerated on both ends (checked with shunt_fd_accelerated); "
+          "a run that was not is refused and listed below" % res.accelerated_runs, ""]
+    body = len(md)
+    if "pingpong" in opts.tests:
+        md += ["## Ping-pong (NetPIPE), 1 B to %s, perturbations -3, 0, +3" % size_name(opts.max_size)]
+        md += pingpong_tables(res, opts.transports)
+        md += ["", "Graphs: [throughput](throughput.png), [signature](signature.png), "
+                   "[saturation](saturation.png); every point in results.csv.", ""]
+    if any(t in opts.tests for t in ("stream", "rr", "cc")):
+        md += ["## Streaming, request-response, connections", ""] + other_table(res, opts.transports) + [""]
+    if tools:
+        md += ["## Standard tools, kernel TCP and under shunt", ""]
+        rows = stdtools.build_table(topts, tool_res)
+        if rows:
+            md += [stdtools.render_markdown(rows), ""]
+            md += ["- " + l.strip() for l in stdtools.accel_lines(tool_res) if not l.startswith("    ")]
+        md += ["- skipped %s: %s" % s for s in skipped] + [""]
+    failures = res.failures + [("%s, %s, round %d: %s" % (stdtools.BENCHES[k].name, v, r, w), d)
+                               for k, v, r, w, d in tool_res.failures]
+    not_acc = [a for acc in tool_res.accel.values() for a in acc if not (a[1] and a[2])]
+    if failures or not_acc or graph_error:
+        md += ["## Problems", ""] + ["- " + f for f, _ in failures]
+        md += ["- a standard tool's shunt run was not accelerated (%d runs): its figure is not counted" % len(not_acc)
+               ] if not_acc else []
+        md += ["- " + graph_error] if graph_error else []
+        md += [""]
+    (out / "summary.md").write_text("\n".join(md))
+
+    say("")
+    for line in md[body:]:
+        say(line)
+    say("took %.0f s; results in %s (summary.md, results.csv%s)"
+        % (time.monotonic() - t_start, out, ", " + ", ".join(plots.FILES) if cv and not graph_error else ""))
+    if failures:
+        say("")
+        say("FAILED RUNS:")
+        for what, detail in failures:
+            say("  " + what)
+            say(detail)
+    if graph_error:
+        say(graph_error)
+    bad = bool(failures or not_acc or graph_error)
+    if bad or opts.keep:
+        say("run directory kept: %s" % workdir)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
