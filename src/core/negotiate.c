@@ -20,12 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/downgrade.h"
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/settings.h"
+#include "core/wait.h"
 #include "interpose/real.h"
 #include "registry/registry.h"
 #include "registry/sockdiag.h"
@@ -242,7 +244,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     atomic_store(&t->path, PATH_SHM);
     /* One doorbell: a client blocked in the kernel on the TCP path wakes up
      * and sees the claim. */
-    shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    doorbell_send(t, fd);
     shunt_log(LOG_INFO, "fd %d: accelerated (server, channel %s, %llu bytes of TCP prefix)", fd, offer.channel,
               (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
 }
@@ -250,8 +252,11 @@ void negotiate_claim(struct tcp_sock *t, int fd)
 int negotiate_observe(struct tcp_sock *t, int fd)
 {
     int path = atomic_load_explicit(&t->path, memory_order_acquire);
-    if (path != PATH_OFFERED)
+    if (path != PATH_OFFERED) {
+        if (path == PATH_SHM && t->ch.hdr && atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+            return downgrade_observe(t, fd);
         return path;
+    }
     uint64_t w = atomic_load(&t->ch.hdr->neg);
     if (!(w & (NEG_CLAIMED | NEG_REFUSED)))
         return PATH_OFFERED;

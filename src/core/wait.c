@@ -23,6 +23,7 @@
 
 #include "core/init.h"
 #include "core/log.h"
+#include "core/downgrade.h"
 #include "core/wait.h"
 #include "interpose/real.h"
 
@@ -268,8 +269,37 @@ void wake_peer(struct tcp_sock *t, int fd, int what)
     /* One byte wakes every sleeper of the peer: none of them consumes it. */
     if (ring) {
         atomic_fetch_add_explicit(&t->ch.self->doorbells, 1, memory_order_relaxed);
-        shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        doorbell_send(t, fd);
     }
+}
+
+bool doorbell_send(struct tcp_sock *t, int fd)
+{
+    _Atomic uint64_t *w = &t->ch.self->bells;
+    uint64_t v = atomic_load(w);
+    do {
+        if (v & BELLS_FROZEN)
+            return false;   /* the connection is moving back to TCP: no byte may follow */
+    } while (!atomic_compare_exchange_weak(w, &v, v + BELLS_BUSY));
+    ssize_t r = shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    /* busy to counted in one step: a freeze never sees a sent byte uncounted */
+    atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
+    return r == 1;
+}
+
+void doorbell_ate(struct tcp_sock *t, size_t n)
+{
+    atomic_fetch_add(&t->ch.self->bells_eaten, (uint64_t)n);
+}
+
+int doorbell_lock(struct tcp_sock *t)
+{
+    return dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+}
+
+void doorbell_unlock(struct tcp_sock *t, int token)
+{
+    dir_unlock(&wait_lock, &t->ch.self->wait_lock, token);
 }
 
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
@@ -277,9 +307,21 @@ static void drain_locked(struct tcp_sock *t, int fd)
 {
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
+    /* After a downgrade the program's bytes follow the doorbells: only the
+     * doorbells the peer froze may go (the leaving side drains none). */
+    uint64_t limit = SIZE_MAX;
+    if (atomic_load(&t->ch.hdr->down)) {
+        if (downgrade_leaving_side(t))
+            return;
+        limit = downgrade_bells_left(t);
+    }
     char buf[256];
-    for (;;) {
-        ssize_t r = shunt_real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    while (limit > 0) {
+        ssize_t r = shunt_real.recv(fd, buf, limit < sizeof buf ? (size_t)limit : sizeof buf, MSG_DONTWAIT);
+        if (r > 0) {
+            doorbell_ate(t, (size_t)r);
+            limit -= (uint64_t)r;
+        }
         if (r > 0 && (size_t)r < sizeof buf)
             break;   /* a short read took all that was queued: no call just to hear EAGAIN */
         if (r > 0)

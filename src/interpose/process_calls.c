@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 
+#include "core/downgrade.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
@@ -29,8 +30,9 @@ SHUNT_EXPORT pid_t fork(void)
 
 /* exec replaces this image: its holds on channels end here, and the new
  * image (under shunt) takes them up again when it finds the fds. */
-#define AROUND_EXEC(call)                   \
+#define AROUND_EXEC(call, path, fd, envp, search) \
     shunt_ensure_init();                    \
+    downgrade_before_exec(path, fd, envp, search); \
     tcp_sockets_before_exec();              \
     int r_ = call;                          \
     int err_ = errno;                       \
@@ -40,27 +42,27 @@ SHUNT_EXPORT pid_t fork(void)
 
 SHUNT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.execve(path, argv, envp));
+    AROUND_EXEC(shunt_real.execve(path, argv, envp), path, -1, envp, false);
 }
 
 SHUNT_EXPORT int execv(const char *path, char *const argv[])
 {
-    AROUND_EXEC(shunt_real.execv(path, argv));
+    AROUND_EXEC(shunt_real.execv(path, argv), path, -1, environ, false);
 }
 
 SHUNT_EXPORT int execvp(const char *file, char *const argv[])
 {
-    AROUND_EXEC(shunt_real.execvp(file, argv));
+    AROUND_EXEC(shunt_real.execvp(file, argv), file, -1, environ, true);
 }
 
 SHUNT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.execvpe(file, argv, envp));
+    AROUND_EXEC(shunt_real.execvpe(file, argv, envp), file, -1, envp, true);
 }
 
 SHUNT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.fexecve(fd, argv, envp));
+    AROUND_EXEC(shunt_real.fexecve(fd, argv, envp), NULL, fd, envp, false);
 }
 
 /* The execl family: gather the variadic arguments into an argv on the stack
@@ -115,6 +117,7 @@ SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, con
                              char *const envp[restrict])
 {
     shunt_ensure_init();
+    downgrade_before_exec(path, -1, envp, false);
     tcp_sockets_before_spawn();
     int r = shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
     if (r != 0)
@@ -127,6 +130,7 @@ SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, co
                               char *const envp[restrict])
 {
     shunt_ensure_init();
+    downgrade_before_exec(file, -1, envp, true);
     tcp_sockets_before_spawn();
     int r = shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
     if (r != 0)
