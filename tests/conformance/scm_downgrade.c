@@ -96,7 +96,6 @@ static int hand_over(char *argv0, bool with_shunt, pid_t *pid)
 	unlink(un.sun_path);
 	CHECK_OK(bind(l, (struct sockaddr *)&un, len));
 	CHECK_OK(listen(l, 1));
-	tcp_pair_checked(AF_INET, &a, &sa);
 	fflush(NULL);
 	*pid = CHECK_OK(fork());
 	if (*pid == 0) {
@@ -110,6 +109,7 @@ static int hand_over(char *argv0, bool with_shunt, pid_t *pid)
 	}
 	u = CHECK_OK(accept(l, NULL, NULL));
 	CHECK_OK(close(l));
+	tcp_pair_checked(AF_INET, &a, &sa);   /* after the fork: the receiver gets it only by SCM_RIGHTS */
 	pattern_fill(4, 0, buf, PRE);
 	xwrite_all(sa, buf, PRE);   /* waiting, unread, when the socket is sent */
 	send_fd(u, a);
