@@ -181,7 +181,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
 {
     if (negotiate_settle(t, fd) != PATH_SHM || !t->ch.hdr)
         return;   /* an offer not yet claimed was withdrawn: TCP already */
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
     int tx = rx < 0 ? -1 : dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
     int w = tx < 0 ? -1 : doorbell_lock(t);
@@ -217,7 +217,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
         settle_on_tcp(t);
         shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
     if (!first && atomic_load(&t->path) == PATH_SHM)
         downgrade_observe(t, fd);
 }
@@ -292,7 +292,7 @@ static bool finish(struct tcp_sock *t, int fd)
 
 int downgrade_observe(struct tcp_sock *t, int fd)
 {
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
         if (downgrade_leaving_side(t)) {
             /* another holder of our end left: wait out copies in progress */
@@ -312,7 +312,7 @@ int downgrade_observe(struct tcp_sock *t, int fd)
         }
     }
     int path = atomic_load(&t->path);
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
     return path;
 }
 

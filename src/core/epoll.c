@@ -147,7 +147,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         fdt_put(&f);
         return r;
     }
-    pthread_mutex_lock(&ep->lock);
+    crit_lock(&ep->lock);
     struct ep_entry *e = find(ep, fd);
     if (e && t && e->t != t) {   /* a stale entry: that fd number now names another socket */
         drop(ep, e);
@@ -187,7 +187,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     } else {
         r = kernel_ctl(epfd, op, fd, ev);
     }
-    pthread_mutex_unlock(&ep->lock);
+    crit_unlock(&ep->lock);
     sock_put(&ep->base);
     fdt_put(&f);
     return r;
@@ -317,7 +317,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     deadline_start(&dl, tmo);
     int result;
     for (;;) {
-        pthread_mutex_lock(&ep->lock);
+        crit_lock(&ep->lock);
         /* Ours and the kernel's members take turns at being first, so that
          * a small maxevents starves neither. */
         bool kernel_first = ep->kernel_first;
@@ -334,7 +334,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
         if (n > 0 || zero_wait || deadline_passed(&dl)) {
-            pthread_mutex_unlock(&ep->lock);
+            crit_unlock(&ep->lock);
             result = n;
             break;
         }
@@ -344,29 +344,29 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
                 ep->v[i].armed = true;
             }
         n = collect(epfd, ep, evs, max);
-        pthread_mutex_unlock(&ep->lock);
+        crit_unlock(&ep->lock);
         struct timespec left;
         int r = n > 0 ? 0 : kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
-        pthread_mutex_lock(&ep->lock);
+        crit_lock(&ep->lock);
         for (size_t i = 0; i < ep->n; i++)
             if (ep->v[i].armed) {
                 doorbell_leave(ep->v[i].t, ep->v[i].fd, entry_wants(&ep->v[i]));
                 ep->v[i].armed = false;
             }
         if (n > 0) {
-            pthread_mutex_unlock(&ep->lock);
+            crit_unlock(&ep->lock);
             result = n;
             break;
         }
         if (r < 0) {
-            pthread_mutex_unlock(&ep->lock);
+            crit_unlock(&ep->lock);
             result = r;
             break;
         }
         int k = filter_kernel(ep, evs, r);
         if (k > 0 && k < max)
             k += collect(epfd, ep, evs + k, max - k);
-        pthread_mutex_unlock(&ep->lock);
+        crit_unlock(&ep->lock);
         if (k > 0) {
             result = k;
             break;

@@ -166,7 +166,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
 
 void negotiate_withdraw(struct tcp_sock *t, int fd)
 {
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_OFFERED) {
         if (reg_conn_end(t->inode))
             channel_unlink(t->ch.name);
@@ -175,7 +175,7 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
         atomic_store(&t->reason, FB_CONNECT_FAILED);
         shunt_log(LOG_DEBUG, "fd %d: connect failed; offer withdrawn", fd);
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
 }
 
 /* How long the server waits for a client's in-flight TCP send to finish
@@ -260,7 +260,7 @@ int negotiate_observe(struct tcp_sock *t, int fd)
     uint64_t w = atomic_load(&t->ch.hdr->neg);
     if (!(w & (NEG_CLAIMED | NEG_REFUSED)))
         return PATH_OFFERED;
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     path = atomic_load(&t->path);
     if (path == PATH_OFFERED) {
         if (w & NEG_REFUSED) {
@@ -278,7 +278,7 @@ int negotiate_observe(struct tcp_sock *t, int fd)
         }
         atomic_store_explicit(&t->path, path, memory_order_release);
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
     return path;
 }
 

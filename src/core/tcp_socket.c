@@ -393,9 +393,9 @@ static void tcp_release_fd(struct fdref *f)
      * to it over TCP before this end closes */
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
         downgrade_observe(t, f->fd);
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     if (t->released) {
-        pthread_mutex_unlock(&t->lock);
+        crit_unlock(&t->lock);
         return;
     }
     t->released = true;
@@ -417,7 +417,7 @@ static void tcp_release_fd(struct fdref *f)
             negotiate_forget(t);
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
 }
 
 static void tcp_destroy(struct shunt_sock *s)
@@ -489,8 +489,8 @@ static void adjust_holders(int fd, void *ctx)
             if (h->quiesce) {
                 /* no copy of this process's may be half done as fork
                  * snapshots it: from now on both processes lock for real */
-                pthread_mutex_lock(&t->rx_lock);
-                pthread_mutex_lock(&t->tx_lock);
+                crit_lock(&t->rx_lock);
+                crit_lock(&t->tx_lock);
             }
             atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
         }
@@ -551,8 +551,8 @@ static void unlock_after_fork(int fd, void *ctx)
     struct tcp_sock *t = channel_of(&f);
     if (t && t->fork_epoch == mark && !t->fork_unlocked) {
         t->fork_unlocked = true;
-        pthread_mutex_unlock(&t->tx_lock);
-        pthread_mutex_unlock(&t->rx_lock);
+        crit_unlock(&t->tx_lock);
+        crit_unlock(&t->rx_lock);
     }
     fdt_put(&f);
 }

@@ -23,6 +23,7 @@
 
 #include "core/init.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "core/downgrade.h"
 #include "core/wait.h"
 #include "interpose/real.h"
@@ -65,6 +66,7 @@ static inline void cpu_relax(void)
  */
 static bool spin(struct tcp_sock *t, ready_fn ready)
 {
+    unsigned handlers_ran = shunt_sig_ran;
     unsigned budget_us = shunt_settings.spin_us;
     if (online_cpus < 2 || budget_us == 0)
         return false;
@@ -87,7 +89,8 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         }
         cpu_relax();
         if ((i & 63) == 0) {
-            if (now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
+            if (now_ns() > deadline || shunt_sig_ran != handlers_ran ||
+                atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
             if ((i & 1023) == 0)
@@ -202,8 +205,16 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
  */
 int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
     if (spin(t, ready))
         return 0;
+    if (shunt_sig_ran != ran) {
+        /* a handler ran while we spun: the kernel's call would have been
+         * interrupted by it (restarted under SA_RESTART, unless the socket
+         * has a timeout) */
+        struct timespec tmo;
+        return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
+    }
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) {
         /* The client's TCP prefix is still queued ahead of any doorbell, so
          * the companion cannot be slept on: a writer (the only kind that
@@ -212,12 +223,17 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         nanosleep(&pause, NULL);
         return 0;
     }
-    pthread_mutex_lock(&wait_lock);
+    crit_lock(&wait_lock);
     unsigned gen = atomic_load(&t->wait_gen);
-    bool in_kernel = !t->kernel_sleeper;
-    if (in_kernel)
+    /* The kernel sleeper's own signal handler, waiting on the same socket,
+     * sleeps in the kernel too: on the futex it would wait for itself. */
+    bool nested = t->kernel_sleeper && pthread_equal(t->sleeper, pthread_self());
+    bool in_kernel = !t->kernel_sleeper || nested;
+    if (in_kernel && !nested) {
         t->kernel_sleeper = true;
-    pthread_mutex_unlock(&wait_lock);
+        t->sleeper = pthread_self();
+    }
+    crit_unlock(&wait_lock);
 
     int result = 0;
     if (in_kernel) {
@@ -227,23 +243,25 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
          * a little longer would have caught it.  Spin again at once. */
         if (now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
             t->spin_fails = 0;
-        pthread_mutex_lock(&wait_lock);
+        if (nested)
+            return result;
+        crit_lock(&wait_lock);
         t->kernel_sleeper = false;
         atomic_fetch_add(&t->wait_gen, 1);
         bool others = t->futex_waiters > 0;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         if (others)
             futex_wake_all(&t->wait_gen);
     } else if (!ready(t)) {
         struct timespec tmo;
         bool timed = socket_timeout(t, fd, for_write, &tmo);
-        pthread_mutex_lock(&wait_lock);
+        crit_lock(&wait_lock);
         t->futex_waiters++;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
-        pthread_mutex_lock(&wait_lock);
+        crit_lock(&wait_lock);
         t->futex_waiters--;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         if (r == -ETIMEDOUT)
             result = -EAGAIN;
         else if (r == -EINTR)

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "core/downgrade.h"
+#include "core/signals.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
@@ -19,8 +20,10 @@ SHUNT_EXPORT pid_t fork(void)
     tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
     int err = errno;
-    if (pid == 0)
+    if (pid == 0) {
+        shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
+    }
     tcp_sockets_after_fork();
     if (pid < 0)
         tcp_sockets_fork_failed();
