@@ -249,7 +249,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
               (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
 }
 
-int negotiate_observe(struct tcp_sock *t, int fd)
+int negotiate_observe_slow(struct tcp_sock *t, int fd)
 {
     int path = atomic_load_explicit(&t->path, memory_order_acquire);
     if (path != PATH_OFFERED) {
