@@ -32,7 +32,9 @@
  * (and sleeps in no wait on it) delays step a: the new program waits for
  * those bytes as it would for a slow sender.
  */
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -195,6 +197,9 @@ void downgrade_leave(struct tcp_sock *t, int fd)
         uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
         uint64_t took = take_exact(fd, due, NULL);
         doorbell_ate(t, (size_t)took);
+        shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu, took %llu", fd,
+                  (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
+                  (unsigned long long)peer_bells, (unsigned long long)took);
         if (took != due)
             shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
                       (unsigned long long)took, (unsigned long long)due);
@@ -283,7 +288,10 @@ static bool finish(struct tcp_sock *t, int fd)
     if (atomic_load(&t->ch.self->waiters) == 0) {
         uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
         uint64_t due = sent > eaten ? sent - eaten : 0;
-        doorbell_ate(t, (size_t)take_exact(fd, due, NULL));
+        uint64_t took = take_exact(fd, due, NULL);
+        doorbell_ate(t, (size_t)took);
+        shunt_log(LOG_DEBUG, "fd %d: the peer left: its doorbells %llu, %llu eaten before, %llu now", fd,
+                  (unsigned long long)sent, (unsigned long long)eaten, (unsigned long long)took);
         done = true;
     }
     doorbell_unlock(t, w);
@@ -353,35 +361,46 @@ short downgrade_poll(struct tcp_sock *t, int fd, short events)
     return rev;
 }
 
-struct exec_ctx {
-    const char *path;
-    int fd;
-    char *const *envp;
-    bool search;
-    int verdict;    /* -1 not asked yet, 0 no shunt there, 1 shunt */
-};
-
 static void leave_if_survives(int fd, void *arg)
 {
-    struct exec_ctx *x = arg;
+    (void)arg;
     struct fdref f = fdt_get(fd);
     if (f.sock && f.sock->ops == &tcp_ops) {
         struct tcp_sock *t = tcp_of(f.sock);
         int fl = shunt_real.fcntl(fd, F_GETFD);
-        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && fl >= 0 && !(fl & FD_CLOEXEC)) {
-            if (x->verdict < 0)   /* asked once, and only when there is something to hand over */
-                x->verdict = downgrade_exec_runs_shunt(x->path, x->fd, x->envp, x->search);
-            if (!x->verdict)
-                downgrade_leave(t, fd);
-        }
+        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && fl >= 0 && !(fl & FD_CLOEXEC))
+            downgrade_leave(t, fd);
     }
     fdt_put(&f);
 }
 
+/* Every open fd is looked up once: an accelerated socket this image
+ * inherited and never used (a shell's redirection, say) is attached now,
+ * so that it can be moved back too. */
+static void take_up_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int own = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd == own || fd < 0 || fd > INT_MAX)
+            continue;
+        struct fdref f = fdt_get((int)fd);
+        fdt_put(&f);
+    }
+    closedir(d);
+}
+
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
-    struct exec_ctx x = { path, fd, envp, search, -1 };
-    fdt_for_each_object(0, ~0U, leave_if_survives, &x);
+    if (downgrade_exec_runs_shunt(path, fd, envp, search))
+        return;
+    take_up_open_fds();
+    fdt_for_each_object(0, ~0U, leave_if_survives, NULL);
 }
 
 void downgrade_sending(const int *fds, size_t n, int unix_fd)
