@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent('''
     import os, re, resource, signal, socket, sys, time
     mode = sys.argv[1]
     def segments(pid):
-        return [n for n in os.listdir("/dev/shm") if re.fullmatch(r"shunt-\d+-%d-\d+-[0-9a-f]+" % pid, n)]
+        return [n for n in os.listdir("/dev/shm") if re.fullmatch(r"shunt-\\d+-%d-\\d+-[0-9a-f]+" % pid, n)]
     ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
     port = ls.getsockname()[1]
     r, w = os.pipe()
