@@ -33,6 +33,8 @@
  * those bytes as it would for a slow sender.
  */
 #include <dirent.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -168,9 +170,10 @@ static void settle_on_tcp(struct tcp_sock *t)
     if (atomic_load(&t->path) != PATH_SHM)
         return;
     if (!t->released) {
-        /* a vfork child shares this object with its parent: both holds go,
-         * the parent's and the one it took for the new program */
-        unsigned holds = shunt_in_vfork_child ? 2 : 1;
+        /* a vfork child shares this object with its parent: the parent's
+         * hold goes, and the one it took for the new program if it took one
+         * (tcp_sockets_before_spawn counts channels with an fd surviving exec) */
+        unsigned holds = shunt_in_vfork_child ? 1u + (t->survives_exec ? 1u : 0u) : 1u;
         t->released = true;
         if (atomic_fetch_sub(&t->ch.self->holders, holds) == holds)
             negotiate_forget(t);
@@ -374,32 +377,88 @@ static void leave_if_survives(int fd, void *arg)
     fdt_put(&f);
 }
 
-/* Every open fd is looked up once: an accelerated socket this image
- * inherited and never used (a shell's redirection, say) is attached now,
- * so that it can be moved back too. */
-static void take_up_open_fds(void)
+/* Calls fn for every fd open in this process, read from /proc/self/fd
+ * with getdents64 and a buffer on the stack: no allocation, so that a vfork
+ * child may do it too. */
+static void for_each_open_fd(void (*fn)(int fd, void *ctx), void *ctx)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
         return;
-    int own = dirfd(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long fd = strtol(e->d_name, &end, 10);
-        if (*end || end == e->d_name || fd == own || fd < 0 || fd > INT_MAX)
-            continue;
-        struct fdref f = fdt_get((int)fd);
-        fdt_put(&f);
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            struct dirent64 *e = (struct dirent64 *)(buf + off);
+            off += e->d_reclen;
+            char *end;
+            long fd = strtol(e->d_name, &end, 10);
+            if (*end || end == e->d_name || fd == dir || fd < 0 || fd > INT_MAX)
+                continue;
+            fn((int)fd, ctx);
+        }
     }
-    closedir(d);
+    shunt_real.close(dir);
+}
+
+/* Looking an fd up attaches an accelerated socket this image inherited
+ * and never used (a shell's redirection, say), so that it moves back too. */
+static void take_up(int fd, void *ctx)
+{
+    (void)ctx;
+    struct fdref f = fdt_get(fd);
+    fdt_put(&f);
+}
+
+struct by_inode {
+    uint64_t inode;
+    struct tcp_sock *found;     /* with a reference */
+};
+
+static void match_inode(int fd, void *arg)
+{
+    struct by_inode *b = arg;
+    struct fdref f = fdt_get(fd);
+    if (!b->found && f.sock && f.sock->ops == &tcp_ops) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && t->inode == b->inode) {
+            sock_get(f.sock);
+            b->found = t;
+        }
+    }
+    fdt_put(&f);
+}
+
+/* A vfork child has fds of its own (it may have moved a socket onto its
+ * stdin) but shares its parent's table, which it must not change: each of
+ * its sockets that survives exec is found among the parent's objects by
+ * inode. */
+static void leave_in_vfork_child(int fd, void *ctx)
+{
+    (void)ctx;
+    struct stat st;
+    int fl = shunt_real.fcntl(fd, F_GETFD);
+    if (fl < 0 || (fl & FD_CLOEXEC) || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return;
+    struct by_inode b = { (uint64_t)st.st_ino, NULL };
+    shunt_in_vfork_child = false;   /* read the parent's table, as any of its threads may, changing nothing */
+    fdt_for_each_object(0, ~0U, match_inode, &b);
+    shunt_in_vfork_child = true;
+    if (b.found) {
+        downgrade_leave(b.found, fd);
+        sock_put(&b.found->base);
+    }
 }
 
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
     if (downgrade_exec_runs_shunt(path, fd, envp, search))
         return;
-    take_up_open_fds();
+    if (shunt_in_vfork_child) {
+        for_each_open_fd(leave_in_vfork_child, NULL);
+        return;
+    }
+    for_each_open_fd(take_up, NULL);
     fdt_for_each_object(0, ~0U, leave_if_survives, NULL);
 }
 
