@@ -142,6 +142,7 @@ PIPE_SERVER = textwrap.dedent('''
     ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
     print("PORT", ls.getsockname()[1], flush=True)
     c, _ = ls.accept()
+    c.sendall(b"x")                      # the shell waits for it: the connection is accelerated by then
     payload = bytes((k * 13 + 5) % 256 for k in range(3_000_000))   # more than the ring holds
     c.sendall(payload)
     c.shutdown(socket.SHUT_WR)
@@ -183,7 +184,7 @@ def test_shell_hands_connected_socket_to_exec_program(shunt, tmp_path, start_ser
                "static": str(sum_programs / "sum_static"),
                "under-shunt": str(sum_programs / "sum_dyn")}[how]
     # (no builtin writes to the socket: bash's printf goes through stdio, which shunt does not see)
-    script = "exec 3<>/dev/tcp/127.0.0.1/%d; %s <&3 >&3" % (port, program)
+    script = "exec 3<>/dev/tcp/127.0.0.1/%d; read -r -n 1 x <&3; %s <&3 >&3" % (port, program)
     r = subprocess.run(shunt.cmd(["bash", "-c", script]), env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.stdout, r.stderr)
     srv.wait_for(r"^RESULT ok$")
@@ -194,3 +195,53 @@ def test_shell_hands_connected_socket_to_exec_program(shunt, tmp_path, start_ser
     else:
         assert "moved back to kernel TCP" in log, log[-3000:]
         assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
+
+
+INETD = textwrap.dedent('''
+    import os, socket, subprocess, sys
+    prog, strip = sys.argv[1], sys.argv[2] == "strip"
+    env = {k: v for k, v in os.environ.items() if not (strip and k == "LD_PRELOAD")}
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    print("PORT", ls.getsockname()[1], flush=True)
+    c, _ = ls.accept()
+    subprocess.run([prog], stdin=c, stdout=c, env=env, check=True)   # vfork + exec
+    c.close()
+    print("SERVED", flush=True)
+''')
+
+INETD_CLIENT = textwrap.dedent('''
+    import socket, sys
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+    payload = bytes((k * 31 + 7) % 256 for k in range(2_000_000))
+    c.sendall(payload)
+    c.shutdown(socket.SHUT_WR)
+    reply = b""
+    while chunk := c.recv(100):
+        reply += chunk
+    h = 1469598103934665603
+    for b in payload:
+        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+    assert reply == b"%d %d\\n" % (len(payload), h), reply
+    print("OK", flush=True)
+''')
+
+
+@pytest.mark.parametrize("how", ["env-without-LD_PRELOAD", "static"])
+def test_inetd_style_server_runs_program_without_shunt(shunt, tmp_path, start_server, sum_programs, how):
+    """Python's subprocess (vfork and exec) gives an accepted socket to a
+    program as its stdin and stdout."""
+    (tmp_path / "inetd.py").write_text(INETD)
+    (tmp_path / "client.py").write_text(INETD_CLIENT)
+    env = env_for(tmp_path)
+    prog, strip = {"env-without-LD_PRELOAD": (sum_programs / "sum_dyn", "strip"),
+                   "static": (sum_programs / "sum_static", "keep")}[how]
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "inetd.py"), str(prog), strip]), env=env, name="inetd")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port)]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "OK", (r.stdout, r.stderr)
+    srv.wait_for(r"^SERVED$")
+    log = logs(tmp_path)
+    assert "accelerated (client" in log and "accelerated (server" in log, log[-3000:]
+    # (the vfork child that moved it back logs nothing: it must not touch the parent's log state)
+    assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
