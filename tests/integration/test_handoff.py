@@ -137,7 +137,20 @@ int main(void)
 }
 '''
 
-PIPE_SERVER = textwrap.dedent('''
+# The sum programs' answer, checked by whoever sent them the payload.
+CHECK_SUM = textwrap.dedent('''
+    def check_sum_reply(c, payload):
+        c.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := c.recv(100):
+            reply += chunk
+        h = 1469598103934665603
+        for b in payload:
+            h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+        assert reply == b"%d %d\\n" % (len(payload), h), reply
+''')
+
+PIPE_SERVER = "import socket, sys\n" + CHECK_SUM + textwrap.dedent('''
     import socket, sys
     ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
     print("PORT", ls.getsockname()[1], flush=True)
@@ -145,14 +158,7 @@ PIPE_SERVER = textwrap.dedent('''
     c.sendall(b"x")                      # the shell waits for it: the connection is accelerated by then
     payload = bytes((k * 13 + 5) % 256 for k in range(3_000_000))   # more than the ring holds
     c.sendall(payload)
-    c.shutdown(socket.SHUT_WR)
-    reply = b""
-    while chunk := c.recv(100):
-        reply += chunk
-    h = 1469598103934665603
-    for b in payload:
-        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
-    assert reply == b"%d %d\\n" % (len(payload), h), reply
+    check_sum_reply(c, payload)
     print("RESULT ok", flush=True)
 ''')
 
@@ -209,19 +215,12 @@ INETD = textwrap.dedent('''
     print("SERVED", flush=True)
 ''')
 
-INETD_CLIENT = textwrap.dedent('''
+INETD_CLIENT = "import socket, sys\n" + CHECK_SUM + textwrap.dedent('''
     import socket, sys
     c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
     payload = bytes((k * 31 + 7) % 256 for k in range(2_000_000))
     c.sendall(payload)
-    c.shutdown(socket.SHUT_WR)
-    reply = b""
-    while chunk := c.recv(100):
-        reply += chunk
-    h = 1469598103934665603
-    for b in payload:
-        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
-    assert reply == b"%d %d\\n" % (len(payload), h), reply
+    check_sum_reply(c, payload)
     print("OK", flush=True)
 ''')
 
