@@ -251,6 +251,30 @@ static ssize_t send_failed(int flags)
     return -EPIPE;
 }
 
+/* The connection went back to TCP in the middle of a send: what went into
+ * the ring is re-sent by the downgrade, and the rest follows it by TCP, so
+ * that a blocking send still takes everything at once. */
+static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t sent, int flags)
+{
+    downgrade_observe(t, fd);
+    struct iovec part[IOV_MAX];
+    int n = 0;
+    size_t skip = sent;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (skip >= b->iov[i].iov_len) {
+            skip -= b->iov[i].iov_len;
+            continue;
+        }
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = b->iov[i].iov_len - skip;
+        n++;
+        skip = 0;
+    }
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+    ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);
+    return r > 0 ? (ssize_t)sent + r : (ssize_t)sent;
+}
+
 ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     struct iobuf b;
@@ -284,7 +308,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
         if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
             dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
-            return sent ? (ssize_t)sent : STREAM_DOWNGRADED;
+            return sent ? send_rest_by_tcp(t, f->fd, &b, sent, flags) : STREAM_DOWNGRADED;
         }
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread or process */

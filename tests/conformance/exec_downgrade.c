@@ -12,7 +12,7 @@
 #include <sys/ioctl.h>
 
 #define PRE 16384
-#define BULK 300000
+#define BULK 3000000   /* more than the ring: a send is under way when the exec happens */
 
 static char buf[PRE + BULK];
 
