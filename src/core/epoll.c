@@ -35,6 +35,7 @@
 #include "core/readiness.h"
 #include "core/init.h"
 #include "core/settings.h"
+#include "core/signals.h"
 #include "core/stream.h"
 #include "core/wait.h"
 #include "interpose/real.h"
@@ -486,7 +487,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         fdt_put(&f);
         return r;
     }
-    pthread_mutex_lock(&ep->lock);
+    crit_lock(&ep->lock);
     struct ep_entry *e = slot_for_fd(ep, fd);
     if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
         /* a stale entry: that fd number was closed and now names another
@@ -527,7 +528,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         else if (!r && op == EPOLL_CTL_DEL && ep->kernel_members)
             ep->kernel_members--;
     }
-    pthread_mutex_unlock(&ep->lock);
+    crit_unlock(&ep->lock);
     sock_put(&ep->base);
     fdt_put(&f);
     return r;
@@ -596,9 +597,9 @@ static uint32_t level_events(struct ep_entry *e)
     uint32_t want = e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM);
     if (e->kind == M_EPOLL) {
         struct epoll_obj *inner = (struct epoll_obj *)e->s;
-        pthread_mutex_lock(&inner->lock);
+        crit_lock(&inner->lock);
         bool r = has_ready(inner, e->io_fd);
-        pthread_mutex_unlock(&inner->lock);
+        crit_unlock(&inner->lock);
         return r ? (want & (EPOLLIN | EPOLLRDNORM)) : 0;
     }
     struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
@@ -717,9 +718,9 @@ static bool quiesce(struct epoll_obj *ep)
         struct ep_entry *e = &ep->v[order[k]];
         if (e->kind == M_EPOLL) {
             struct epoll_obj *inner = (struct epoll_obj *)e->s;
-            pthread_mutex_lock(&inner->lock);
+            crit_lock(&inner->lock);
             ready |= quiesce(inner);
-            pthread_mutex_unlock(&inner->lock);
+            crit_unlock(&inner->lock);
             continue;
         }
         if (!can_go_cold(e))
@@ -958,35 +959,43 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
     struct backoff bo = { 0 };
+    unsigned handlers_ran = shunt_sig_ran;
     int result;
     for (;;) {
-        pthread_mutex_lock(&ep->lock);
+        crit_lock(&ep->lock);
         int n = gather(epfd, ep, evs, max, zero_wait);
         if (n == 0 && !zero_wait)
             n = spin_phase(epfd, ep, evs, max, &dl);
         if (n != 0 || zero_wait || deadline_passed(&dl)) {
-            pthread_mutex_unlock(&ep->lock);
+            crit_unlock(&ep->lock);
             result = n;
             break;
         }
         /* About to sleep: every hot member asks for a doorbell, then one
          * more look (a member that moved meanwhile stays hot). */
         bool ready = quiesce(ep);
-        pthread_mutex_unlock(&ep->lock);
+        crit_unlock(&ep->lock);
         if (ready)
             continue;
+        if (shunt_sig_ran != handlers_ran) {
+            /* a handler ran while we looked (deferred to the end of a
+             * critical section, or during the spin): the kernel's wait
+             * would have ended with EINTR, which epoll never restarts */
+            result = -EINTR;
+            break;
+        }
         struct timespec left;
         int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
         if (r < 0) {
             result = r;
             break;
         }
-        pthread_mutex_lock(&ep->lock);
+        crit_lock(&ep->lock);
         bool woke = false;
         int k = filter_kernel(ep, evs, r, &woke);
         if (k < max)
             k += collect_hot(epfd, ep, evs + k, max - k, true);
-        pthread_mutex_unlock(&ep->lock);
+        crit_unlock(&ep->lock);
         if (k > 0) {
             result = k;
             break;
@@ -1005,27 +1014,27 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
 int epoll_poll_events(struct shunt_sock *s, int fd, short events)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
-    pthread_mutex_lock(&ep->lock);
+    crit_lock(&ep->lock);
     bool r = ep->members && has_ready(ep, fd);
-    pthread_mutex_unlock(&ep->lock);
+    crit_unlock(&ep->lock);
     return r ? (events & (POLLIN | POLLRDNORM)) : 0;
 }
 
 bool epoll_has_members(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
-    pthread_mutex_lock(&ep->lock);
+    crit_lock(&ep->lock);
     bool r = ep->members > 0;
-    pthread_mutex_unlock(&ep->lock);
+    crit_unlock(&ep->lock);
     return r;
 }
 
 bool epoll_before_sleep(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
-    pthread_mutex_lock(&ep->lock);
+    crit_lock(&ep->lock);
     bool r = quiesce(ep);
-    pthread_mutex_unlock(&ep->lock);
+    crit_unlock(&ep->lock);
     return r;
 }
 
@@ -1068,11 +1077,11 @@ void epoll_release_all(void)
 {
     pthread_mutex_lock(&all_lock);
     for (struct epoll_obj *ep = all; ep; ep = ep->next) {
-        pthread_mutex_lock(&ep->lock);
+        crit_lock(&ep->lock);
         for (uint32_t i = 0; i < ep->nv; i++)
             if (ep->v[i].s && ep->v[i].armed)
                 make_hot(ep, &ep->v[i]);
-        pthread_mutex_unlock(&ep->lock);
+        crit_unlock(&ep->lock);
     }
     pthread_mutex_unlock(&all_lock);
 }

@@ -20,12 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/downgrade.h"
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/settings.h"
+#include "core/wait.h"
 #include "interpose/real.h"
 #include "registry/registry.h"
 #include "registry/sockdiag.h"
@@ -164,7 +166,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
 
 void negotiate_withdraw(struct tcp_sock *t, int fd)
 {
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_OFFERED) {
         if (reg_conn_end(t->inode))
             channel_unlink(t->ch.name);
@@ -173,7 +175,7 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
         atomic_store(&t->reason, FB_CONNECT_FAILED);
         shunt_log(LOG_DEBUG, "fd %d: connect failed; offer withdrawn", fd);
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
 }
 
 /* How long the server waits for a client's in-flight TCP send to finish
@@ -242,20 +244,23 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     atomic_store(&t->path, PATH_SHM);
     /* One doorbell: a client blocked in the kernel on the TCP path wakes up
      * and sees the claim. */
-    shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    doorbell_send(t, fd);
     shunt_log(LOG_INFO, "fd %d: accelerated (server, channel %s, %llu bytes of TCP prefix)", fd, offer.channel,
               (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
 }
 
-int negotiate_observe(struct tcp_sock *t, int fd)
+int negotiate_observe_slow(struct tcp_sock *t, int fd)
 {
     int path = atomic_load_explicit(&t->path, memory_order_acquire);
-    if (path != PATH_OFFERED)
+    if (path != PATH_OFFERED) {
+        if (path == PATH_SHM && t->ch.hdr && atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+            return downgrade_observe(t, fd);
         return path;
+    }
     uint64_t w = atomic_load(&t->ch.hdr->neg);
     if (!(w & (NEG_CLAIMED | NEG_REFUSED)))
         return PATH_OFFERED;
-    pthread_mutex_lock(&t->lock);
+    crit_lock(&t->lock);
     path = atomic_load(&t->path);
     if (path == PATH_OFFERED) {
         if (w & NEG_REFUSED) {
@@ -273,7 +278,7 @@ int negotiate_observe(struct tcp_sock *t, int fd)
         }
         atomic_store_explicit(&t->path, path, memory_order_release);
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
     return path;
 }
 

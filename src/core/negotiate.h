@@ -20,9 +20,19 @@ void negotiate_withdraw(struct tcp_sock *t, int fd);
 /* accept(): looks for this connection's offer, verifies and claims it. */
 void negotiate_claim(struct tcp_sock *t, int fd);
 
-/* A client that offered: has the server claimed or refused since?
- * Returns the path now. */
-int negotiate_observe(struct tcp_sock *t, int fd);
+/* A client that offered: has the server claimed or refused since?  And a
+ * channel whose other end left for a program without shunt (downgrade.c)
+ * is left here.  Returns the path now. */
+int negotiate_observe_slow(struct tcp_sock *t, int fd);
+
+static inline int negotiate_observe(struct tcp_sock *t, int fd)
+{
+    /* the common case, inline: accelerated and staying so */
+    if (__builtin_expect(atomic_load_explicit(&t->path, memory_order_acquire) == PATH_SHM, 1) && t->ch.hdr &&
+        !atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+        return PATH_SHM;
+    return negotiate_observe_slow(t, fd);
+}
 
 /* A client about to do what must not wait for the claim (shutdown): the
  * offer is settled now, withdrawn if the server has not claimed it yet.

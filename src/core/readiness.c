@@ -16,6 +16,7 @@
 #include "core/epoll.h"
 #include "core/negotiate.h"
 #include "core/readiness.h"
+#include "core/signals.h"
 #include "core/stream.h"
 #include "core/wait.h"
 #include "core/fdtable.h"
@@ -154,6 +155,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
     struct backoff bo = { 0 };
+    unsigned handlers_ran = shunt_sig_ran;
     for (;;) {
         int count = 0;
         for (nfds_t i = 0; i < n; i++) {
@@ -199,7 +201,11 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             ready = t && stream_poll(t, fds[i].fd, fds[i].events);
         }
         struct timespec left;
-        int r = ready ? 0 : kernel_ppoll(k, n, deadline_left(&dl, &left), mask);
+        /* a handler that ran meanwhile (deferred to the end of a critical
+         * section) ends the call as the kernel's sleep would: poll and select
+         * are never restarted */
+        int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
+                          : kernel_ppoll(k, n, deadline_left(&dl, &left), mask);
         int count2 = 0;
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;

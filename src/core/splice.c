@@ -4,6 +4,7 @@
  * a buffer here: no more is taken from the source than the destination can
  * take at once, so nothing is lost when the destination fills up.
  */
+#include "core/downgrade.h"
 #include "core/negotiate.h"
 #include "core/splice.h"
 #include "core/stream.h"
@@ -52,7 +53,7 @@ bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, of
             return true;
         }
         struct io_call c = { .kind = IO_RECV, .buf = buf, .len = want, .flags = dontwait };
-        ssize_t n = stream_recv(src, in, &c);
+        ssize_t n = channel_recv(src, in, &c);
         *result = n > 0 ? put_all(out->fd, off_out, buf, (size_t)n) : n;
         return true;
     }
@@ -69,7 +70,7 @@ bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, of
         return true;
     }
     struct io_call c = { .kind = IO_SEND, .buf = buf, .len = (size_t)n, .flags = MSG_NOSIGNAL };
-    ssize_t w = stream_send(dst, out, &c);
+    ssize_t w = channel_send(dst, out, &c);
     if (w > 0 && off_in)
         *off_in += w;
     *result = w;

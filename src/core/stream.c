@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "core/downgrade.h"
 #include "core/log.h"
 #include "core/passthrough.h"
 #include "core/stream.h"
@@ -190,6 +191,12 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 return avail < 0 ? broken(t, f->fd) : 0;
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
+            (downgrade_leaving_side(t) || ring_readable(&t->ch.rx) == 0)) {
+            /* the connection went back to TCP: the rest of it is there */
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+            return got ? (ssize_t)got : STREAM_DOWNGRADED;
+        }
         ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
         if (n > 0 && !(flags & MSG_PEEK)) {
             counter_add(&t->ch.self->bytes_in, (uint64_t)n);
@@ -244,6 +251,30 @@ static ssize_t send_failed(int flags)
     return -EPIPE;
 }
 
+/* The connection went back to TCP in the middle of a send: what went into
+ * the ring is re-sent by the downgrade, and the rest follows it by TCP, so
+ * that a blocking send still takes everything at once. */
+static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t sent, int flags)
+{
+    downgrade_observe(t, fd);
+    struct iovec part[IOV_MAX];
+    int n = 0;
+    size_t skip = sent;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (skip >= b->iov[i].iov_len) {
+            skip -= b->iov[i].iov_len;
+            continue;
+        }
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = b->iov[i].iov_len - skip;
+        n++;
+        skip = 0;
+    }
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+    ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);
+    return r > 0 ? (ssize_t)sent + r : (ssize_t)sent;
+}
+
 ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     struct iobuf b;
@@ -275,6 +306,10 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     size_t sent = 0;
     for (;;) {
         int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
+            dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+            return sent ? send_rest_by_tcp(t, f->fd, &b, sent, flags) : STREAM_DOWNGRADED;
+        }
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread or process */
         size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
@@ -369,8 +404,9 @@ long stream_unread_by_peer(struct tcp_sock *t)
 
 short stream_poll(struct tcp_sock *t, int fd, short events)
 {
-    (void)fd;
     short rev = 0;
+    if (atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+        return downgrade_poll(t, fd, events);
     if (atomic_load(&t->broken))
         return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM)));
     int64_t readable = ring_readable(&t->ch.rx);

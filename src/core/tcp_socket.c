@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 
+#include "core/downgrade.h"
 #include "core/epoll.h"
 #include "core/fdtable.h"
 #include "core/init.h"
@@ -42,6 +43,7 @@ static const char *const reason_names[] = {
     [FB_CONNECT_FAILED] = "connect failed",
     [FB_INHERITED] = "inherited connection unknown to shunt",
     [FB_WITHDRAWN] = "client shut down before the claim",
+    [FB_DOWNGRADED] = "moved back: an end went to a program without shunt",
 };
 
 const char *fallback_reason_name(enum fallback_reason r)
@@ -138,6 +140,8 @@ int tcp_socket_accelerated(struct shunt_sock *s, int fd)
  * the server is a doorbell and the call continues on the channel; otherwise
  * it is data and the call is the kernel's.  Waiting for that byte with
  * MSG_PEEK keeps MSG_WAITALL from holding the kernel past the claim. */
+static ssize_t tcp_recv(struct fdref *f, struct io_call *c);
+
 static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     int flags = (c->kind == IO_READ || c->kind == IO_READV) ? 0 : c->flags;
@@ -149,10 +153,12 @@ static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
             return -errno;
     }
     if (negotiate_observe(t, f->fd) == PATH_SHM)
-        return stream_recv(t, f, c);
+        return channel_recv(t, f, c);
     ssize_t r = pt_recv(f, c);
-    if (r > 0 && negotiate_observe(t, f->fd) == PATH_SHM)
-        return stream_recv(t, f, c);   /* those were doorbells */
+    if (r > 0 && negotiate_observe(t, f->fd) == PATH_SHM) {
+        doorbell_ate(t, (size_t)r);   /* those were doorbells */
+        return tcp_recv(f, c);
+    }
     return r;
 }
 
@@ -160,7 +166,7 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
 {
     struct tcp_sock *t = tcp_of(f->sock);
     switch (negotiate_observe(t, f->fd)) {
-    case PATH_SHM: return stream_recv(t, f, c);
+    case PATH_SHM: return channel_recv(t, f, c);
     case PATH_OFFERED: return offered_recv(t, f, c);
     default: return pt_recv(f, c);
     }
@@ -169,14 +175,13 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
 static ssize_t tcp_send(struct fdref *f, struct io_call *c)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    ssize_t r;
     switch (negotiate_observe(t, f->fd)) {
-    case PATH_SHM: return stream_send(t, f, c);
-    case PATH_OFFERED: {
-        ssize_t r;
+    case PATH_SHM: return channel_send(t, f, c);
+    case PATH_OFFERED:
         if (negotiate_prefix_send(t, f, c, &r))
-            return stream_send(t, f, c);
+            return channel_send(t, f, c);
         return r;
-    }
     default: return pt_send(f, c);
     }
 }
@@ -189,7 +194,7 @@ static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_RECVMSG, .msg = &vec[i].msg_hdr, .flags = flags & ~MSG_WAITFORONE };
-        ssize_t r = stream_recv(t, f, &c);
+        ssize_t r = channel_recv(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
@@ -211,7 +216,7 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_SENDMSG, .msg = &vec[i].msg_hdr, .flags = flags };
-        ssize_t r = stream_send(t, f, &c);
+        ssize_t r = channel_send(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
@@ -237,7 +242,7 @@ static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t c
         if (n == 0)
             break;
         struct io_call c = { .kind = IO_SEND, .buf = buf, .len = (size_t)n, .flags = done ? MSG_DONTWAIT : 0 };
-        ssize_t w = stream_send(t, out, &c);
+        ssize_t w = channel_send(t, out, &c);
         if (w < 0) {
             if (!off)
                 lseek(in_fd, -(off_t)n, SEEK_CUR);   /* read but not sent: give it back */
@@ -307,7 +312,7 @@ static int tcp_shutdown(struct fdref *f, int how)
 {
     struct tcp_sock *t = tcp_of(f->sock);
     /* A FIN on the TCP path would end the doorbells a later claim needs. */
-    if (negotiate_settle(t, f->fd) == PATH_SHM && t->ch.hdr)
+    if (negotiate_settle(t, f->fd) == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down))
         return stream_shutdown(t, f->fd, how);
     return pt_shutdown(f, how);
 }
@@ -385,16 +390,20 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
 static void tcp_release_fd(struct fdref *f)
 {
     struct tcp_sock *t = tcp_of(f->sock);
-    pthread_mutex_lock(&t->lock);
+    /* the other end left for a program without shunt: our unread bytes go
+     * to it over TCP before this end closes */
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
+        downgrade_observe(t, f->fd);
+    crit_lock(&t->lock);
     if (t->released) {
-        pthread_mutex_unlock(&t->lock);
+        crit_unlock(&t->lock);
         return;
     }
     t->released = true;
     int path = atomic_load(&t->path);
     if (path != PATH_TCP && t->ch.hdr) {
         if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
-            if (path == PATH_SHM) {
+            if (path == PATH_SHM && !atomic_load(&t->ch.hdr->down)) {
                 stream_close(t, f->fd);
                 /* the last holder of this end: nobody else waits on the
                  * companion, so its doorbells can go; what follows them
@@ -402,14 +411,14 @@ static void tcp_release_fd(struct fdref *f)
                 char buf[256];
                 ssize_t r;
                 while ((r = shunt_real.recv(f->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-                    ;
+                    doorbell_ate(t, (size_t)r);
                 if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
                     atomic_store(&t->peer_gone, true);
             }
             negotiate_forget(t);
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    crit_unlock(&t->lock);
 }
 
 static void tcp_destroy(struct shunt_sock *s)
@@ -481,8 +490,8 @@ static void adjust_holders(int fd, void *ctx)
             if (h->quiesce) {
                 /* no copy of this process's may be half done as fork
                  * snapshots it: from now on both processes lock for real */
-                pthread_mutex_lock(&t->rx_lock);
-                pthread_mutex_lock(&t->tx_lock);
+                crit_lock(&t->rx_lock);
+                crit_lock(&t->tx_lock);
             }
             atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
         }
@@ -543,8 +552,8 @@ static void unlock_after_fork(int fd, void *ctx)
     struct tcp_sock *t = channel_of(&f);
     if (t && t->fork_epoch == mark && !t->fork_unlocked) {
         t->fork_unlocked = true;
-        pthread_mutex_unlock(&t->tx_lock);
-        pthread_mutex_unlock(&t->rx_lock);
+        crit_unlock(&t->tx_lock);
+        crit_unlock(&t->rx_lock);
     }
     fdt_put(&f);
 }

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 
+#include "core/signals.h"
 #include "core/sock.h"
 #include "transport/channel.h"
 
@@ -39,6 +40,7 @@ enum fallback_reason {
     FB_CONNECT_FAILED,
     FB_INHERITED,           /* an inherited connection shunt does not know */
     FB_WITHDRAWN,           /* the client shut down before the server claimed */
+    FB_DOWNGRADED,          /* an end was handed to a program without shunt (downgrade.c) */
 };
 
 const char *fallback_reason_name(enum fallback_reason r);
@@ -67,6 +69,7 @@ struct tcp_sock {
     unsigned spin_fails;                /* consecutive spins that found nothing */
     atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
+    pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
     unsigned exec_epoch;
@@ -89,7 +92,7 @@ static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
  */
 static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, pthread_mutex_t *shared)
 {
-    pthread_mutex_lock(local);
+    crit_lock(local);   /* a signal handler of this thread must not come here now */
     if (atomic_load_explicit(&t->ch.self->holders, memory_order_acquire) <= 1)
         return 0;
     int r = pthread_mutex_lock(shared);
@@ -98,7 +101,7 @@ static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, pthread_m
         r = 0;
     }
     if (r) {
-        pthread_mutex_unlock(local);
+        crit_unlock(local);
         return -EIO;
     }
     return 1;
@@ -108,7 +111,7 @@ static inline void dir_unlock(pthread_mutex_t *local, pthread_mutex_t *shared, i
 {
     if (token > 0)
         pthread_mutex_unlock(shared);
-    pthread_mutex_unlock(local);
+    crit_unlock(local);
 }
 
 /* True for the (domain, type, protocol) of a socket shunt manages. */

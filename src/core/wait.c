@@ -23,6 +23,8 @@
 
 #include "core/init.h"
 #include "core/log.h"
+#include "core/signals.h"
+#include "core/downgrade.h"
 #include "core/wait.h"
 #include "interpose/real.h"
 
@@ -92,6 +94,7 @@ void backoff_fruitless(struct backoff *b)
  */
 static bool spin(struct tcp_sock *t, ready_fn ready)
 {
+    unsigned handlers_ran = shunt_sig_ran;
     unsigned budget_us = shunt_settings.spin_us;
     if (online_cpus < 2 || budget_us == 0)
         return false;
@@ -114,7 +117,8 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         }
         wait_cpu_relax();
         if ((i & 63) == 0) {
-            if (wait_now_ns() > deadline || atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
+            if (wait_now_ns() > deadline || shunt_sig_ran != handlers_ran ||
+                atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
             if ((i & 1023) == 0)
@@ -229,8 +233,16 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
  */
 int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
     if (spin(t, ready))
         return 0;
+    if (shunt_sig_ran != ran) {
+        /* a handler ran while we spun: the kernel's call would have been
+         * interrupted by it (restarted under SA_RESTART, unless the socket
+         * has a timeout) */
+        struct timespec tmo;
+        return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
+    }
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) {
         /* The client's TCP prefix is still queued ahead of any doorbell, so
          * the companion cannot be slept on: a writer (the only kind that
@@ -239,12 +251,17 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         nanosleep(&pause, NULL);
         return 0;
     }
-    pthread_mutex_lock(&wait_lock);
+    crit_lock(&wait_lock);
     unsigned gen = atomic_load(&t->wait_gen);
-    bool in_kernel = !t->kernel_sleeper;
-    if (in_kernel)
+    /* The kernel sleeper's own signal handler, waiting on the same socket,
+     * sleeps in the kernel too: on the futex it would wait for itself. */
+    bool nested = t->kernel_sleeper && pthread_equal(t->sleeper, pthread_self());
+    bool in_kernel = !t->kernel_sleeper || nested;
+    if (in_kernel && !nested) {
         t->kernel_sleeper = true;
-    pthread_mutex_unlock(&wait_lock);
+        t->sleeper = pthread_self();
+    }
+    crit_unlock(&wait_lock);
 
     int result = 0;
     if (in_kernel) {
@@ -254,23 +271,25 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
          * a little longer would have caught it.  Spin again at once. */
         if (wait_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
             t->spin_fails = 0;
-        pthread_mutex_lock(&wait_lock);
+        if (nested)
+            return result;
+        crit_lock(&wait_lock);
         t->kernel_sleeper = false;
         atomic_fetch_add(&t->wait_gen, 1);
         bool others = t->futex_waiters > 0;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         if (others)
             futex_wake_all(&t->wait_gen);
     } else if (!ready(t)) {
         struct timespec tmo;
         bool timed = socket_timeout(t, fd, for_write, &tmo);
-        pthread_mutex_lock(&wait_lock);
+        crit_lock(&wait_lock);
         t->futex_waiters++;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
-        pthread_mutex_lock(&wait_lock);
+        crit_lock(&wait_lock);
         t->futex_waiters--;
-        pthread_mutex_unlock(&wait_lock);
+        crit_unlock(&wait_lock);
         if (r == -ETIMEDOUT)
             result = -EAGAIN;
         else if (r == -EINTR)
@@ -296,8 +315,37 @@ void wake_peer(struct tcp_sock *t, int fd, int what)
     /* One byte wakes every sleeper of the peer: none of them consumes it. */
     if (ring) {
         atomic_fetch_add_explicit(&t->ch.self->doorbells, 1, memory_order_relaxed);
-        shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        doorbell_send(t, fd);
     }
+}
+
+bool doorbell_send(struct tcp_sock *t, int fd)
+{
+    _Atomic uint64_t *w = &t->ch.self->bells;
+    uint64_t v = atomic_load(w);
+    do {
+        if (v & BELLS_FROZEN)
+            return false;   /* the connection is moving back to TCP: no byte may follow */
+    } while (!atomic_compare_exchange_weak(w, &v, v + BELLS_BUSY));
+    ssize_t r = shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    /* busy to counted in one step: a freeze never sees a sent byte uncounted */
+    atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
+    return r == 1;
+}
+
+void doorbell_ate(struct tcp_sock *t, size_t n)
+{
+    atomic_fetch_add(&t->ch.self->bells_eaten, (uint64_t)n);
+}
+
+int doorbell_lock(struct tcp_sock *t)
+{
+    return dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+}
+
+void doorbell_unlock(struct tcp_sock *t, int token)
+{
+    dir_unlock(&wait_lock, &t->ch.self->wait_lock, token);
 }
 
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
@@ -305,9 +353,21 @@ static void drain_locked(struct tcp_sock *t, int fd)
 {
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
+    /* After a downgrade the program's bytes follow the doorbells: only the
+     * doorbells the peer froze may go (the leaving side drains none). */
+    uint64_t limit = SIZE_MAX;
+    if (atomic_load(&t->ch.hdr->down)) {
+        if (downgrade_leaving_side(t))
+            return;
+        limit = downgrade_bells_left(t);
+    }
     char buf[256];
-    for (;;) {
-        ssize_t r = shunt_real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    while (limit > 0) {
+        ssize_t r = shunt_real.recv(fd, buf, limit < sizeof buf ? (size_t)limit : sizeof buf, MSG_DONTWAIT);
+        if (r > 0) {
+            doorbell_ate(t, (size_t)r);
+            limit -= (uint64_t)r;
+        }
         if (r > 0 && (size_t)r < sizeof buf)
             break;   /* a short read took all that was queued: no call just to hear EAGAIN */
         if (r > 0)

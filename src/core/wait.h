@@ -51,6 +51,18 @@ struct backoff {
 };
 void backoff_fruitless(struct backoff *b);
 
+/* Sends one doorbell byte, counted in the end's bells word; none once the
+ * word is frozen (the connection is moving back to TCP).  True if sent. */
+bool doorbell_send(struct tcp_sock *t, int fd);
+
+/* n doorbell bytes were taken off this end's TCP socket. */
+void doorbell_ate(struct tcp_sock *t, size_t n);
+
+/* The lock under which sleeps are announced and doorbells drained, among
+ * all holders of this end (a dir_lock token, or -EIO). */
+int doorbell_lock(struct tcp_sock *t);
+void doorbell_unlock(struct tcp_sock *t, int token);
+
 /* Called once at start-up: how many CPUs may run at once. */
 void wait_init(void);
 

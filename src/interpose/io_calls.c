@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "core/downgrade.h"
 #include "core/passthrough.h"
 #include "core/splice.h"
 #include "core/tcp_socket.h"
@@ -58,6 +59,15 @@ static void adopt(const int *fds, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         fdt_adopt_passed(fds[i]);
+}
+
+/* The Unix socket a message with SCM_RIGHTS leaves by (the callback
+ * signature has no room for it). */
+static SHUNT_TLS int passing_on;
+
+static void leave_unless_shunt(const int *fds, size_t n)
+{
+    downgrade_sending(fds, n, passing_on);
 }
 
 static void hold_in_flight(const int *fds, size_t n)
@@ -148,8 +158,11 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct io_call c = { .kind = IO_SENDMSG, .msg = (struct msghdr *)msg, .flags = flags };
     shunt_ensure_init();
-    if (msg)
+    if (msg) {
+        passing_on = fd;
+        for_passed_fds(msg, leave_unless_shunt);
         for_passed_fds(msg, hold_in_flight);
+    }
     ssize_t r = do_send(fd, &c);
     if (r < 0 && msg) {
         int err = errno;

@@ -5,7 +5,9 @@
  */
 #include <stdarg.h>
 
+#include "core/downgrade.h"
 #include "core/epoll.h"
+#include "core/signals.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
@@ -20,8 +22,10 @@ SHUNT_EXPORT pid_t fork(void)
     tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
     int err = errno;
-    if (pid == 0)
+    if (pid == 0) {
+        shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
+    }
     tcp_sockets_after_fork();
     if (pid < 0)
         tcp_sockets_fork_failed();
@@ -31,8 +35,9 @@ SHUNT_EXPORT pid_t fork(void)
 
 /* exec replaces this image: its holds on channels end here, and the new
  * image (under shunt) takes them up again when it finds the fds. */
-#define AROUND_EXEC(call)                   \
+#define AROUND_EXEC(call, path, fd, envp, search) \
     shunt_ensure_init();                    \
+    downgrade_before_exec(path, fd, envp, search); \
     tcp_sockets_before_exec();              \
     int r_ = call;                          \
     int err_ = errno;                       \
@@ -42,27 +47,27 @@ SHUNT_EXPORT pid_t fork(void)
 
 SHUNT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.execve(path, argv, envp));
+    AROUND_EXEC(shunt_real.execve(path, argv, envp), path, -1, envp, false);
 }
 
 SHUNT_EXPORT int execv(const char *path, char *const argv[])
 {
-    AROUND_EXEC(shunt_real.execv(path, argv));
+    AROUND_EXEC(shunt_real.execv(path, argv), path, -1, environ, false);
 }
 
 SHUNT_EXPORT int execvp(const char *file, char *const argv[])
 {
-    AROUND_EXEC(shunt_real.execvp(file, argv));
+    AROUND_EXEC(shunt_real.execvp(file, argv), file, -1, environ, true);
 }
 
 SHUNT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.execvpe(file, argv, envp));
+    AROUND_EXEC(shunt_real.execvpe(file, argv, envp), file, -1, envp, true);
 }
 
 SHUNT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(shunt_real.fexecve(fd, argv, envp));
+    AROUND_EXEC(shunt_real.fexecve(fd, argv, envp), NULL, fd, envp, false);
 }
 
 /* The execl family: gather the variadic arguments into an argv on the stack
@@ -117,6 +122,7 @@ SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, con
                              char *const envp[restrict])
 {
     shunt_ensure_init();
+    downgrade_before_exec(path, -1, envp, false);
     tcp_sockets_before_spawn();
     int r = shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
     if (r != 0)
@@ -129,6 +135,7 @@ SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, co
                               char *const envp[restrict])
 {
     shunt_ensure_init();
+    downgrade_before_exec(file, -1, envp, true);
     tcp_sockets_before_spawn();
     int r = shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
     if (r != 0)

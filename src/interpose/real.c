@@ -98,6 +98,8 @@ static int boot_epoll_pwait2(int ep, struct epoll_event *ev, int max, const stru
     return (int)syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
 }
 /* Process creation and exec need libc's bookkeeping: refuse until it is known. */
+static int boot_sigaction(int s, const struct sigaction *a, struct sigaction *o) { (void)s; (void)a; (void)o; return nosys(); }
+static __sighandler_t boot_signal(int s, __sighandler_t h) { (void)s; (void)h; nosys(); return SIG_ERR; }
 static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
 static int boot_execv(const char *p, char *const a[]) { (void)p; (void)a; return nosys(); }

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 3u
+#define CHANNEL_VERSION 4u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -28,6 +28,24 @@
 #define NEG_REFUSED  (1ull << 62)   /* server will not take it: the connection stays TCP */
 #define NEG_SENDING  (1ull << 61)   /* client is inside a TCP send; the prefix is not final */
 #define NEG_PREFIX_MASK (NEG_SENDING - 1)
+
+/* The doorbells an end has sent (chan_side.bells): a count, the sends in
+ * progress, and a freeze that stops further ones.  A sender adds itself to
+ * the busy part before its send and moves to the count after it; a freeze
+ * waits for no send to be busy, so the count it freezes is exactly the
+ * doorbell bytes that entered the connection (downgrade.c). */
+#define BELLS_FROZEN  (1ull << 63)
+#define BELLS_BUSY    (1ull << 40)
+#define BELLS_COUNT_MASK (BELLS_BUSY - 1)
+#define BELLS_BUSY_MASK (BELLS_FROZEN - BELLS_BUSY)
+
+/* The downgrade word (chan_hdr.down): 0 while the channel carries the
+ * bytes; DOWN_SET | the side that leaves once that side has frozen its
+ * state and removed the doorbells queued for it; DOWN_RESENT once the
+ * other side has put the bytes the leaver never read back into TCP. */
+#define DOWN_SET      4u
+#define DOWN_SIDE     1u
+#define DOWN_RESENT   8u
 
 /* Endpoint state bits (chan_side.state). */
 #define SIDE_SHUT_WR  1u    /* wrote FIN into its outgoing ring */
@@ -58,6 +76,11 @@ struct chan_side {
     alignas(64) _Atomic uint64_t bytes_out, sends;
     alignas(64) _Atomic uint64_t bytes_in, recvs;
     alignas(64) _Atomic uint64_t doorbells, spins_won, spins_lost, sleeps;
+    /* Downgrade bookkeeping (downgrade.c): doorbell bytes sent to the
+     * peer (BELLS_*), and doorbell bytes the holders of this end took off
+     * their TCP socket (under wait_lock). */
+    alignas(64) _Atomic uint64_t bells;
+    _Atomic uint64_t bells_eaten;
 };
 
 /* Adds to a counter that only one thread writes at a time. */
@@ -72,6 +95,11 @@ struct chan_hdr {
     uint32_t ring_size;
     uint64_t total_size;
     alignas(64) _Atomic uint64_t neg;
+    /* Moving back to kernel TCP (downgrade.c); read on every call, written
+     * once, so it shares the read-mostly line of neg. */
+    _Atomic uint32_t down;              /* DOWN_* */
+    _Atomic uint32_t back_len;          /* server's unread TCP prefix handed back, in "<name>-back" */
+    _Atomic uint64_t down_tail;         /* the leaver's rx tail when it left: resend from here */
     struct chan_side side[2];
     struct ring_hdr ring[2];
 };

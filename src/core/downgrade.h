@@ -1,0 +1,70 @@
+/*
+ * downgrade.h: moving an accelerated connection back to kernel TCP when one
+ * end is handed to a program that does not run shunt (exec, SCM_RIGHTS),
+ * with the other end's cooperation and no byte lost, duplicated, or seen
+ * that the program should not see (protocol in downgrade.c).
+ */
+#ifndef SHUNT_DOWNGRADE_H
+#define SHUNT_DOWNGRADE_H
+
+#include "core/stream.h"
+#include "core/tcp_socket.h"
+
+/* What stream_recv/stream_send return when the connection left the channel
+ * under them: the caller goes on through the downgrade (never an errno). */
+#define STREAM_DOWNGRADED (-4096)
+
+/* This process hands the socket to a program without shunt: the connection
+ * moves back to kernel TCP now (an offer not yet claimed is withdrawn).
+ * Afterwards this process's object is on PATH_TCP too. */
+void downgrade_leave(struct tcp_sock *t, int fd);
+
+/* The channel's downgrade word is set: bring this object along.  A holder
+ * of the leaving end just goes to TCP; the other end first puts back into
+ * TCP what the leaver never read, and goes to TCP once its own ring is
+ * read and the leaver's doorbells are gone.  Returns the path now. */
+int downgrade_observe(struct tcp_sock *t, int fd);
+
+/* The calls that found the channel gone under them (STREAM_DOWNGRADED). */
+ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+
+/* stream_recv and stream_send, going on over TCP when the connection left
+ * the channel under them. */
+static inline ssize_t channel_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = stream_recv(t, f, c);
+    return r == STREAM_DOWNGRADED ? downgrade_recv(t, f, c) : r;
+}
+
+static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = stream_send(t, f, c);
+    return r == STREAM_DOWNGRADED ? downgrade_send(t, f, c) : r;
+}
+
+/* For wait.c's drain: this end is the one that left (it drains nothing
+ * more); the doorbells of the peer still queued for this end. */
+bool downgrade_leaving_side(struct tcp_sock *t);
+uint64_t downgrade_bells_left(struct tcp_sock *t);
+
+/* readiness of an object whose downgrade is not finished yet */
+short downgrade_poll(struct tcp_sock *t, int fd, short events);
+
+/* Before exec: every accelerated socket that survives it moves back to
+ * TCP if the new program will not run shunt (arguments as below). */
+void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search);
+
+/* Before sendmsg with SCM_RIGHTS on unix_fd: every accelerated socket among
+ * fds moves back to TCP unless the receiver is known to run shunt. */
+void downgrade_sending(const int *fds, size_t n, int unix_fd);
+
+/* Would the process at the other end of this Unix socket attach an
+ * accelerated socket it receives?  Only a process known to run shunt is. */
+bool downgrade_receiver_runs_shunt(int unix_fd);
+
+/* Would the program exec'd from path (or fd when path is NULL) with envp
+ * run shunt?  search: look path up in $PATH as execvp does. */
+bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search);
+
+#endif

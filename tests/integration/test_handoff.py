@@ -1,0 +1,246 @@
+"""Accelerated connections handed to programs that do not run shunt.
+
+* A Python server under shunt passes accepted sockets (SCM_RIGHTS,
+  socket.send_fds) to two worker processes: one under shunt (the socket
+  stays accelerated there) and one started without it (the socket moves back
+  to kernel TCP before it is sent).  Every byte arrives either way.
+* A shell pipeline: bash under shunt connects with /dev/tcp and hands the
+  connected socket, as stdin and stdout, to an exec'd program: with
+  LD_PRELOAD removed (env -u), a static binary (LD_PRELOAD cannot apply), or
+  an ordinary program that runs shunt (control: stays accelerated).
+The other end always stays under shunt; its log says when the connection
+moved back to TCP."""
+import os
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from shunttest import PYTHON, base_env, elf_interpreter, maps_has_libshunt
+
+N_CONN = 4
+
+
+def logs(tmp_path):
+    return "".join(p.read_text(errors="replace") for p in tmp_path.glob("shunt-*.log"))
+
+
+def env_for(tmp_path, **extra):
+    return base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"), **extra)
+
+
+SERVER = textwrap.dedent('''
+    import os, socket, sys
+    n, path = int(sys.argv[1]), sys.argv[2]
+    us = socket.socket(socket.AF_UNIX); us.bind(path); us.listen(2)
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(8)
+    print("PORT", ls.getsockname()[1], flush=True)
+    workers = [us.accept()[0] for _ in range(2)]
+    for i in range(n):
+        c, _ = ls.accept()
+        socket.send_fds(workers[i % 2], [b"F"], [c.fileno()])
+        c.close()                        # the worker holds it now
+    for w in workers:
+        w.sendall(b"Q")
+        w.recv(1)
+    print("DONE", flush=True)
+''')
+
+WORKER = textwrap.dedent('''
+    import os, socket, sys, time
+    path = sys.argv[1]
+    with open("/proc/self/maps") as f:
+        print("LIBSHUNT", "yes" if "libshunt" in f.read() else "no", flush=True)
+    u = socket.socket(socket.AF_UNIX)
+    for _ in range(400):
+        try:
+            u.connect(path); break
+        except OSError:
+            time.sleep(0.05)
+    while True:
+        msg, fds, _, _ = socket.recv_fds(u, 1, 1)
+        if msg == b"Q":
+            u.sendall(b"q"); break
+        s = socket.socket(fileno=fds[0])
+        data = bytearray()
+        while chunk := s.recv(65536):
+            data += chunk
+        s.sendall(b"%d %d " % (os.getpid(), len(data)) + bytes(data[:100]))
+        s.close()
+''')
+
+CLIENT = textwrap.dedent('''
+    import socket, sys
+    port, n = int(sys.argv[1]), int(sys.argv[2])
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", port), timeout=20)
+        payload = bytes((i * 3 + k * 7) % 251 for k in range(300_000))
+        c.sendall(payload)               # much of it waits, unread, when the socket is handed on
+        c.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := c.recv(65536):
+            reply += chunk
+        pid, length, head = reply.split(b" ", 2)
+        assert length == b"300000" and head == payload[:100], reply[:60]
+        print("SERVED-BY", int(pid), flush=True)
+        c.close()
+    print("OK", flush=True)
+''')
+
+
+def test_python_server_hands_sockets_to_workers_with_and_without_shunt(shunt, tmp_path, start_server):
+    for name, text in (("server.py", SERVER), ("worker.py", WORKER), ("client.py", CLIENT)):
+        (tmp_path / name).write_text(text)
+    env = env_for(tmp_path)
+    sock = str(tmp_path / "workers.sock")
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py"), str(N_CONN), sock]), env=env, name="server")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    with_shunt = start_server(shunt.cmd([PYTHON, str(tmp_path / "worker.py"), sock]), env=env, name="shunt-worker")
+    assert with_shunt.wait_for(r"^LIBSHUNT (\w+)$").group(1) == "yes"
+    without = start_server([PYTHON, str(tmp_path / "worker.py"), sock], env=base_env(), name="plain-worker")
+    assert without.wait_for(r"^LIBSHUNT (\w+)$").group(1) == "no"
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port), str(N_CONN)]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), (r.stdout, r.stderr)
+    served = [int(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("SERVED-BY")]
+    assert set(served) == {with_shunt.proc.pid, without.proc.pid}, served
+    srv.wait_for(r"^DONE$")
+    log = logs(tmp_path)
+    assert log.count("accelerated (client") == N_CONN, log[-3000:]
+    # sent to the worker without shunt: moved back first; sent to the other: attached there
+    assert log.count("moved back to kernel TCP") == N_CONN // 2, log[-3000:]
+    assert log.count("the peer left for a program without shunt") == N_CONN // 2, log[-3000:]
+    assert log.count("attached inherited connection") == N_CONN // 2, log[-3000:]
+
+
+SUM = r'''
+#include <stdio.h>
+#include <stdint.h>
+#include <unistd.h>
+/* Reads stdin to EOF; writes "<bytes> <fnv-1a 64>\n" to stdout. */
+int main(void)
+{
+    unsigned char buf[65536];
+    uint64_t h = 1469598103934665603ULL, n = 0;
+    ssize_t r;
+    while ((r = read(0, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < r; i++)
+            h = (h ^ buf[i]) * 1099511628211ULL;
+        n += (uint64_t)r;
+    }
+    if (r < 0)
+        return 1;
+    char line[64];
+    int len = snprintf(line, sizeof line, "%llu %llu\n", (unsigned long long)n, (unsigned long long)h);
+    return write(1, line, (size_t)len) == len ? 0 : 1;
+}
+'''
+
+# The sum programs' answer, checked by whoever sent them the payload.
+CHECK_SUM = textwrap.dedent('''
+    def check_sum_reply(c, payload):
+        c.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := c.recv(100):
+            reply += chunk
+        h = 1469598103934665603
+        for b in payload:
+            h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+        assert reply == b"%d %d\\n" % (len(payload), h), reply
+''')
+
+PIPE_SERVER = "import socket, sys\n" + CHECK_SUM + textwrap.dedent('''
+    import socket, sys
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    print("PORT", ls.getsockname()[1], flush=True)
+    c, _ = ls.accept()
+    c.sendall(b"x")                      # the shell waits for it: the connection is accelerated by then
+    payload = bytes((k * 13 + 5) % 256 for k in range(3_000_000))   # more than the ring holds
+    c.sendall(payload)
+    check_sum_reply(c, payload)
+    print("RESULT ok", flush=True)
+''')
+
+
+@pytest.fixture(scope="module")
+def sum_programs(tmp_path_factory):
+    cc = shutil.which("cc")
+    if not cc:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp("sum")
+    (d / "sum.c").write_text(SUM)
+    subprocess.run([cc, "-O2", "-o", str(d / "sum_dyn"), str(d / "sum.c")], check=True, timeout=120)
+    r = subprocess.run([cc, "-O2", "-static", "-o", str(d / "sum_static"), str(d / "sum.c")], timeout=120)
+    if r.returncode != 0:
+        pytest.skip("cannot link a static program here")
+    assert elf_interpreter(d / "sum_static") is None
+    return d
+
+
+@pytest.mark.parametrize("how", ["env-u-LD_PRELOAD", "static", "under-shunt"])
+def test_shell_hands_connected_socket_to_exec_program(shunt, tmp_path, start_server, sum_programs, how):
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    (tmp_path / "server.py").write_text(PIPE_SERVER)
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py")]), env=env, name="server")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    program = {"env-u-LD_PRELOAD": "env -u LD_PRELOAD %s" % (sum_programs / "sum_dyn"),
+               "static": str(sum_programs / "sum_static"),
+               "under-shunt": str(sum_programs / "sum_dyn")}[how]
+    # (no builtin writes to the socket: bash's printf goes through stdio, which shunt does not see)
+    script = "exec 3<>/dev/tcp/127.0.0.1/%d; read -r -n 1 x <&3; %s <&3 >&3" % (port, program)
+    r = subprocess.run(shunt.cmd(["bash", "-c", script]), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    srv.wait_for(r"^RESULT ok$")
+    log = logs(tmp_path)
+    assert "accelerated (server" in log, log[-3000:]   # bash itself never looks at the claim
+    if how == "under-shunt":
+        assert "attached inherited connection" in log and "moved back" not in log, log[-3000:]
+    else:
+        assert "moved back to kernel TCP" in log, log[-3000:]
+        assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
+
+
+INETD = textwrap.dedent('''
+    import os, socket, subprocess, sys
+    prog, strip = sys.argv[1], sys.argv[2] == "strip"
+    env = {k: v for k, v in os.environ.items() if not (strip and k == "LD_PRELOAD")}
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    print("PORT", ls.getsockname()[1], flush=True)
+    c, _ = ls.accept()
+    subprocess.run([prog], stdin=c, stdout=c, env=env, check=True)   # vfork + exec
+    c.close()
+    print("SERVED", flush=True)
+''')
+
+INETD_CLIENT = "import socket, sys\n" + CHECK_SUM + textwrap.dedent('''
+    import socket, sys
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+    payload = bytes((k * 31 + 7) % 256 for k in range(2_000_000))
+    c.sendall(payload)
+    check_sum_reply(c, payload)
+    print("OK", flush=True)
+''')
+
+
+@pytest.mark.parametrize("how", ["env-without-LD_PRELOAD", "static"])
+def test_inetd_style_server_runs_program_without_shunt(shunt, tmp_path, start_server, sum_programs, how):
+    """Python's subprocess (vfork and exec) gives an accepted socket to a
+    program as its stdin and stdout."""
+    (tmp_path / "inetd.py").write_text(INETD)
+    (tmp_path / "client.py").write_text(INETD_CLIENT)
+    env = env_for(tmp_path)
+    prog, strip = {"env-without-LD_PRELOAD": (sum_programs / "sum_dyn", "strip"),
+                   "static": (sum_programs / "sum_static", "keep")}[how]
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "inetd.py"), str(prog), strip]), env=env, name="inetd")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port)]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "OK", (r.stdout, r.stderr)
+    srv.wait_for(r"^SERVED$")
+    log = logs(tmp_path)
+    assert "accelerated (client" in log and "accelerated (server" in log, log[-3000:]
+    # (the vfork child that moved it back logs nothing: it must not touch the parent's log state)
+    assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
