@@ -19,6 +19,7 @@
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
+#include "core/sockstat.h"
 #include "core/tcp_socket.h"
 #include "core/wait.h"
 #include "interpose/real.h"
@@ -67,6 +68,7 @@ void shunt_after_fork_child(void)
 {
     /* The fd table is lock-free and copied with the process. */
     shunt_pid = getpid();
+    sockstat_after_fork_child();   /* the child's own table for shunt stat */
 }
 
 __attribute__((constructor(101))) static void shunt_constructor(void)
@@ -79,5 +81,8 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
     if (atomic_load(&shunt_init_state) == 2)
+    {
         tcp_sockets_at_exit();
+        sockstat_at_exit();
+    }
 }

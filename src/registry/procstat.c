@@ -1,0 +1,400 @@
+/*
+ * procstat.c: a process's table of its TCP sockets (procstat.h): making,
+ * adopting after exec, growing and writing it in the owning process, and
+ * reading another process's table safely in `shunt stat`.
+ *
+ * The whole table's address range (PST_FILE_MAX) is reserved at open and
+ * the file grows under it with fallocate, a page at a time: entries never
+ * move, so a writer needs no lock once its fd's page exists, and a page
+ * that a full tmpfs could not provide is refused at fallocate, never a
+ * SIGBUS at the first write.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "interpose/real.h"
+#include "registry/procstat.h"
+#include "registry/reg_private.h"
+
+#define PAGE 4096u
+
+static _Atomic(char *) table;           /* the mapping (PST_FILE_MAX bytes reserved), or NULL */
+static _Atomic uint32_t table_fds;      /* fds the file covers now */
+static int table_fd = -1;
+static bool table_failed;               /* do not try again (no registry, no memory) */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void table_name(char *out, size_t len, int32_t pid)
+{
+    struct reg_file *f = reg_mapped();
+    snprintf(out, len, "%s/shunt-%u-%llu-%d.fds", reg_directory(), (unsigned)(f ? f->hdr.uid : geteuid()),
+             (unsigned long long)(f ? f->hdr.netns : reg_netns()), (int)pid);
+}
+
+static uint32_t fds_of_size(uint64_t size)
+{
+    if (size < PST_OFFSET(0))
+        return 0;
+    uint64_t n = size / PST_ENTRY_SIZE - 1;
+    return n > PST_MAX_FDS ? PST_MAX_FDS : (uint32_t)n;
+}
+
+/* Makes the file cover fd (table_lock held). */
+static int grow(int fd)
+{
+    if (fd < 0 || (uint32_t)fd >= PST_MAX_FDS)
+        return -EMFILE;
+    if ((uint32_t)fd < atomic_load(&table_fds))
+        return 0;
+    uint64_t want = (PST_OFFSET(fd + 1) + PAGE - 1) / PAGE * PAGE;
+    if (want > PST_FILE_MAX)
+        want = PST_FILE_MAX;
+    if (fallocate(table_fd, 0, 0, (off_t)want) < 0 && (errno != EOPNOTSUPP || ftruncate(table_fd, (off_t)want) < 0))
+        return -errno;
+    atomic_store_explicit(&table_fds, fds_of_size(want), memory_order_release);
+    return 0;
+}
+
+/* Is the existing file at fd this process's own table (left by the image
+ * before exec)? */
+static bool ours(int fd, int32_t pid, const struct reg_owner *self)
+{
+    struct pst_header h;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600)
+        return false;
+    if (shunt_real.pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return false;
+    return h.magic == PST_MAGIC && h.version == PST_VERSION && h.entry_size == PST_ENTRY_SIZE && h.pid == pid &&
+           h.owner.start == self->start && (uint64_t)st.st_size <= PST_FILE_MAX;
+}
+
+static struct pst_entry *entry_at(void *base, int fd)
+{
+    return (struct pst_entry *)(void *)((char *)base + PST_OFFSET(fd));
+}
+
+static uint64_t inode_of(int fd);
+
+static int open_table(void)
+{
+    if (table_failed)
+        return -ENOENT;
+    int r = reg_proc_add();   /* first: takes over the entry of a dead process with our pid */
+    if (r < 0) {
+        shunt_log(LOG_WARN, "stat: no fd table for shunt stat: %s", strerror(-r));
+        table_failed = true;
+        return r;
+    }
+    int32_t pid;
+    const struct reg_owner *self = self_identity(&pid);
+    char path[4200];
+    table_name(path, sizeof path, pid);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        r = -errno;
+        goto fail;
+    }
+    struct stat st;
+    bool adopt = ours(fd, pid, self) && fstat(fd, &st) == 0;
+    if (!adopt) {
+        struct reg_file *f;
+        struct pst_header h = { .magic = PST_MAGIC, .version = PST_VERSION, .entry_size = PST_ENTRY_SIZE,
+                                .max_fds = PST_MAX_FDS, .pid = pid, .owner = *self };
+        if (reg_get(&f) == 0) {
+            h.netns = f->hdr.netns;
+            h.uid = f->hdr.uid;
+        }
+        if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 || shunt_real.pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+            r = -errno;
+            shunt_real.close(fd);
+            goto fail;
+        }
+    }
+    /* keep it out of the program's way, as the log does */
+    int high = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, 900);
+    if (high >= 0) {
+        shunt_real.close(fd);
+        fd = high;
+    }
+    void *p = mmap(NULL, PST_FILE_MAX, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        r = -errno;
+        shunt_real.close(fd);
+        goto fail;
+    }
+    table_fd = fd;
+    atomic_store(&table_fds, adopt ? fds_of_size((uint64_t)st.st_size) : 0);
+    if (adopt) {
+        /* the image before exec recorded fds that closed at exec */
+        uint32_t n = atomic_load(&table_fds);
+        for (uint32_t i = 0; i < n; i++) {
+            struct pst_entry *e = entry_at(p, (int)i);
+            if (e->used && inode_of((int)i) != e->r.sock)
+                e->used = 0;
+        }
+    }
+    atomic_store_explicit(&table, (char *)p, memory_order_release);
+    shunt_log(LOG_DEBUG, "stat: fd table %s %s", path, adopt ? "taken over after exec" : "created");
+    return 0;
+fail:
+    shunt_log(LOG_WARN, "stat: cannot make the fd table %s: %s", path, strerror(-r));
+    reg_proc_remove();
+    table_failed = true;
+    return r;
+}
+
+/* Takes the entry's sequence lock: even to odd.  Only threads of this
+ * process write here; one that holds it for long is another thread in the
+ * middle of a copy, so a bounded wait suffices, and giving up costs one
+ * stale line in `shunt stat`. */
+static bool entry_lock(struct pst_entry *e, uint32_t *seq)
+{
+    for (int i = 0; i < 1000; i++) {
+        uint32_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+        if (!(s & 1) && atomic_compare_exchange_weak_explicit(&e->seq, &s, s + 1, memory_order_acquire,
+                                                              memory_order_relaxed)) {
+            *seq = s + 1;
+            /* the odd sequence is visible before any field changes */
+            atomic_thread_fence(memory_order_release);
+            return true;
+        }
+        sched_yield();
+    }
+    return false;
+}
+
+static void entry_unlock(struct pst_entry *e, uint32_t seq)
+{
+    /* release: the fields are written before the sequence says so */
+    atomic_store_explicit(&e->seq, seq + 1, memory_order_release);
+}
+
+int pst_put(const struct pst_rec *r)
+{
+    int fd = r->fd;
+    if (fd < 0 || (uint32_t)fd >= PST_MAX_FDS)
+        return -EMFILE;
+    char *base = atomic_load_explicit(&table, memory_order_acquire);
+    if (!base || (uint32_t)fd >= atomic_load_explicit(&table_fds, memory_order_acquire)) {
+        int e = 0;
+        pthread_mutex_lock(&table_lock);
+        if (!atomic_load(&table))
+            e = open_table();
+        if (e == 0)
+            e = grow(fd);
+        pthread_mutex_unlock(&table_lock);
+        if (e < 0)
+            return e;
+        base = atomic_load_explicit(&table, memory_order_acquire);
+    }
+    struct pst_entry *e = entry_at(base, fd);
+    uint32_t seq;
+    if (!entry_lock(e, &seq))
+        return -EBUSY;
+    e->r = *r;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    e->r.changed_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    e->used = 1;
+    entry_unlock(e, seq);
+    return 0;
+}
+
+void pst_put_all(const struct pst_rec *r)
+{
+    char *base = atomic_load_explicit(&table, memory_order_acquire);
+    if (!base)
+        return;
+    uint32_t n = atomic_load_explicit(&table_fds, memory_order_acquire);
+    for (uint32_t fd = 0; fd < n; fd++) {
+        struct pst_entry *e = entry_at(base, (int)fd);
+        if (e->used && e->r.sock == r->sock) {
+            struct pst_rec c = *r;
+            c.fd = (int32_t)fd;
+            pst_put(&c);
+        }
+    }
+}
+
+void pst_clear(int fd)
+{
+    char *base = atomic_load_explicit(&table, memory_order_acquire);
+    if (!base || fd < 0 || (uint32_t)fd >= atomic_load_explicit(&table_fds, memory_order_acquire))
+        return;
+    struct pst_entry *e = entry_at(base, fd);
+    if (!e->used)
+        return;
+    uint32_t seq;
+    if (!entry_lock(e, &seq))
+        return;
+    e->used = 0;
+    entry_unlock(e, seq);
+}
+
+void pst_clear_range(unsigned first, unsigned last)
+{
+    uint32_t n = atomic_load_explicit(&table_fds, memory_order_acquire);
+    for (uint64_t fd = first; fd <= last && fd < n; fd++)
+        pst_clear((int)fd);
+}
+
+static uint64_t inode_of(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? (uint64_t)st.st_ino : 0;
+}
+
+int pst_open(void)
+{
+    if (atomic_load_explicit(&table, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&table_lock);
+    int r = atomic_load(&table) ? 0 : open_table();
+    pthread_mutex_unlock(&table_lock);
+    return r;
+}
+
+int pst_get(int fd, struct pst_rec *out)
+{
+    char *base = atomic_load_explicit(&table, memory_order_acquire);
+    if (!base || fd < 0 || (uint32_t)fd >= atomic_load_explicit(&table_fds, memory_order_acquire))
+        return -ENOENT;
+    struct pst_entry *e = entry_at(base, fd);
+    uint32_t seq;
+    if (!entry_lock(e, &seq))
+        return -EBUSY;
+    bool used = e->used != 0;
+    if (used)
+        *out = e->r;
+    entry_unlock(e, seq);
+    return used ? 0 : -ENOENT;
+}
+
+void pst_after_fork_child(void)
+{
+    char *parent = atomic_exchange(&table, NULL);
+    uint32_t n = atomic_exchange(&table_fds, 0);
+    if (table_fd >= 0)
+        shunt_real.close(table_fd);
+    table_fd = -1;
+    table_failed = false;
+    pthread_mutex_init(&table_lock, NULL);   /* another thread of the parent may have held it */
+    if (!parent)
+        return;
+    for (uint32_t fd = 0; fd < n; fd++) {
+        struct pst_entry *e = entry_at(parent, (int)fd);
+        if (!e->used)
+            continue;
+        struct pst_rec r = e->r;
+        if (r.fd == (int32_t)fd && r.sock && inode_of((int)fd) == r.sock)
+            pst_put(&r);
+    }
+    munmap(parent, PST_FILE_MAX);
+}
+
+void pst_exit(void)
+{
+    if (atomic_load(&table))
+        reg_proc_remove();   /* unlinks the file too */
+}
+
+/* ---- the reader ---------------------------------------------------------- */
+
+static const char *const path_names[PST_PATH_COUNT] = { "tcp", "offered", "shm", "single-copy" };
+static const char *const kind_names[PST_KIND_COUNT] = { "none", "listener", "connection" };
+static const char *const role_names[PST_ROLE_COUNT] = { "unknown", "client", "server" };
+
+const char *pst_path_name(unsigned p) { return p < PST_PATH_COUNT ? path_names[p] : "?"; }
+const char *pst_kind_name(unsigned k) { return k < PST_KIND_COUNT ? kind_names[k] : "?"; }
+const char *pst_role_name(unsigned r) { return r < PST_ROLE_COUNT ? role_names[r] : "?"; }
+
+/* A record from another process's memory: every field checked, the reason
+ * made a plain short key. */
+static bool valid_rec(struct pst_rec *r, int fd)
+{
+    if (r->kind == PST_KIND_NONE || r->kind >= PST_KIND_COUNT || r->path >= PST_PATH_COUNT ||
+        r->role >= PST_ROLE_COUNT || r->fd != fd)
+        return false;
+    r->reason[PST_REASON_MAX - 1] = 0;
+    for (char *c = r->reason; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            *c = '?';
+    return true;
+}
+
+int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    char path[4200];
+    table_name(path, sizeof path, pid);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    char *a = NULL, *b = NULL;
+    struct stat st;
+    struct pst_header h;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        r = -EPERM;
+        goto out;
+    }
+    if (shunt_real.pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != PST_MAGIC || h.version != PST_VERSION ||
+        h.entry_size != PST_ENTRY_SIZE || h.pid != pid || (owner && owner->start && h.owner.start != owner->start)) {
+        r = -EPROTO;
+        goto out;
+    }
+    size_t size = (size_t)(st.st_size < 0 ? 0 : st.st_size);
+    if (size > PST_FILE_MAX)
+        size = PST_FILE_MAX;
+    uint32_t n = fds_of_size(size);
+    size = PST_OFFSET(n);
+    a = malloc(size ? size : 1);
+    b = malloc(size ? size : 1);
+    *out = calloc(n ? n : 1, sizeof **out);
+    if (!a || !b || !*out) {
+        r = -ENOMEM;
+        goto out;
+    }
+    /* Two copies: an entry is kept when its sequence was even and the same
+     * in both, so no write was under way while its fields were copied. */
+    ssize_t la = shunt_real.pread(fd, a, size, 0);
+    ssize_t lb = shunt_real.pread(fd, b, size, 0);
+    if (la < 0 || lb < 0) {
+        r = -errno;
+        goto out;
+    }
+    size_t got = (size_t)(la < lb ? la : lb);
+    for (uint32_t i = 0; i < n && PST_OFFSET(i + 1) <= got; i++) {
+        struct pst_entry *ea = (struct pst_entry *)(void *)(a + PST_OFFSET(i));
+        struct pst_entry *eb = (struct pst_entry *)(void *)(b + PST_OFFSET(i));
+        uint32_t sa = atomic_load_explicit(&ea->seq, memory_order_relaxed);
+        uint32_t sb = atomic_load_explicit(&eb->seq, memory_order_relaxed);
+        if (sa == 0 || (sa & 1) || sa != sb || !ea->used)
+            continue;
+        struct pst_rec rec = ea->r;
+        if (valid_rec(&rec, (int)i))
+            (*out)[(*count)++] = rec;
+    }
+out:
+    free(a);
+    free(b);
+    if (r < 0) {
+        free(*out);
+        *out = NULL;
+        *count = 0;
+    }
+    shunt_real.close(fd);
+    return r;
+}
