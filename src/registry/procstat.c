@@ -343,7 +343,7 @@ int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, s
     if (fd < 0)
         return -errno;
     int r = 0;
-    char *a = NULL, *b = NULL;
+    char *a = NULL, *b = NULL, *c = NULL;
     struct stat st;
     struct pst_header h;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
@@ -362,34 +362,44 @@ int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, s
     size = PST_OFFSET(n);
     a = malloc(size ? size : 1);
     b = malloc(size ? size : 1);
+    c = malloc(size ? size : 1);
     *out = calloc(n ? n : 1, sizeof **out);
-    if (!a || !b || !*out) {
+    if (!a || !b || !c || !*out) {
         r = -ENOMEM;
         goto out;
     }
-    /* Two copies: an entry is kept when its sequence was even and the same
-     * in both, so no write was under way while its fields were copied. */
+    /* Three copies: sequences, fields, sequences again.  An entry is kept
+     * when its sequence was even and the same before and after the copy of
+     * its fields, so no write overlapped that copy.  (One copy cannot tell:
+     * the kernel's copy may read an entry's bytes in any order.) */
     ssize_t la = shunt_real.pread(fd, a, size, 0);
-    ssize_t lb = shunt_real.pread(fd, b, size, 0);
-    if (la < 0 || lb < 0) {
+    ssize_t lb = la < 0 ? -1 : shunt_real.pread(fd, b, size, 0);
+    ssize_t lc = lb < 0 ? -1 : shunt_real.pread(fd, c, size, 0);
+    if (la < 0 || lb < 0 || lc < 0) {
         r = -errno;
         goto out;
     }
-    size_t got = (size_t)(la < lb ? la : lb);
+    size_t got = (size_t)la;
+    if ((size_t)lb < got)
+        got = (size_t)lb;
+    if ((size_t)lc < got)
+        got = (size_t)lc;
     for (uint32_t i = 0; i < n && PST_OFFSET(i + 1) <= got; i++) {
         struct pst_entry *ea = (struct pst_entry *)(void *)(a + PST_OFFSET(i));
         struct pst_entry *eb = (struct pst_entry *)(void *)(b + PST_OFFSET(i));
+        struct pst_entry *ec = (struct pst_entry *)(void *)(c + PST_OFFSET(i));
         uint32_t sa = atomic_load_explicit(&ea->seq, memory_order_relaxed);
-        uint32_t sb = atomic_load_explicit(&eb->seq, memory_order_relaxed);
-        if (sa == 0 || (sa & 1) || sa != sb || !ea->used)
+        uint32_t sc = atomic_load_explicit(&ec->seq, memory_order_relaxed);
+        if (sa == 0 || (sa & 1) || sa != sc || !eb->used)
             continue;
-        struct pst_rec rec = ea->r;
+        struct pst_rec rec = eb->r;
         if (valid_rec(&rec, (int)i))
             (*out)[(*count)++] = rec;
     }
 out:
     free(a);
     free(b);
+    free(c);
     if (r < 0) {
         free(*out);
         *out = NULL;

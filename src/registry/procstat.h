@@ -18,7 +18,7 @@
  * Each entry is a sequence lock: odd while its owner writes it.  A reader
  * copies the file with pread (never maps it, so a file truncated under it
  * cannot fault), keeps only entries whose sequence was even and unchanged
- * across two reads, and checks every field before it uses it.
+ * from before to after the copy of its fields, and checks every field.
  */
 #ifndef SHUNT_PROCSTAT_H
 #define SHUNT_PROCSTAT_H
