@@ -170,6 +170,10 @@ static void from_registry(struct stat_snapshot *s, struct reg_file *f)
             continue;
         struct reg_conn c = e->c;   /* a copy: the fields may change under us */
         c.channel[CHANNEL_NAME_MAX - 1] = 0;
+        for (char *p = c.channel; *p; p++)   /* printed as is, in JSON too */
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+                  *p == '_'))
+                *p = '?';
         for (int side = 0; side < 2; side++) {
             uint64_t me = side ? c.server_inode : c.client_inode;
             struct stat_sock *k = me ? sock_for(s, me) : NULL;
