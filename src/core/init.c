@@ -80,8 +80,7 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
  * and the companion's FIN cover those). */
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
-    if (atomic_load(&shunt_init_state) == 2)
-    {
+    if (atomic_load(&shunt_init_state) == 2) {
         tcp_sockets_at_exit();
         sockstat_at_exit();
     }

@@ -201,8 +201,9 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     uid_t uid = (uid_t)-1;
     int r = sockdiag_lookup(&client, &server, &inode, &uid);
     if (r < 0 || inode != offer.client_inode) {
-        shunt_log_sock(LOG_WARN, t, fd, "offer for port %u names inode %llu, the kernel says %llu (%s)", client.port,
-                  (unsigned long long)offer.client_inode, (unsigned long long)inode, r < 0 ? strerror(-r) : "mismatch");
+        shunt_log_sock(LOG_WARN, t, fd, "offer for port %u names inode %llu, the kernel says %llu (%s)",
+                       client.port, (unsigned long long)offer.client_inode, (unsigned long long)inode,
+                       r < 0 ? strerror(-r) : "mismatch");
         tcp_fallback(t, fd, FB_VERIFY, true);
         return;
     }
@@ -247,7 +248,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
      * and sees the claim. */
     shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
-              (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
+                   (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
 }
 
 int negotiate_observe(struct tcp_sock *t, int fd)
@@ -349,7 +350,7 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
         /* The connection's bytes are in a ring this process cannot reach:
          * saying so beats handing the program doorbells as data. */
         shunt_log_sock(LOG_ERROR, t, fd, "inherited accelerated connection, channel %s unreachable: %s", rec.channel,
-                  strerror(-r));
+                       strerror(-r));
         atomic_store(&t->broken, true);
         atomic_store(&t->path, PATH_SHM);
         return;

@@ -214,7 +214,8 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return (ssize_t)got;
         if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
             ssize_t end = end_of_stream(t);
-            shunt_log_sock(LOG_DEBUG, t, f->fd, "end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
+            shunt_log_sock(LOG_DEBUG, t, f->fd,
+                           "end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),

@@ -115,7 +115,8 @@ static int open_table(void)
             h.netns = f->hdr.netns;
             h.uid = f->hdr.uid;
         }
-        if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 || shunt_real.pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 ||
+            shunt_real.pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
             r = -errno;
             shunt_real.close(fd);
             goto fail;
@@ -350,7 +351,8 @@ int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, s
         r = -EPERM;
         goto out;
     }
-    if (shunt_real.pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != PST_MAGIC || h.version != PST_VERSION ||
+    if (shunt_real.pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != PST_MAGIC ||
+        h.version != PST_VERSION ||
         h.entry_size != PST_ENTRY_SIZE || h.pid != pid || (owner && owner->start && h.owner.start != owner->start)) {
         r = -EPROTO;
         goto out;
