@@ -106,8 +106,13 @@ static void print_text(const struct stat_snapshot *s)
                    (unsigned long long)c->unread_by_us, (unsigned long long)c->doorbells,
                    (unsigned long long)c->spins_won, (unsigned long long)c->spins_lost,
                    (unsigned long long)c->sleeps);
-        else if (k->have_queues)
-            printf("kernel queues: send %llu in %llu B\n", (unsigned long long)c->unread_by_peer,
+        else if (k->have_kernel_info)
+            printf("kernel: out %llu B/%llu segs, in %llu B/%llu segs, queued out %llu in %llu B\n",
+                   (unsigned long long)c->bytes_out, (unsigned long long)c->sends, (unsigned long long)c->bytes_in,
+                   (unsigned long long)c->recvs, (unsigned long long)c->unread_by_peer,
+                   (unsigned long long)c->unread_by_us);
+        else if (k->have_kernel)
+            printf("kernel: queued out %llu in %llu B\n", (unsigned long long)c->unread_by_peer,
                    (unsigned long long)c->unread_by_us);
         else
             printf("-\n");
@@ -197,7 +202,8 @@ static void print_json(const struct stat_snapshot *s)
             printf(", \"channel\": \"%s\", \"peer_id\": %llu", k->channel, (unsigned long long)k->peer_sock);
         const struct stat_counters *c = &k->c;
         if (k->have_channel)
-            printf(", \"counters\": {\"bytes_out\": %llu, \"sends\": %llu, \"bytes_in\": %llu, \"recvs\": %llu, "
+            printf(", \"counters\": {\"source\": \"channel\", \"bytes_out\": %llu, \"sends\": %llu, "
+                   "\"bytes_in\": %llu, \"recvs\": %llu, "
                    "\"unread_by_peer\": %llu, \"unread_by_us\": %llu, \"doorbells\": %llu, \"spins_won\": %llu, "
                    "\"spins_lost\": %llu, \"sleeps\": %llu}",
                    (unsigned long long)c->bytes_out, (unsigned long long)c->sends, (unsigned long long)c->bytes_in,
@@ -205,8 +211,14 @@ static void print_json(const struct stat_snapshot *s)
                    (unsigned long long)c->unread_by_us, (unsigned long long)c->doorbells,
                    (unsigned long long)c->spins_won, (unsigned long long)c->spins_lost,
                    (unsigned long long)c->sleeps);
-        else if (k->have_queues)
-            printf(", \"counters\": {\"unread_by_peer\": %llu, \"unread_by_us\": %llu}",
+        else if (k->have_kernel_info)
+            printf(", \"counters\": {\"source\": \"kernel\", \"bytes_out\": %llu, \"segs_out\": %llu, "
+                   "\"bytes_in\": %llu, \"segs_in\": %llu, \"unread_by_peer\": %llu, \"unread_by_us\": %llu}",
+                   (unsigned long long)c->bytes_out, (unsigned long long)c->sends, (unsigned long long)c->bytes_in,
+                   (unsigned long long)c->recvs, (unsigned long long)c->unread_by_peer,
+                   (unsigned long long)c->unread_by_us);
+        else if (k->have_kernel)
+            printf(", \"counters\": {\"source\": \"kernel\", \"unread_by_peer\": %llu, \"unread_by_us\": %llu}",
                    (unsigned long long)c->unread_by_peer, (unsigned long long)c->unread_by_us);
         else
             printf(", \"counters\": null");

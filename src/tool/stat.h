@@ -20,7 +20,7 @@ struct stat_holder {
 
 struct stat_counters {
     uint64_t bytes_out, sends, bytes_in, recvs;
-    uint64_t unread_by_peer, unread_by_us;   /* ring fill each way (TCP path: the kernel's queues) */
+    uint64_t unread_by_peer, unread_by_us;   /* ring fill each way (kernel TCP: its queues) */
     uint64_t doorbells, spins_won, spins_lost, sleeps;
 };
 
@@ -31,7 +31,8 @@ struct stat_sock {
     const char *kstate;             /* the kernel's TCP state (ss names), "?" if not found */
     bool registered;                /* a listener with a live registry entry */
     bool have_channel;              /* counters below come from the channel */
-    bool have_queues;               /* unread_* from the kernel (TCP path) */
+    bool have_kernel;               /* kernel TCP: unread_* are the kernel's queues */
+    bool have_kernel_info;          /* ... and bytes, and segments in sends/recvs */
     char channel[CHANNEL_NAME_MAX];
     uint64_t peer_sock;             /* the other end's id, when the registry links them */
     unsigned side_state, peer_state;  /* SIDE_* of this end and of the peer */

@@ -2,7 +2,7 @@
  * stat_collect.c: builds one `shunt stat` snapshot.  Reads, never writes
  * (apart from the sweep every opening of the registry does): the fd tables
  * with pread, the channel headers with pread, the registry's records, and
- * the kernel's /proc/net/tcp{,6} and /proc/<pid>/fd.  Everything read from
+ * the kernel's sock_diag (kernel_tcp.c) and /proc/<pid>/fd.  Everything read from
  * another process is checked before use; a record that does not hold up is
  * skipped, never trusted.
  */
@@ -14,63 +14,8 @@
 #include <unistd.h>
 
 #include "registry/registry_internal.h"
+#include "tool/kernel_tcp.h"
 #include "tool/stat.h"
-
-/* ---- the kernel's view: state and queues by inode ------------------------ */
-
-struct ktcp {
-    uint64_t inode;
-    unsigned state;
-    unsigned long txq, rxq;
-};
-
-struct kview {
-    struct ktcp *v;
-    size_t n, cap;
-};
-
-static void kview_read(struct kview *k, const char *path)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char line[512];
-    if (!fgets(line, sizeof line, f)) {   /* the header */
-        fclose(f);
-        return;
-    }
-    while (fgets(line, sizeof line, f)) {
-        unsigned st;
-        unsigned long txq, rxq, inode;
-        if (sscanf(line, " %*d: %*s %*s %x %lx:%lx %*s %*s %*s %*s %lu", &st, &txq, &rxq, &inode) != 4 || !inode)
-            continue;
-        if (k->n == k->cap) {
-            size_t cap = k->cap ? k->cap * 2 : 256;
-            struct ktcp *v = realloc(k->v, cap * sizeof *v);
-            if (!v)
-                break;
-            k->v = v;
-            k->cap = cap;
-        }
-        k->v[k->n++] = (struct ktcp){ inode, st, txq, rxq };
-    }
-    fclose(f);
-}
-
-static const struct ktcp *kview_find(const struct kview *k, uint64_t inode)
-{
-    for (size_t i = 0; i < k->n; i++)
-        if (k->v[i].inode == inode)
-            return &k->v[i];
-    return NULL;
-}
-
-static const char *kstate_name(unsigned st)
-{
-    static const char *const names[] = { "?", "estab", "syn-sent", "syn-recv", "fin-wait-1", "fin-wait-2",
-                                         "time-wait", "close", "close-wait", "last-ack", "listen", "closing" };
-    return st < sizeof names / sizeof names[0] ? names[st] : "?";
-}
 
 /* ---- the fd tables ------------------------------------------------------- */
 
@@ -260,13 +205,12 @@ int stat_collect(struct stat_snapshot *s, int32_t only_pid)
         s->nsocks = keep;
     }
     from_registry(s, f);
-    struct kview kv = { 0 };
-    kview_read(&kv, "/proc/net/tcp");
-    kview_read(&kv, "/proc/net/tcp6");
+    struct ktcp_view kv = { 0 };
+    ktcp_dump(&kv);   /* without it: states "?", no kernel counters */
     for (size_t i = 0; i < s->nsocks; i++) {
         struct stat_sock *k = &s->socks[i];
-        const struct ktcp *t = kview_find(&kv, k->rec.sock);
-        k->kstate = t ? kstate_name(t->state) : "?";
+        const struct ktcp *t = ktcp_find(&kv, k->rec.sock);
+        k->kstate = t ? ktcp_state_name(t->state) : "?";
         if (k->rec.kind == PST_KIND_LISTENER) {
             k->rec.path = k->registered ? PST_PATH_SHM : PST_PATH_TCP;
             if (k->registered)
@@ -276,13 +220,21 @@ int stat_collect(struct stat_snapshot *s, int32_t only_pid)
         } else if (k->rec.path != PST_PATH_TCP) {
             channel_counters(k);
         } else if (t) {
-            k->have_queues = true;
-            k->c.unread_by_peer = t->txq;
-            k->c.unread_by_us = t->rxq;
+            /* kernel TCP: the kernel's own counts (segments, not calls) */
+            k->have_kernel = true;
+            k->c.unread_by_peer = t->wqueue;
+            k->c.unread_by_us = t->rqueue;
+            if (t->have_info) {
+                k->have_kernel_info = true;
+                k->c.bytes_out = t->bytes_acked;
+                k->c.bytes_in = t->bytes_received;
+                k->c.sends = t->segs_out;
+                k->c.recvs = t->segs_in;
+            }
         }
         qsort(k->holders, k->nholders, sizeof *k->holders, by_holder);
     }
-    free(kv.v);
+    ktcp_free(&kv);
     qsort(s->socks, s->nsocks, sizeof *s->socks, by_id);
     return 0;
 }

@@ -136,6 +136,9 @@ def test_redis_connections(shunt, shunt_build, tmp_path, start_server, port):
     (fb,) = [c for c in fallback if int(c["peer"].rsplit(":", 1)[1]) in local_ports(plain.proc.pid)]
     check_holders(fb)
     assert fb["path"] == "tcp" and fb["role"] == "server" and fb["local"] == "127.0.0.1:%d" % port
+    # on kernel TCP the counts are the kernel's: SUBSCRIBE came in, its reply went out
+    assert fb["counters"]["source"] == "kernel" and fb["counters"]["bytes_in"] > 0, fb
+    assert fb["counters"]["bytes_out"] > 0 and fb["state"] == "estab"
     assert not [c for c in s["connections"] if held_by(c, plain.proc.pid)]   # it does not run shunt
 
     # counters move while the benchmark runs
@@ -209,7 +212,14 @@ def test_sockperf_connections(shunt, shunt_build, tmp_path, start_server, port):
     (f,) = wait_for(fallback, "the plain sockperf client in shunt stat", SOCKPERF_WAIT)
     check_holders(f)
     assert f["path"] == "tcp" and f["reason"] == "no_offer" and f["state"] == "estab" and f["role"] == "server"
-    assert f["local"] == "127.0.0.1:%d" % port
+    assert f["local"] == "127.0.0.1:%d" % port and f["counters"]["source"] == "kernel"
+
+    def kernel_moved():
+        now = [c for c in stat_json(shunt_build)["connections"] if c["id"] == f["id"]]
+        c = now and now[0]["counters"]
+        return c and c["bytes_in"] > f["counters"]["bytes_in"] and c["bytes_out"] > f["counters"]["bytes_out"]
+
+    wait_for(kernel_moved, "the kernel's counters of the plain connection to move", SOCKPERF_WAIT)
 
 
 HOLDER = textwrap.dedent('''
