@@ -17,6 +17,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "registry/sockdiag.h"
 #include "tool/kernel_tcp.h"
 
 static int add(struct ktcp_view *view, const struct ktcp *k)
@@ -80,30 +81,15 @@ static int parse(struct ktcp_view *view, struct nlmsghdr *h, size_t len, bool *d
 
 static int dump_family(struct ktcp_view *view, int family)
 {
-    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0)
-        return -errno;
-    struct timeval tv = { 1, 0 };   /* a lost answer costs the counters, never a hang */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct {
-        struct nlmsghdr h;
-        struct inet_diag_req_v2 r;
-    } req;
+    struct inet_diag_req_v2 req;
     memset(&req, 0, sizeof req);
-    req.h.nlmsg_len = sizeof req;
-    req.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-    req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    req.r.sdiag_family = (unsigned char)family;
-    req.r.sdiag_protocol = IPPROTO_TCP;
-    req.r.idiag_states = ~0u;
-    req.r.idiag_ext = 1u << (INET_DIAG_INFO - 1);
-    struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+    req.sdiag_family = (unsigned char)family;
+    req.idiag_states = ~0u;
+    req.idiag_ext = 1u << (INET_DIAG_INFO - 1);
+    int fd = sockdiag_send(&req, NLM_F_DUMP, 1);
+    if (fd < 0)
+        return fd;
     int r = 0;
-    if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&nl, sizeof nl) < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
     static char buf[65536] __attribute__((aligned(8)));
     bool done = false;
     for (int reads = 0; !done && reads < 100000; reads++) {
