@@ -20,14 +20,16 @@ static void table_path(char *out, size_t len, const struct reg_file *f, int32_t 
              (unsigned long long)f->hdr.netns, (int)pid);
 }
 
-int reg_proc_add(void)
+int reg_proc_add(int wait_ms)
 {
     int saved = errno;
     int32_t pid;
     struct reg_owner owner = *self_identity(&pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
-    int r = reg_enter(&f, &old);
+    int r = reg_get(&f);
+    if (r == 0)
+        r = reg_lock_within(f, &old, wait_ms > 0 ? wait_ms : reg_lock_timeout_ms);
     if (r < 0) {
         errno = saved;
         return r;

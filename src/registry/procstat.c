@@ -27,11 +27,16 @@
 #include "registry/reg_private.h"
 
 #define PAGE 4096u
+#define FORK_WAIT_MS 20
 
 static _Atomic(char *) table;           /* the mapping (PST_FILE_MAX bytes reserved), or NULL */
 static _Atomic uint32_t table_fds;      /* fds the file covers now */
 static int table_fd = -1;
 static bool table_failed;               /* do not try again (no registry, no memory) */
+/* A forked child that could not make its table at once keeps the parent's
+ * mapping, to copy from when it next records something. */
+static char *parent_table;
+static uint32_t parent_fds;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void table_name(char *out, size_t len, int32_t pid)
@@ -85,15 +90,16 @@ static struct pst_entry *entry_at(void *base, int fd)
 }
 
 static uint64_t inode_of(int fd);
+static void copy_parent(void);
 
-static int open_table(void)
+static int open_table(int wait_ms)
 {
     if (table_failed)
         return -ENOENT;
-    int r = reg_proc_add();   /* first: takes over the entry of a dead process with our pid */
+    int r = reg_proc_add(wait_ms);   /* first: takes over the entry of a dead process with our pid */
     if (r < 0) {
         shunt_log(LOG_WARN, "stat: no fd table for shunt stat: %s", strerror(-r));
-        table_failed = true;
+        table_failed = r != -ETIMEDOUT || !wait_ms;   /* a short wait may be tried again */
         return r;
     }
     int32_t pid;
@@ -191,10 +197,12 @@ int pst_put(const struct pst_rec *r)
         int e = 0;
         pthread_mutex_lock(&table_lock);
         if (!atomic_load(&table))
-            e = open_table();
+            e = open_table(0);
         if (e == 0)
             e = grow(fd);
         pthread_mutex_unlock(&table_lock);
+        if (e == 0 && parent_table)
+            copy_parent();
         if (e < 0)
             return e;
         base = atomic_load_explicit(&table, memory_order_acquire);
@@ -261,7 +269,7 @@ int pst_open(void)
     if (atomic_load_explicit(&table, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&table_lock);
-    int r = atomic_load(&table) ? 0 : open_table();
+    int r = atomic_load(&table) ? 0 : open_table(0);
     pthread_mutex_unlock(&table_lock);
     return r;
 }
@@ -282,17 +290,13 @@ int pst_get(int fd, struct pst_rec *out)
     return used ? 0 : -ENOENT;
 }
 
-void pst_after_fork_child(void)
+/* The parent's records of the fds this child holds (checked against the
+ * kernel: the parent may have changed its table since the fork). */
+static void copy_parent(void)
 {
-    char *parent = atomic_exchange(&table, NULL);
-    uint32_t n = atomic_exchange(&table_fds, 0);
-    if (table_fd >= 0)
-        shunt_real.close(table_fd);
-    table_fd = -1;
-    table_failed = false;
-    pthread_mutex_init(&table_lock, NULL);   /* another thread of the parent may have held it */
-    if (!parent)
-        return;
+    char *parent = parent_table;
+    uint32_t n = parent_fds;
+    parent_table = NULL;
     for (uint32_t fd = 0; fd < n; fd++) {
         struct pst_entry *e = entry_at(parent, (int)fd);
         if (!e->used)
@@ -302,6 +306,27 @@ void pst_after_fork_child(void)
             pst_put(&r);
     }
     munmap(parent, PST_FILE_MAX);
+}
+
+void pst_after_fork_child(void)
+{
+    if (parent_table)   /* a grandchild: what its parent never copied is lost */
+        munmap(parent_table, PST_FILE_MAX);
+    parent_table = atomic_exchange(&table, NULL);
+    parent_fds = atomic_exchange(&table_fds, 0);
+    if (table_fd >= 0)
+        shunt_real.close(table_fd);
+    table_fd = -1;
+    table_failed = false;
+    pthread_mutex_init(&table_lock, NULL);   /* another thread of the parent may have held it */
+    if (!parent_table)
+        return;
+    /* Made now, so that shunt stat shows the child's holds at once; but a
+     * parent thread may have held the registry's lock at the fork, and the
+     * child must not stall for it: then the copy waits for the child's
+     * next record. */
+    if (open_table(FORK_WAIT_MS) == 0)
+        copy_parent();
 }
 
 void pst_exit(void)

@@ -109,7 +109,9 @@ void pst_exit(void);
 
 /* ---- the registry's list of processes with a table ---------------------- */
 
-int reg_proc_add(void);
+/* wait_ms: how long to wait for the registry's lock (0: as long as every
+ * registry operation). */
+int reg_proc_add(int wait_ms);
 void reg_proc_remove(void);
 /* Calls fn for every live process with a table (read-only, without the
  * lock: for tools). */

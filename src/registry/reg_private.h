@@ -23,6 +23,8 @@ struct live_cache {
 
 int reg_get(struct reg_file **out);
 int reg_lock(struct reg_file *f, sigset_t *old);
+/* The same, waiting at most ms (reg_lock waits reg_lock_timeout_ms). */
+int reg_lock_within(struct reg_file *f, sigset_t *old, int ms);
 /* What every table operation starts with: the registry opened if need be,
  * and its lock taken (signals blocked into *old).  0 or a negative errno;
  * reg_unlock ends it. */

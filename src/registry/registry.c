@@ -272,13 +272,19 @@ bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
 
 int reg_lock(struct reg_file *f, sigset_t *old)
 {
+    return reg_lock_within(f, old, reg_lock_timeout_ms);
+}
+
+int reg_lock_within(struct reg_file *f, sigset_t *old, int ms)
+{
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, old);
 
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    int ms = reg_lock_timeout_ms > 0 ? reg_lock_timeout_ms : 1;
+    if (ms <= 0)
+        ms = 1;
     t.tv_sec += ms / 1000;
     t.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (t.tv_nsec >= 1000000000L) {

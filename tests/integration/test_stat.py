@@ -5,8 +5,9 @@ a plain client (without shunt, so that the server side falls back with the
 reason no_offer): every connection shows with the right pid, fd (checked in
 /proc), addresses, path and reason, and its counters move while traffic
 flows.  Also: -p, --watch, --json, errors in one line, a corrupted fd
-table, the tables of killed processes going away, and the log at each level
-(the connection id in the log is the one stat shows)."""
+table, the tables of killed processes going away, holders after dup, fork
+and SCM_RIGHTS, and the log at each level (the connection id in the log is
+the one stat shows)."""
 import json
 import os
 import re
@@ -418,3 +419,61 @@ def test_client_fallback_reason(shunt, shunt_build, tmp_path, port):
     assert c["holders"] == [{"pid": got["pid"], "fd": got["fd"]}]
     assert c["path"] == "tcp" and c["reason"] == "no_listener" and c["role"] == "client"
     assert c["peer"] == "127.0.0.1:%d" % port and c["state"] == "estab"
+
+
+HOLDERS = textwrap.dedent('''
+    import array, json, os, socket, subprocess, sys, time
+    shunt = sys.argv[1]
+    env = dict(os.environ); env.pop("LD_PRELOAD", None)
+    def stat():
+        return json.loads(subprocess.run([shunt, "stat", "--json"], capture_output=True, text=True, env=env).stdout)
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(4)
+    c = socket.create_connection(ls.getsockname()); a, _ = ls.accept()
+    c.sendall(b"x"); a.recv(1)
+    d = os.dup(c.fileno())
+    u1, u2 = socket.socketpair()
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        msg, anc, flags, addr = u2.recvmsg(1, socket.CMSG_LEN(4))
+        fd = array.array("i", anc[0][2][:4])[0]
+        s = socket.socket(fileno=fd)
+        s.sendall(b"y")
+        os.read(r, 1)
+        os._exit(0)
+    u1.sendmsg([b"f"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+    got = c.recv(1)
+    server_fd = a.fileno()
+    a.close()
+    s = stat()
+    print(json.dumps({"parent": os.getpid(), "child": child, "c": c.fileno(), "d": d, "l": ls.fileno(),
+                      "server_fd": server_fd, "got": got.decode(), "stat": s}))
+    os.write(w, b"x")
+    os.waitpid(child, 0)
+''')
+
+
+def test_holders_after_dup_fork_and_scm_rights(shunt, shunt_build, tmp_path):
+    """One socket, several holders: dup in one process, fork, and an fd
+    received with SCM_RIGHTS (and the sender's copy closed)."""
+    script = tmp_path / "holders.py"
+    script.write_text(HOLDERS)
+    r = subprocess.run(shunt.cmd([PYTHON, str(script), str(shunt_build / "shunt")]), env=base_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    parent, child, s = got["parent"], got["child"], got["stat"]
+    assert got["got"] == "y"
+    mine = {c["role"]: c for c in s["connections"] if held_by(c, parent) or held_by(c, child)}
+    holders = lambda e: sorted((h["pid"], h["fd"]) for h in e["holders"])
+    # the client: fd and its dup, in the parent and in the forked child
+    assert holders(mine["client"]) == sorted([(parent, got["c"]), (parent, got["d"]), (child, got["c"]),
+                                              (child, got["d"])]), mine["client"]
+    # the server side: the parent closed its copy after passing it; the child holds the one
+    # it inherited at fork and the one it received
+    srv = holders(mine["server"])
+    assert [p for p, fd in srv] == [child, child] and (child, got["server_fd"]) in srv, mine["server"]
+    assert mine["server"]["path"] == "shm" and mine["client"]["path"] == "shm"
+    assert mine["server"]["counters"]["bytes_out"] == 1
+    (listener,) = [l for l in s["listeners"] if held_by(l, parent)]
+    assert holders(listener) == sorted([(parent, got["l"]), (child, got["l"])])
