@@ -323,7 +323,11 @@ int cmd_stat(int argc, char **argv)
         struct stat_snapshot s;
         int r = stat_collect(&s, (int32_t)pid);
         if (r < 0) {
-            fprintf(stderr, "shunt stat: cannot read the registry %s: %s\n", path, strerror(-r));
+            const char *why = r == -EPROTO ? "it was made by another version of shunt (it can be removed once no "
+                                             "program runs under shunt here)"
+                              : r == -EPERM ? "it is not a plain file of this user with mode 0600"
+                                            : strerror(-r);
+            fprintf(stderr, "shunt stat: cannot read the registry %s: %s\n", path, why);
             return 1;
         }
         if (json) {

@@ -281,6 +281,13 @@ def test_errors_are_one_line(shunt_build):
                        timeout=30, env=base_env())
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "no shunt registry" in r.stderr and r.stdout == ""
+    # a registry file of another version (or anything else under that name)
+    script = ('f=/dev/shm/shunt-$(id -u)-$(stat -L -c %%i /proc/self/ns/net).reg; printf junk > $f; chmod 600 $f; '
+              '%s stat; rc=$?; rm -f $f; exit $rc' % (shunt_build / "shunt"))
+    r = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=30,
+                       env=base_env())
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "another version of shunt" in r.stderr, r.stderr
 
 
 def table_of(pid):
