@@ -155,7 +155,8 @@ void tcp_socket_watched(struct shunt_sock *s, int fd)
     pid_t owner = t->listener_pid;
     if (owner != 0 && owner != shunt_pid) {   /* a listener our parent registered */
         negotiate_listen(t, fd);
-        sockstat_publish(t, fd, 0, 0, NULL, 0);
+        if (t->listener_pid == shunt_pid)
+            sockstat_publish(t, fd, 0, 0, NULL, 0);
     }
 }
 
@@ -322,7 +323,8 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
      * worker, an exec'd server) registers as a listener of its own. */
     if (listener->listener_pid != shunt_pid) {
         negotiate_listen(listener, f->fd);
-        sockstat_publish(listener, f->fd, 0, 0, NULL, 0);
+        if (listener->listener_pid == shunt_pid)
+            sockstat_publish(listener, f->fd, 0, 0, NULL, 0);
     }
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
     if (fd < 0)
