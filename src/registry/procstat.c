@@ -7,7 +7,9 @@
  * the file grows under it with fallocate, a page at a time: entries never
  * move, so a writer needs no lock once its fd's page exists, and a page
  * that a full tmpfs could not provide is refused at fallocate, never a
- * SIGBUS at the first write.
+ * SIGBUS at the first write.  No fd of the table stays open: the program's
+ * fds are the program's (a daemon that closes every fd, or dup2s onto a
+ * high one, meets nothing of ours).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +33,7 @@
 
 static _Atomic(char *) table;           /* the mapping (PST_FILE_MAX bytes reserved), or NULL */
 static _Atomic uint32_t table_fds;      /* fds the file covers now */
-static int table_fd = -1;
+static uint64_t table_ino;              /* the file's inode: growing checks it is still ours */
 static bool table_failed;               /* do not try again (no registry, no memory) */
 /* A forked child that could not make its table at once keeps the parent's
  * mapping, to copy from when it next records something. */
@@ -54,7 +56,9 @@ static uint32_t fds_of_size(uint64_t size)
     return n > PST_MAX_FDS ? PST_MAX_FDS : (uint32_t)n;
 }
 
-/* Makes the file cover fd (table_lock held). */
+/* Makes the file cover fd (table_lock held).  The file is opened for it
+ * by name and checked by inode: no fd of ours stays open for a program's
+ * close_range or dup2 to take over. */
 static int grow(int fd)
 {
     if (fd < 0 || (uint32_t)fd >= PST_MAX_FDS)
@@ -64,10 +68,23 @@ static int grow(int fd)
     uint64_t want = (PST_OFFSET(fd + 1) + PAGE - 1) / PAGE * PAGE;
     if (want > PST_FILE_MAX)
         want = PST_FILE_MAX;
-    if (fallocate(table_fd, 0, 0, (off_t)want) < 0 && (errno != EOPNOTSUPP || ftruncate(table_fd, (off_t)want) < 0))
+    int32_t pid;
+    self_identity(&pid);
+    char path[4200];
+    table_name(path, sizeof path, pid);
+    int f = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0)
         return -errno;
-    atomic_store_explicit(&table_fds, fds_of_size(want), memory_order_release);
-    return 0;
+    struct stat st;
+    int r = 0;
+    if (fstat(f, &st) < 0 || (uint64_t)st.st_ino != table_ino)
+        r = -ESTALE;   /* removed, and another file made under the name */
+    else if (fallocate(f, 0, 0, (off_t)want) < 0 && (errno != EOPNOTSUPP || ftruncate(f, (off_t)want) < 0))
+        r = -errno;
+    shunt_real.close(f);
+    if (r == 0)
+        atomic_store_explicit(&table_fds, fds_of_size(want), memory_order_release);
+    return r;
 }
 
 /* Is the existing file at fd this process's own table (left by the image
@@ -128,19 +145,14 @@ static int open_table(int wait_ms)
             goto fail;
         }
     }
-    /* keep it out of the program's way, as the log does */
-    int high = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, 900);
-    if (high >= 0) {
-        shunt_real.close(fd);
-        fd = high;
-    }
-    void *p = mmap(NULL, PST_FILE_MAX, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        r = -errno;
-        shunt_real.close(fd);
+    struct stat now;
+    void *p = fstat(fd, &now) == 0 ? mmap(NULL, PST_FILE_MAX, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                   : MAP_FAILED;
+    r = p == MAP_FAILED ? -errno : 0;
+    shunt_real.close(fd);   /* the mapping is all we keep */
+    if (r < 0)
         goto fail;
-    }
-    table_fd = fd;
+    table_ino = (uint64_t)now.st_ino;
     atomic_store(&table_fds, adopt ? fds_of_size((uint64_t)st.st_size) : 0);
     if (adopt) {
         /* the image before exec recorded fds that closed at exec */
@@ -314,9 +326,6 @@ void pst_after_fork_child(void)
         munmap(parent_table, PST_FILE_MAX);
     parent_table = atomic_exchange(&table, NULL);
     parent_fds = atomic_exchange(&table_fds, 0);
-    if (table_fd >= 0)
-        shunt_real.close(table_fd);
-    table_fd = -1;
     table_failed = false;
     pthread_mutex_init(&table_lock, NULL);   /* another thread of the parent may have held it */
     if (!parent_table)
