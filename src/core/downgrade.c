@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "core/downgrade.h"
+#include "core/sockstat.h"
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/log.h"
@@ -165,7 +166,7 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
 /* This object is on TCP from now on, and this process lets go of its hold
  * on the channel (the mapping stays until the object goes: another thread
  * may still be looking at it).  Under t->lock. */
-static void settle_on_tcp(struct tcp_sock *t)
+static void settle_on_tcp(struct tcp_sock *t, int fd)
 {
     if (atomic_load(&t->path) != PATH_SHM)
         return;
@@ -180,6 +181,7 @@ static void settle_on_tcp(struct tcp_sock *t)
     }
     atomic_store(&t->reason, FB_DOWNGRADED);
     atomic_store_explicit(&t->path, PATH_TCP, memory_order_release);
+    sockstat_publish(t, fd, 0, 0, NULL, 0);   /* shunt stat: on TCP, and why */
 }
 
 void downgrade_leave(struct tcp_sock *t, int fd)
@@ -222,7 +224,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     if (rx >= 0)
         dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
     if (first) {
-        settle_on_tcp(t);
+        settle_on_tcp(t, fd);
         shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
     }
     crit_unlock(&t->lock);
@@ -313,11 +315,11 @@ int downgrade_observe(struct tcp_sock *t, int fd)
             int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
             if (tx >= 0)
                 dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
-            settle_on_tcp(t);
+            settle_on_tcp(t, fd);
         } else {
             resend(t, fd);
             if (finish(t, fd)) {
-                settle_on_tcp(t);
+                settle_on_tcp(t, fd);
                 shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
             }
         }

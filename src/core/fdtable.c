@@ -211,7 +211,8 @@ void fdt_close_end(int fd)
         return;
     uintptr_t expected = FDT_CLOSING;
     /* An fd the kernel reused meanwhile has been installed already: keep that. */
-    atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN);
+    if (atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN))
+        sockstat_gone(fd);
 }
 
 void fdt_adopt_passed(int fd)
@@ -277,6 +278,7 @@ static void forget_slot(int fd, struct slot *sl, void *ctx)
 void fdt_forget_range(unsigned first, unsigned last)
 {
     for_each_slot(first, last, forget_slot, NULL);
+    sockstat_gone_range(first, last);
 }
 
 struct visit { void (*fn)(int fd, void *ctx); void *ctx; };

@@ -20,6 +20,7 @@
 #include "core/epoll.h"
 #include "core/init.h"
 #include "core/log.h"
+#include "core/sockstat.h"
 #include "core/tcp_socket.h"
 #include "core/wait.h"
 #include "interpose/real.h"
@@ -70,6 +71,7 @@ void shunt_after_fork_child(void)
      * sets' doorbell requests are the parent's. */
     shunt_pid = getpid();
     epoll_after_fork_child();
+    sockstat_after_fork_child();   /* the child's own table for shunt stat */
 }
 
 __attribute__((constructor(101))) static void shunt_constructor(void)
@@ -84,5 +86,6 @@ __attribute__((destructor(101))) static void shunt_destructor(void)
     if (atomic_load(&shunt_init_state) == 2) {
         epoll_release_all();
         tcp_sockets_at_exit();
+        sockstat_at_exit();
     }
 }

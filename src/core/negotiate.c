@@ -67,7 +67,7 @@ void negotiate_listen(struct tcp_sock *t, int fd)
         return;
     struct reg_addr bound;
     if (local_addr(fd, &bound) < 0 || reg_open() < 0) {
-        shunt_log(LOG_INFO, "fd %d: listener not registered: no registry", fd);
+        shunt_log_sock(LOG_INFO, t, fd, "listener not registered: no registry");
         return;
     }
     int v6only = 0;
@@ -78,13 +78,13 @@ void negotiate_listen(struct tcp_sock *t, int fd)
     t->inode = fd_inode(fd);
     int r = reg_listener_add(t->inode, &bound, v6only != 0);
     if (r < 0) {
-        shunt_log(LOG_WARN, "fd %d: listener on port %u not registered: %s", fd, bound.port, strerror(-r));
+        shunt_log_sock(LOG_WARN, t, fd, "listener on port %u not registered: %s", bound.port, strerror(-r));
         return;
     }
     t->listener_pid = shunt_pid;
     _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
     memcpy(t->bound, &bound, sizeof bound);
-    shunt_log(LOG_INFO, "fd %d: accelerated listener on port %u", fd, bound.port);
+    shunt_log_sock(LOG_INFO, t, fd, "accelerated listener on port %u", bound.port);
 }
 
 /* The wildcard address of the socket's family, port 0: the kernel picks the
@@ -139,7 +139,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     }
     int r = channel_create(&t->ch, shunt_settings.ring_size);
     if (r < 0) {
-        shunt_log(LOG_WARN, "fd %d: no channel: %s", fd, strerror(-r));
+        shunt_log_sock(LOG_WARN, t, fd, "no channel: %s", strerror(-r));
         tcp_fallback(t, fd, FB_CHANNEL, true);
         return;
     }
@@ -161,7 +161,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         return;
     }
     atomic_store(&t->path, PATH_OFFERED);
-    shunt_log(LOG_DEBUG, "fd %d: offered channel %s to port %u", fd, t->ch.name, dst.port);
+    shunt_log_sock(LOG_DEBUG, t, fd, "offered channel %s to port %u", t->ch.name, dst.port);
 }
 
 void negotiate_withdraw(struct tcp_sock *t, int fd)
@@ -173,7 +173,7 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
         channel_detach(&t->ch);
         atomic_store(&t->path, PATH_TCP);
         atomic_store(&t->reason, FB_CONNECT_FAILED);
-        shunt_log(LOG_DEBUG, "fd %d: connect failed; offer withdrawn", fd);
+        shunt_log_sock(LOG_DEBUG, t, fd, "connect failed; offer withdrawn");
     }
     crit_unlock(&t->lock);
 }
@@ -197,22 +197,26 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         tcp_fallback(t, fd, FB_NO_OFFER, false);
         return;
     }
+    shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d for port %u (client sock %llu, channel %s)",
+                   (int)offer.client_pid, client.port, (unsigned long long)offer.client_inode, offer.channel);
     uint64_t inode = 0;
     uid_t uid = (uid_t)-1;
     int r = sockdiag_lookup(&client, &server, &inode, &uid);
     if (r < 0 || inode != offer.client_inode) {
-        shunt_log(LOG_WARN, "fd %d: offer for port %u names inode %llu, the kernel says %llu (%s)", fd, client.port,
-                  (unsigned long long)offer.client_inode, (unsigned long long)inode, r < 0 ? strerror(-r) : "mismatch");
+        shunt_log_sock(LOG_WARN, t, fd, "offer for port %u names inode %llu, the kernel says %llu (%s)",
+                       client.port, (unsigned long long)offer.client_inode, (unsigned long long)inode,
+                       r < 0 ? strerror(-r) : "mismatch");
         tcp_fallback(t, fd, FB_VERIFY, true);
         return;
     }
+    shunt_log_sock(LOG_DEBUG, t, fd, "offer verified with sock_diag (uid %u)", (unsigned)uid);
     if (uid != geteuid()) {
         tcp_fallback(t, fd, FB_OTHER_USER, false);
         return;
     }
     r = channel_attach(&t->ch, offer.channel, 1);
     if (r < 0) {
-        shunt_log(LOG_WARN, "fd %d: cannot map channel %s: %s", fd, offer.channel, strerror(-r));
+        shunt_log_sock(LOG_WARN, t, fd, "cannot map channel %s: %s", offer.channel, strerror(-r));
         tcp_fallback(t, fd, FB_ATTACH, true);
         return;
     }
@@ -245,8 +249,8 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     /* One doorbell: a client blocked in the kernel on the TCP path wakes up
      * and sees the claim. */
     doorbell_send(t, fd);
-    shunt_log(LOG_INFO, "fd %d: accelerated (server, channel %s, %llu bytes of TCP prefix)", fd, offer.channel,
-              (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
+    shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
+                   (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
 }
 
 int negotiate_observe_slow(struct tcp_sock *t, int fd)
@@ -270,13 +274,14 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
             atomic_store(&t->reason, FB_REFUSED);
             path = PATH_TCP;
             fdt_settle_kernel(fd, &t->base);
-            shunt_log(LOG_INFO, "fd %d: server refused the offer; kernel TCP", fd);
+            shunt_log_sock(LOG_INFO, t, fd, "server refused the offer; kernel TCP");
         } else {
             companion_nodelay(fd);
             path = PATH_SHM;
-            shunt_log(LOG_INFO, "fd %d: accelerated (client, channel %s)", fd, t->ch.name);
+            shunt_log_sock(LOG_INFO, t, fd, "accelerated (client, channel %s)", t->ch.name);
         }
         atomic_store_explicit(&t->path, path, memory_order_release);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
     }
     crit_unlock(&t->lock);
     return path;
@@ -297,9 +302,10 @@ int negotiate_settle(struct tcp_sock *t, int fd)
         }
         /* seq_cst CAS against the server's claim: one of them wins */
         if (atomic_compare_exchange_strong(neg, &w, w | NEG_REFUSED)) {
-            shunt_log(LOG_INFO, "fd %d: offer withdrawn before the server claimed it", fd);
+            shunt_log_sock(LOG_INFO, t, fd, "offer withdrawn before the server claimed it");
             int path = negotiate_observe(t, fd);
             atomic_store(&t->reason, FB_WITHDRAWN);
+            sockstat_publish(t, fd, 0, 0, NULL, 0);
             return path;
         }
     }
@@ -348,8 +354,8 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
     if (r < 0) {
         /* The connection's bytes are in a ring this process cannot reach:
          * saying so beats handing the program doorbells as data. */
-        shunt_log(LOG_ERROR, "fd %d: inherited accelerated connection, channel %s unreachable: %s", fd, rec.channel,
-                  strerror(-r));
+        shunt_log_sock(LOG_ERROR, t, fd, "inherited accelerated connection, channel %s unreachable: %s", rec.channel,
+                       strerror(-r));
         atomic_store(&t->broken, true);
         atomic_store(&t->path, PATH_SHM);
         return;
@@ -357,7 +363,7 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
     (void)passed;   /* whoever passed the fd on (sender, parent, old image) took our hold */
     bool claimed = side == 1 || (atomic_load(&t->ch.hdr->neg) & NEG_CLAIMED);
     atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
-    shunt_log(LOG_INFO, "fd %d: attached inherited connection (channel %s, side %d)", fd, rec.channel, side);
+    shunt_log_sock(LOG_INFO, t, fd, "attached inherited connection (channel %s, side %d)", rec.channel, side);
 }
 
 /* After the kernel closed our last fd of a listener: our registry entry

@@ -119,7 +119,9 @@ const struct setting_def shunt_setting_defs[] = {
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
       "less when spinning stops paying)", parse_spin },
     { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
-      "What shunt records: negotiation, fallback reasons, state changes, errors", parse_log },
+      "What shunt records, each line with pid, fd and the connection id shunt stat shows: info the "
+      "outcomes (accelerated, or kernel TCP and why), debug each negotiation step and state change, trace "
+      "every record written for shunt stat", parse_log },
     { "SHUNT_LOG_FILE", "", "path; %p becomes the pid",
       "Where the log goes; empty means standard error", parse_log_file },
 };

@@ -98,7 +98,7 @@ static bool tx_ready(struct tcp_sock *t)
 static int broken(struct tcp_sock *t, int fd)
 {
     if (!atomic_exchange(&t->broken, true))
-        shunt_log(LOG_ERROR, "fd %d: the peer corrupted the shared channel; connection reset", fd);
+        shunt_log_sock(LOG_ERROR, t, fd, "the peer corrupted the shared channel; connection reset");
     return -ECONNRESET;
 }
 
@@ -221,11 +221,12 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return (ssize_t)got;
         if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
             ssize_t end = end_of_stream(t);
-            shunt_log(LOG_DEBUG, "fd %d: end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
-                      f->fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
-                      (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
-                      (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),
-                      atomic_load(&t->ch.peer->state), end);
+            shunt_log_sock(LOG_DEBUG, t, f->fd,
+                           "end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),
+                           atomic_load(&t->ch.peer->state), end);
             return got ? (ssize_t)got : end;
         }
         if (got && !(flags & MSG_WAITALL))
@@ -387,7 +388,7 @@ void stream_close(struct tcp_sock *t, int fd)
         write_fin(t);
     atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
     wake_peer(t, fd, WANT_ANY);
-    shunt_log(LOG_DEBUG, "fd %d: closed (%s)", fd, (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
+    shunt_log_sock(LOG_DEBUG, t, fd, "closed (%s)", (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
 }
 
 long stream_readable(struct tcp_sock *t)

@@ -19,10 +19,12 @@
 #include "core/log.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
+#include "core/sockstat.h"
 #include "core/stream.h"
 #include "core/tcp_socket.h"
 #include "core/wait.h"
 #include "interpose/real.h"
+#include "registry/procstat.h"
 
 static const char *const reason_names[] = {
     [FB_NONE] = "none",
@@ -46,6 +48,36 @@ static const char *const reason_names[] = {
     [FB_DOWNGRADED] = "moved back: an end went to a program without shunt",
 };
 
+/* The same, as short keys for `shunt stat --json` and scripts. */
+static const char *const reason_keys[] = {
+    [FB_NONE] = "none",
+    [FB_DISABLED] = "disabled",
+    [FB_NOT_NEGOTIATED] = "not_negotiated",
+    [FB_NO_LISTENER] = "no_listener",
+    [FB_NOT_LOOPBACK] = "not_loopback",
+    [FB_REGISTRY] = "registry",
+    [FB_REGISTRY_FULL] = "registry_full",
+    [FB_BIND] = "bind",
+    [FB_CHANNEL] = "channel",
+    [FB_NO_OFFER] = "no_offer",
+    [FB_VERIFY] = "verify",
+    [FB_OTHER_USER] = "other_user",
+    [FB_CLAIM] = "claim",
+    [FB_REFUSED] = "refused",
+    [FB_ATTACH] = "attach",
+    [FB_CONNECT_FAILED] = "connect_failed",
+    [FB_INHERITED] = "inherited",
+    [FB_WITHDRAWN] = "withdrawn",
+    [FB_DOWNGRADED] = "downgraded",
+};
+_Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
+               "every fallback reason has a key");
+
+const char *fallback_reason_key(enum fallback_reason r)
+{
+    return (unsigned)r < sizeof reason_keys / sizeof reason_keys[0] && reason_keys[r] ? reason_keys[r] : "unknown";
+}
+
 const char *fallback_reason_name(enum fallback_reason r)
 {
     return (unsigned)r < sizeof reason_names / sizeof reason_names[0] && reason_names[r] ? reason_names[r] : "?";
@@ -63,7 +95,7 @@ void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool sho
         shunt_real.write(2, line, (size_t)n);
         return;
     }
-    shunt_log(should_have ? LOG_WARN : LOG_INFO, "fd %d: kernel TCP: %s", fd, fallback_reason_name(why));
+    shunt_log_sock(should_have ? LOG_WARN : LOG_INFO, t, fd, "kernel TCP: %s", fallback_reason_name(why));
 }
 
 bool tcp_socket_wanted(int domain, int type, int protocol)
@@ -115,6 +147,7 @@ struct shunt_sock *tcp_socket_probe(int fd, bool passed)
         negotiate_listen(tcp_of(s), fd);   /* an inherited listener: this process listens too */
     else
         negotiate_attach_inherited(tcp_of(s), fd, passed);
+    sockstat_inherited(tcp_of(s), fd);
     return s;
 }
 
@@ -124,8 +157,11 @@ void tcp_socket_watched(struct shunt_sock *s, int fd)
         return;
     struct tcp_sock *t = tcp_of(s);
     pid_t owner = t->listener_pid;
-    if (owner != 0 && owner != shunt_pid)   /* a listener our parent registered */
+    if (owner != 0 && owner != shunt_pid) {   /* a listener our parent registered */
         negotiate_listen(t, fd);
+        if (t->listener_pid == shunt_pid)
+            sockstat_publish(t, fd, 0, 0, NULL, 0);
+    }
 }
 
 int tcp_socket_accelerated(struct shunt_sock *s, int fd)
@@ -262,8 +298,10 @@ static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t c
 static int tcp_listen(struct fdref *f, int backlog)
 {
     int r = pt_listen(f, backlog);
-    if (r == 0)
+    if (r == 0) {
         negotiate_listen(tcp_of(f->sock), f->fd);
+        sockstat_publish(tcp_of(f->sock), f->fd, PST_KIND_LISTENER, PST_ROLE_UNKNOWN, NULL, 0);
+    }
     return r;
 }
 
@@ -280,6 +318,8 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
         negotiate_withdraw(t, f->fd);
     else if (first && atomic_load(&t->path) == PATH_TCP)
         fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
+    if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR))
+        sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
     return r;
 }
 
@@ -288,8 +328,11 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
     struct tcp_sock *listener = tcp_of(f->sock);
     /* A process that accepts on a listener it did not create (a pre-forked
      * worker, an exec'd server) registers as a listener of its own. */
-    if (listener->listener_pid != shunt_pid)
+    if (listener->listener_pid != shunt_pid) {
         negotiate_listen(listener, f->fd);
+        if (listener->listener_pid == shunt_pid)
+            sockstat_publish(listener, f->fd, 0, 0, NULL, 0);
+    }
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
     if (fd < 0)
         return fd;
@@ -305,6 +348,8 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
     fdt_install(fd, s);
     if (s && atomic_load(&tcp_of(s)->path) == PATH_TCP)
         fdt_settle_kernel(fd, s);   /* the client does not run shunt, or fell back */
+    if (s)
+        sockstat_publish(tcp_of(s), fd, PST_KIND_CONN, PST_ROLE_SERVER, NULL, 0);
     return fd;
 }
 

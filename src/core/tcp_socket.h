@@ -16,6 +16,7 @@
 
 #include "core/signals.h"
 #include "core/sock.h"
+#include "core/sockstat.h"
 #include "transport/channel.h"
 
 enum tcp_path { PATH_TCP, PATH_OFFERED, PATH_SHM };
@@ -44,6 +45,8 @@ enum fallback_reason {
 };
 
 const char *fallback_reason_name(enum fallback_reason r);
+/* A short key for the reason (no_listener, no_offer...), as `shunt stat` shows it. */
+const char *fallback_reason_key(enum fallback_reason r);
 
 struct tcp_sock {
     struct shunt_sock base;
@@ -75,6 +78,7 @@ struct tcp_sock {
     unsigned exec_epoch;
     bool survives_exec;
     bool fork_unlocked;
+    struct sockstat_info stat;          /* what shunt stat shows (sockstat.c) */
 };
 
 static inline struct tcp_sock *tcp_of(struct shunt_sock *s)

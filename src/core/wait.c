@@ -373,7 +373,8 @@ static void drain_locked(struct tcp_sock *t, int fd)
         if (r > 0)
             continue;
         if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            shunt_log(LOG_DEBUG, "fd %d: companion says the peer is gone (drain: %zd, %s)", fd, r, r ? strerror(errno) : "EOF");
+            shunt_log_sock(LOG_DEBUG, t, fd, "companion says the peer is gone (drain: %zd, %s)", r,
+                           r ? strerror(errno) : "EOF");
             atomic_store(&t->peer_gone, true);
         }
         break;
@@ -416,7 +417,8 @@ void doorbell_check_peer(struct tcp_sock *t, int fd)
     char b;
     ssize_t r = shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        shunt_log(LOG_DEBUG, "fd %d: companion says the peer is gone (check: %zd, %s)", fd, r, r ? strerror(errno) : "EOF");
+        shunt_log_sock(LOG_DEBUG, t, fd, "companion says the peer is gone (check: %zd, %s)", r,
+                       r ? strerror(errno) : "EOF");
         atomic_store(&t->peer_gone, true);
     }
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <linux/close_range.h>
 
+#include "core/sockstat.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int close(int fd)
@@ -84,6 +85,7 @@ static void install_duplicate(int newfd, struct fdref *f)
     if (f->sock)
         sock_get(f->sock);
     fdt_install(newfd, f->sock);
+    sockstat_dup(f->fd, newfd);
 }
 
 SHUNT_EXPORT int dup(int fd)

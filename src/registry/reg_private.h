@@ -23,6 +23,8 @@ struct live_cache {
 
 int reg_get(struct reg_file **out);
 int reg_lock(struct reg_file *f, sigset_t *old);
+/* The same, waiting at most ms (reg_lock waits reg_lock_timeout_ms). */
+int reg_lock_within(struct reg_file *f, sigset_t *old, int ms);
 /* What every table operation starts with: the registry opened if need be,
  * and its lock taken (signals blocked into *old).  0 or a negative errno;
  * reg_unlock ends it. */
@@ -41,6 +43,7 @@ bool client_present(const struct reg_conn_ent *e);
 bool server_present(const struct reg_conn_ent *e, uint32_t state);
 unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc);
 unsigned sweep_conns(struct reg_file *f, struct live_cache *lc);
+unsigned sweep_procs(struct reg_file *f, struct live_cache *lc);
 
 /* The high-water marks are hints kept under the lock, clamped to the tables. */
 static inline uint32_t listener_hwm(const struct reg_file *f)
@@ -53,6 +56,12 @@ static inline uint32_t conn_hwm(const struct reg_file *f)
 {
     uint32_t h = f->hdr.conn_hwm;
     return h > REG_CONNS ? REG_CONNS : h;
+}
+
+static inline uint32_t proc_hwm(const struct reg_file *f)
+{
+    uint32_t h = f->hdr.proc_hwm;
+    return h > REG_PROCS ? REG_PROCS : h;
 }
 
 static inline uint32_t entry_state(_Atomic uint32_t *state)

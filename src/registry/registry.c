@@ -41,6 +41,7 @@
 
 _Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");
 _Static_assert(sizeof(struct reg_conn_ent) % 8 == 0, "connection records stay aligned");
+_Static_assert(sizeof(struct reg_proc) == 32, "process entries stay aligned");
 _Static_assert(REG_FILE_SIZE <= (4u << 20), "the registry stays a few MiB");
 _Static_assert((REG_FREE == 0), "a zeroed file is an empty registry");
 
@@ -271,13 +272,19 @@ bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
 
 int reg_lock(struct reg_file *f, sigset_t *old)
 {
+    return reg_lock_within(f, old, reg_lock_timeout_ms);
+}
+
+int reg_lock_within(struct reg_file *f, sigset_t *old, int ms)
+{
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, old);
 
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    int ms = reg_lock_timeout_ms > 0 ? reg_lock_timeout_ms : 1;
+    if (ms <= 0)
+        ms = 1;
     t.tv_sec += ms / 1000;
     t.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (t.tv_nsec >= 1000000000L) {
@@ -412,6 +419,8 @@ static void init_header(struct reg_file *f, uid_t uid, uint64_t netns)
     h->listener_size = sizeof(struct reg_listener);
     h->conn_count = REG_CONNS;
     h->conn_size = sizeof(struct reg_conn_ent);
+    h->proc_count = REG_PROCS;
+    h->proc_size = sizeof(struct reg_proc);
     h->total_size = REG_FILE_SIZE;
     h->netns = netns;
     h->uid = (uint32_t)uid;
@@ -540,6 +549,7 @@ static int reg_map_existing(const char *path, uid_t uid, uint64_t netns, struct 
         h->version != REG_VERSION || h->header_size != sizeof(struct reg_header) ||
         h->listener_count != REG_LISTENERS || h->listener_size != sizeof(struct reg_listener) ||
         h->conn_count != REG_CONNS || h->conn_size != sizeof(struct reg_conn_ent) ||
+        h->proc_count != REG_PROCS || h->proc_size != sizeof(struct reg_proc) ||
         h->total_size != REG_FILE_SIZE || h->netns != netns || h->uid != (uint32_t)uid) {
         munmap(p, REG_FILE_SIZE);
         shunt_log(LOG_WARN, "registry: refusing %s: not a registry of this version", path);
@@ -607,9 +617,11 @@ int reg_open_at(const char *dir)
         live_cache_init(&lc);
         unsigned nl = sweep_listeners(f, &lc);
         unsigned nc = sweep_conns(f, &lc);
+        unsigned np = sweep_procs(f, &lc);
         reg_unlock(f, &old);
-        if (nl || nc)
-            shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records", nl, nc);
+        if (nl || nc || np)
+            shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl, nc,
+                      np);
     }
     errno = saved;
     return 0;
@@ -618,6 +630,21 @@ int reg_open_at(const char *dir)
 int reg_open(void)
 {
     return reg_open_at(reg_dir[0] ? reg_dir : NULL);
+}
+
+int reg_file_path(char *out, size_t len)
+{
+    uint64_t netns = reg_netns();
+    if (netns == 0)
+        return -ENOENT;
+    int n = snprintf(out, len, "%s/shunt-%u-%llu.reg", reg_directory(), (unsigned)geteuid(),
+                     (unsigned long long)netns);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+const char *reg_directory(void)
+{
+    return reg_dir[0] ? reg_dir : "/dev/shm";
 }
 
 struct reg_file *reg_mapped(void)

@@ -8,6 +8,7 @@
  *   struct reg_header                 magic, version, sizes, the robust mutex
  *   struct reg_listener[REG_LISTENERS]
  *   struct reg_conn_ent[REG_CONNS]
+ *   struct reg_proc[REG_PROCS]        processes that publish an fd table (procstat.h)
  *
  * Every table entry is valid or free on its own: an entry is filled while its
  * state word says free and published by storing the state last (release), and
@@ -27,9 +28,10 @@
 #include "registry/registry.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   1u
+#define REG_VERSION   2u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
+#define REG_PROCS     8192u
 
 /* Entry states. */
 #define REG_FREE    0u
@@ -51,6 +53,8 @@ struct reg_header {
     uint32_t listener_size;
     uint32_t conn_count;
     uint32_t conn_size;
+    uint32_t proc_count;
+    uint32_t proc_size;
     uint64_t total_size;
     uint64_t netns;
     uint32_t uid;
@@ -59,10 +63,13 @@ struct reg_header {
     /* Everything below is changed under lock. */
     uint32_t listener_hwm;          /* no used listener at or above this index (a hint, clamped) */
     uint32_t conn_hwm;              /* the same for connection records */
+    uint32_t proc_hwm;              /* the same for processes */
+    uint32_t pad1;
     uint64_t conn_seq;              /* the sequence number of the last record posted */
     uint64_t recoveries;            /* locks taken over from a dead owner */
     uint64_t reclaimed_listeners;   /* entries of dead processes removed */
     uint64_t reclaimed_conns;
+    uint64_t reclaimed_procs;
 };
 
 struct reg_listener {
@@ -85,13 +92,31 @@ struct reg_conn_ent {
     struct reg_conn c;
 };
 
+/* A process that publishes its fd table for `shunt stat` (procstat.h):
+ * the sweep removes the table of a process that died without removing it. */
+struct reg_proc {
+    _Atomic uint32_t state;         /* REG_FREE or REG_USED, stored last */
+    int32_t pid;
+    struct reg_owner owner;
+    uint64_t pad0;
+};
+
 struct reg_file {
     struct reg_header hdr;
     alignas(64) struct reg_listener listeners[REG_LISTENERS];
     alignas(64) struct reg_conn_ent conns[REG_CONNS];
+    alignas(64) struct reg_proc procs[REG_PROCS];
 };
 
 #define REG_FILE_SIZE (((sizeof(struct reg_file) + 4095) / 4096) * 4096)
+
+/* The directory the registry and the fd tables live in (/dev/shm, or the
+ * one a test gave reg_open_at). */
+const char *reg_directory(void);
+
+/* The registry's file name for this user and network namespace (tools
+ * look before they open: reg_open would create it). */
+int reg_file_path(char *out, size_t len);
 
 /* reg_open with another directory than /dev/shm (the unit tests use a
  * private one).  Does nothing if a registry is already open. */

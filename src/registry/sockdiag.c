@@ -132,12 +132,8 @@ static int read_answer(int fd, uint32_t seq, const struct reg_addr *src, const s
     return -ETIMEDOUT;
 }
 
-static int query(int family, const struct reg_addr *src, const struct reg_addr *dst,
-                 uint64_t *inode, uid_t *uid)
+int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq)
 {
-    static _Atomic uint32_t next_seq;
-    uint32_t seq = atomic_fetch_add(&next_seq, 1) + 1;
-
     int fd = shunt_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
         return -errno;
@@ -156,32 +152,46 @@ static int query(int family, const struct reg_addr *src, const struct reg_addr *
     memset(&req, 0, sizeof req);
     req.h.nlmsg_len = sizeof req;
     req.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-    req.h.nlmsg_flags = NLM_F_REQUEST;
+    req.h.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
     req.h.nlmsg_seq = seq;
-    req.r.sdiag_family = (uint8_t)family;
+    req.r = *r;
     req.r.sdiag_protocol = IPPROTO_TCP;
-    req.r.idiag_states = ~0u;
-    req.r.id.idiag_sport = htons(src->port);
-    req.r.id.idiag_dport = htons(dst->port);
-    put_addr(req.r.id.idiag_src, src, family);
-    put_addr(req.r.id.idiag_dst, dst, family);
-    req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-    req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 
     struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
     ssize_t n;
     do
         n = shunt_real.sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel);
     while (n < 0 && errno == EINTR);
-    int r;
-    if (n < 0)
-        r = -errno;
-    else if ((size_t)n != sizeof req)
-        r = -EIO;
-    else
-        r = read_answer(fd, seq, src, dst, inode, uid);
+    if (n < 0 || (size_t)n != sizeof req) {
+        int e = n < 0 ? errno : EIO;
+        shunt_real.close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static int query(int family, const struct reg_addr *src, const struct reg_addr *dst,
+                 uint64_t *inode, uid_t *uid)
+{
+    static _Atomic uint32_t next_seq;
+    uint32_t seq = atomic_fetch_add(&next_seq, 1) + 1;
+
+    struct inet_diag_req_v2 r;
+    memset(&r, 0, sizeof r);
+    r.sdiag_family = (uint8_t)family;
+    r.idiag_states = ~0u;
+    r.id.idiag_sport = htons(src->port);
+    r.id.idiag_dport = htons(dst->port);
+    put_addr(r.id.idiag_src, src, family);
+    put_addr(r.id.idiag_dst, dst, family);
+    r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    int fd = sockdiag_send(&r, 0, seq);
+    if (fd < 0)
+        return fd;
+    int res = read_answer(fd, seq, src, dst, inode, uid);
     shunt_real.close(fd);
-    return r;
+    return res;
 }
 
 int sockdiag_lookup(const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode, uid_t *uid)

@@ -2,11 +2,13 @@
  * sockdiag.h: asks the kernel (NETLINK_SOCK_DIAG) about one TCP socket.
  * The server uses it to check that an offer really belongs to the
  * connection it accepted: the client socket's inode for that exact 4-tuple
- * must be the one the offer names, and its owner the same user.
+ * must be the one the offer names, and its owner the same user.  `shunt
+ * stat` asks it for the counters of connections on kernel TCP.
  */
 #ifndef SHUNT_SOCKDIAG_H
 #define SHUNT_SOCKDIAG_H
 
+#include <linux/inet_diag.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -15,5 +17,10 @@
 /* Looks up the TCP socket whose local end is src and remote end is dst.
  * 0 with *inode and *uid set, -ENOENT if there is none, or a negative errno. */
 int sockdiag_lookup(const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode, uid_t *uid);
+
+/* Sends r (a question about TCP sockets; flags: NLM_F_DUMP or 0) on a new
+ * sock_diag socket whose receives time out: the caller reads the answer and
+ * closes it.  The fd, or a negative errno. */
+int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq);
 
 #endif

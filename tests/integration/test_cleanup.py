@@ -84,7 +84,7 @@ def records_of(shunt_build, pids, env):
                        timeout=30, env=env)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    return [c for c in s["connections"] if c["client_pid"] in pids or c["server_pid"] in pids]
+    return [c for c in s["records"] if c["client_pid"] in pids or c["server_pid"] in pids]
 
 
 def run_mode(shunt, tmp_path, mode):

@@ -144,7 +144,7 @@ def test_nginx_daemon_mode(shunt, tmp_path, port):
         while True:
             st = json.loads(subprocess.run([str(shunt.bin), "stat", "--json"], capture_output=True,
                                            text=True, timeout=30, env=base_env()).stdout)
-            if any(l["address"].endswith(":%d" % port) for l in st["listeners"]):
+            if any(l["address"].endswith(":%d" % port) and l["registered"] for l in st["listeners"]):
                 break
             assert time.monotonic() < end, "no nginx worker registered the listener"
             time.sleep(0.05)

@@ -156,7 +156,7 @@ RECORDS = textwrap.dedent('''
     def stat():
         return json.loads(subprocess.run([shunt, "stat", "--json"], capture_output=True, text=True, check=True).stdout)
     def mine(s, kind):
-        return [e for e in s[kind] if e.get("pid") == pid or e.get("client_pid") == pid]
+        return [e for e in s[kind] if any(h["pid"] == pid for h in e["holders"])]
     import os; pid = os.getpid()
     ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
     port = ls.getsockname()[1]
@@ -164,13 +164,15 @@ RECORDS = textwrap.dedent('''
     c = socket.create_connection(("127.0.0.1", port)); a, _ = ls.accept()
     c.sendall(b"x"); a.recv(1)
     s = stat(); print(json.dumps(s), file=sys.stderr)
-    conns = [e for e in mine(s, "connections") if e["state"] == "accelerated" and e["server"].endswith(":%d" % port)]
-    print("connections", len(conns))
+    conns = {e["role"]: e for e in mine(s, "connections") if e["path"] == "shm"}
+    print("connections", len(conns), len([r for r in s["records"] if r["state"] == "accelerated"
+                                           and r["server"].endswith(":%d" % port)]))
     # the counters: the client sent one byte in one send, the server received it
-    print("counted", conns[0]["client_side"]["bytes_out"], conns[0]["client_side"]["sends"],
-          conns[0]["server_side"]["bytes_in"], conns[0]["server_side"]["recvs"])
+    print("counted", conns["client"]["counters"]["bytes_out"], conns["client"]["counters"]["sends"],
+          conns["server"]["counters"]["bytes_in"], conns["server"]["counters"]["recvs"])
     c.close(); a.close()
-    s = stat(); print("after close", len([e for e in mine(s, "connections") if e["server"].endswith(":%d" % port)]))
+    s = stat(); print("after close", len(mine(s, "connections")),
+                      len([r for r in s["records"] if r["server"].endswith(":%d" % port)]))
     ls.close()
     s = stat(); print("after listener close", len([l for l in mine(s, "listeners") if l["address"].endswith(":%d" % port)]))
 ''')
@@ -183,7 +185,7 @@ def test_records_come_and_go_with_sockets(shunt_build, tmp_path):
     r = run([str(shunt_build / "shunt"), "run", "--", PYTHON, str(script), str(shunt_build / "shunt")],
             env=base_env())
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:5] == ["listeners 1", "connections 1", "counted 1 1 1 1", "after close 0",
+    assert r.stdout.split("\n")[:5] == ["listeners 1", "connections 2 1", "counted 1 1 1 1", "after close 0 0",
                                         "after listener close 0"], r.stdout
 
 

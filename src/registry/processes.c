@@ -1,0 +1,146 @@
+/*
+ * processes.c: the registry's list of processes that publish an fd table
+ * for `shunt stat` (procstat.h): added when a process makes its table,
+ * removed at its exit, and swept (with the table's file) when the process
+ * died without a word.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "registry/procstat.h"
+#include "registry/reg_private.h"
+
+/* The file of a process's table.  Names are built here only, from numbers. */
+static void table_path(char *out, size_t len, const struct reg_file *f, int32_t pid)
+{
+    snprintf(out, len, "%s/shunt-%u-%llu-%d.fds", reg_directory(), (unsigned)f->hdr.uid,
+             (unsigned long long)f->hdr.netns, (int)pid);
+}
+
+int reg_proc_add(int wait_ms)
+{
+    int saved = errno;
+    int32_t pid;
+    struct reg_owner owner = *self_identity(&pid);   /* reads /proc: before the lock */
+    struct reg_file *f;
+    sigset_t old;
+    int r = reg_get(&f);
+    if (r == 0)
+        r = reg_lock_within(f, &old, wait_ms > 0 ? wait_ms : reg_lock_timeout_ms);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    /* An entry with our pid is ours after exec, or a dead process's whose
+     * pid we got: either way it is taken over (a sweep must not remove the
+     * file we are about to make under the same name). */
+    int slot = -1, free_slot = -1;
+    uint32_t hwm = proc_hwm(f);
+    for (uint32_t i = 0; i < REG_PROCS && slot < 0; i++) {
+        uint32_t st = entry_state(&f->procs[i].state);
+        if (i < hwm && st == REG_USED && f->procs[i].pid == pid)
+            slot = (int)i;
+        else if (st == REG_FREE && free_slot < 0)
+            free_slot = (int)i;
+        if (i >= hwm && free_slot >= 0)
+            break;
+    }
+    if (slot < 0 && free_slot < 0) {
+        struct live_cache lc;
+        live_cache_init(&lc);
+        sweep_procs(f, &lc);
+        for (uint32_t i = 0; i < REG_PROCS && free_slot < 0; i++)
+            if (entry_state(&f->procs[i].state) == REG_FREE)
+                free_slot = (int)i;
+    }
+    if (slot >= 0) {
+        entry_publish(&f->procs[slot].state, REG_FREE);   /* rewritten through free */
+    } else {
+        slot = free_slot;
+    }
+    if (slot < 0) {
+        r = -ENOSPC;
+    } else {
+        struct reg_proc *p = &f->procs[slot];
+        p->pid = pid;
+        p->owner = owner;
+        if ((uint32_t)slot + 1 > f->hdr.proc_hwm)
+            f->hdr.proc_hwm = (uint32_t)slot + 1;
+        entry_publish(&p->state, REG_USED);
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+void reg_proc_remove(void)
+{
+    int saved = errno;
+    int32_t pid;
+    self_identity(&pid);
+    struct reg_file *f;
+    sigset_t old;
+    if (reg_enter(&f, &old) < 0) {
+        errno = saved;
+        return;
+    }
+    uint32_t hwm = proc_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_proc *p = &f->procs[i];
+        if (entry_state(&p->state) == REG_USED && p->pid == pid) {
+            char path[4200];
+            table_path(path, sizeof path, f, pid);
+            unlink(path);
+            entry_publish(&p->state, REG_FREE);
+        }
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+}
+
+unsigned sweep_procs(struct reg_file *f, struct live_cache *lc)
+{
+    unsigned freed = 0;
+    uint32_t top = 0;
+    uint32_t hwm = proc_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_proc *p = &f->procs[i];
+        if (entry_state(&p->state) == REG_FREE)
+            continue;
+        if (!owner_alive(p->pid, &p->owner, lc)) {
+            char path[4200];
+            table_path(path, sizeof path, f, p->pid);
+            unlink(path);
+            entry_publish(&p->state, REG_FREE);
+            shunt_log(LOG_DEBUG, "registry: removed the fd table of dead pid %d", (int)p->pid);
+            freed++;
+            continue;
+        }
+        top = i + 1;
+    }
+    f->hdr.proc_hwm = top;
+    f->hdr.reclaimed_procs += freed;
+    return freed;
+}
+
+void reg_proc_each(void (*fn)(int32_t pid, const struct reg_owner *o, void *ctx), void *ctx)
+{
+    struct reg_file *f;
+    if (reg_get(&f) < 0)
+        return;
+    struct live_cache lc;
+    live_cache_init(&lc);
+    uint32_t hwm = proc_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_proc *p = &f->procs[i];
+        if (entry_state(&p->state) != REG_USED)
+            continue;
+        int32_t pid = p->pid;
+        struct reg_owner o = p->owner;
+        if (owner_alive(pid, &o, &lc))
+            fn(pid, &o, ctx);
+    }
+}

@@ -1,0 +1,130 @@
+/*
+ * procstat.h: each process's table of its TCP sockets, for `shunt stat`.
+ *
+ * One file per process, /dev/shm/shunt-<uid>-<netns>-<pid>.fds (mode 0600),
+ * indexed by fd number: entry N says what this process's fd N is (listener
+ * or connection, path, fallback reason, addresses, the socket's inode, which
+ * is the connection id shown by `shunt stat` and in the log).  Only the
+ * owning process writes it, and only when a socket changes state (listen,
+ * connect, accept, fallback, claim, dup, close, fork, exec, an fd received):
+ * never on a send or a receive.  The file grows a page at a time up to the
+ * highest fd recorded (at most PST_MAX_FDS), so its memory is bounded and
+ * follows the process's fds.
+ *
+ * The registry lists the processes that have a table (struct reg_proc);
+ * its sweep removes the table of a process that died without removing it,
+ * with the same liveness test as its other entries.
+ *
+ * Each entry is a sequence lock: odd while its owner writes it.  A reader
+ * copies the file with pread (never maps it, so a file truncated under it
+ * cannot fault), keeps only entries whose sequence was even and unchanged
+ * from before to after the copy of its fields, and checks every field.
+ */
+#ifndef SHUNT_PROCSTAT_H
+#define SHUNT_PROCSTAT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry/registry_internal.h"
+
+#define PST_MAGIC      0x7364666e75687373ULL   /* "sshunfds" */
+#define PST_VERSION    1u
+#define PST_ENTRY_SIZE 128u
+#define PST_MAX_FDS    65536u
+#define PST_REASON_MAX 24
+
+enum pst_kind { PST_KIND_NONE, PST_KIND_LISTENER, PST_KIND_CONN, PST_KIND_COUNT };
+
+/* How the bytes of a connection move.  SINGLE_COPY is reserved for the
+ * bulk path of DESIGN section 4 (process_vm_readv/writev). */
+enum pst_path { PST_PATH_TCP, PST_PATH_OFFERED, PST_PATH_SHM, PST_PATH_SINGLE_COPY, PST_PATH_COUNT };
+
+enum pst_role { PST_ROLE_UNKNOWN, PST_ROLE_CLIENT, PST_ROLE_SERVER, PST_ROLE_COUNT };
+
+/* What a process says about one of its fds. */
+struct pst_rec {
+    uint8_t kind;                   /* enum pst_kind */
+    uint8_t path;                   /* enum pst_path; a listener: SHM if registered as accelerated */
+    uint8_t role;                   /* enum pst_role */
+    uint8_t broken;                 /* the channel was scribbled on or is unreachable */
+    int32_t fd;
+    uint64_t sock;                  /* the socket's inode: the connection id */
+    uint64_t changed_ns;            /* CLOCK_REALTIME of the last change */
+    struct reg_addr local;
+    struct reg_addr peer;           /* a client's destination while it connects */
+    char reason[PST_REASON_MAX];    /* why on kernel TCP (a short key), or "" */
+};
+
+struct pst_entry {
+    _Atomic uint32_t seq;           /* 0: never written; odd: being written */
+    uint32_t used;                  /* 1 while the fd is recorded */
+    struct pst_rec r;
+};
+
+struct pst_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t entry_size;
+    uint32_t max_fds;
+    int32_t pid;
+    uint64_t netns;
+    uint32_t uid;
+    uint32_t pad0;
+    struct reg_owner owner;
+};
+
+_Static_assert(sizeof(struct pst_entry) <= PST_ENTRY_SIZE, "an fd's entry fits its slot");
+_Static_assert(sizeof(struct pst_header) <= PST_ENTRY_SIZE, "the header fits slot 0");
+
+/* The header takes the first slot; fd N is at slot N + 1. */
+#define PST_OFFSET(fd) ((size_t)((fd) + 1) * PST_ENTRY_SIZE)
+#define PST_FILE_MAX   PST_OFFSET(PST_MAX_FDS)
+
+/* ---- the writer: this process's own table -------------------------------- */
+
+/* Records r at r->fd (creating the table on first use).  0 or a negative
+ * errno; a process whose table cannot be made simply does not show. */
+int pst_put(const struct pst_rec *r);
+/* Records r at every fd of this process recorded with socket r->sock (the
+ * fds that dup made of it); r->fd is ignored. */
+void pst_put_all(const struct pst_rec *r);
+/* Forgets fd.  Costs a load and a compare when the fd was never recorded. */
+void pst_clear(int fd);
+void pst_clear_range(unsigned first, unsigned last);
+/* Opens this process's table now, taking over the one the image before
+ * exec left (its records of fds that closed at exec are dropped). */
+int pst_open(void);
+/* This process's record of fd, if it has one.  0 or -ENOENT. */
+int pst_get(int fd, struct pst_rec *out);
+/* In the child after fork: the mapping is the parent's table.  The child
+ * makes a table of its own and copies into it the parent's records of the
+ * fds it holds (checked against the kernel: the parent may have changed
+ * its table since the fork). */
+void pst_after_fork_child(void);
+/* Normal exit: the table and its registry entry go. */
+void pst_exit(void);
+
+/* ---- the registry's list of processes with a table ---------------------- */
+
+/* wait_ms: how long to wait for the registry's lock (0: as long as every
+ * registry operation). */
+int reg_proc_add(int wait_ms);
+void reg_proc_remove(void);
+/* Calls fn for every live process with a table (read-only, without the
+ * lock: for tools). */
+void reg_proc_each(void (*fn)(int32_t pid, const struct reg_owner *o, void *ctx), void *ctx);
+
+/* ---- the reader (shunt stat) -------------------------------------------- */
+
+/* Reads the table of pid (whose header must name owner): *out (malloc'd, the caller frees) gets the valid
+ * records.  0, or a negative errno (-ENOENT: no table). */
+int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, size_t *count);
+
+const char *pst_path_name(unsigned path);
+const char *pst_kind_name(unsigned kind);
+const char *pst_role_name(unsigned role);
+
+#endif

@@ -1,0 +1,486 @@
+"""`shunt stat` on running programs, and SHUNT_LOG tracing.
+
+redis-server and sockperf, each with accelerated clients (under shunt) and
+a plain client (without shunt, so that the server side falls back with the
+reason no_offer): every connection shows with the right pid, fd (checked in
+/proc), addresses, path and reason, and its counters move while traffic
+flows.  Also: -p, --watch, --json, errors in one line, a corrupted fd
+table, the tables of killed processes going away, holders after dup, fork
+and SCM_RIGHTS, and the log at each level (the connection id in the log is
+the one stat shows)."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from shunttest import PYTHON, base_env, wait_port
+
+
+def need(tool):
+    if not shutil.which(tool):
+        pytest.skip("%s is not installed (scripts/install-deps installs it)" % tool)
+
+
+def stat(shunt_build, *args, check=True):
+    r = subprocess.run([str(shunt_build / "shunt"), "stat"] + list(args), capture_output=True, text=True,
+                       timeout=30, env=base_env())
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def stat_json(shunt_build, *args):
+    return json.loads(stat(shunt_build, "--json", *args).stdout)
+
+
+def socket_inode(pid, fd):
+    """The kernel's answer: which socket pid's fd holds (0 if none)."""
+    try:
+        m = re.fullmatch(r"socket:\[(\d+)\]", os.readlink("/proc/%d/fd/%d" % (pid, fd)))
+    except OSError:
+        return 0
+    return int(m.group(1)) if m else 0
+
+
+def local_ports(pid):
+    """Local ports of the TCP sockets pid holds, from /proc (no shunt involved)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        ino = socket_inode(pid, int(fd))
+        if ino:
+            inodes.add(ino)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if int(fields[9]) in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def held_by(entry, pid):
+    return [h["fd"] for h in entry["holders"] if h["pid"] == pid]
+
+
+def check_holders(entry):
+    """Every pid/fd stat names really holds that socket."""
+    for h in entry["holders"]:
+        assert socket_inode(h["pid"], h["fd"]) == entry["id"], (h, entry)
+
+
+def wait_for(fn, what, timeout=20):
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < end, "timed out waiting for " + what
+        time.sleep(0.1)
+
+
+def shunt_env(tmp_path):
+    return base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"))
+
+
+def test_redis_connections(shunt, shunt_build, tmp_path, start_server, port):
+    need("redis-server")
+    need("redis-cli")
+    need("redis-benchmark")
+    env = shunt_env(tmp_path)
+    srv = start_server(shunt.cmd(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--daemonize", "no"]), env=env, name="redis")
+    wait_port(port, srv.proc)
+    redis = srv.proc.pid   # shunt run execs the program: same pid
+    # long-lived clients: subscribers stay connected; the benchmark keeps sending
+    fast = start_server(shunt.cmd(["redis-cli", "-p", str(port), "subscribe", "accelerated"]), env=env, name="cli")
+    plain = start_server(["redis-cli", "-p", str(port), "subscribe", "plain"], env=base_env(), name="plain")
+    bench = start_server(shunt.cmd(["redis-benchmark", "-p", str(port), "-c", "1", "-n", "100000000", "-t", "ping",
+                                    "-q"]), env=env, name="bench")
+
+    def snapshot():
+        s = stat_json(shunt_build)
+        mine = [c for c in s["connections"] if held_by(c, fast.proc.pid)]
+        bench_conns = [c for c in s["connections"] if held_by(c, bench.proc.pid) and c["path"] == "shm"]
+        fallback = [c for c in s["connections"] if held_by(c, redis) and c["reason"] == "no_offer"]
+        # the subscriber is settled once the reply to SUBSCRIBE came through the ring
+        ready = mine and mine[0]["path"] == "shm" and mine[0]["counters"]["bytes_in"] > 0
+        return (s, mine, bench_conns, fallback) if ready and bench_conns and fallback else None
+
+    s, mine, bench_conns, fallback = wait_for(snapshot, "the redis clients in shunt stat")
+
+    listener = [l for l in s["listeners"] if held_by(l, redis)]
+    assert len(listener) == 1 and listener[0]["address"] == "127.0.0.1:%d" % port, s["listeners"]
+    assert listener[0]["path"] == "shm" and listener[0]["registered"] and listener[0]["state"] == "listen"
+    check_holders(listener[0])
+
+    # the accelerated redis-cli: client side in its process, server side in redis
+    (cli,) = mine
+    check_holders(cli)
+    assert cli["role"] == "client" and cli["peer"] == "127.0.0.1:%d" % port and cli["reason"] is None
+    server_side = [c for c in s["connections"] if c["id"] == cli["peer_id"]]
+    assert len(server_side) == 1, s
+    (srv_side,) = server_side
+    check_holders(srv_side)
+    assert held_by(srv_side, redis) and srv_side["role"] == "server" and srv_side["path"] == "shm"
+    assert srv_side["local"] == cli["peer"] and srv_side["peer"] == cli["local"]
+    assert srv_side["state"] == "estab" and srv_side["counters"]["bytes_out"] == cli["counters"]["bytes_in"]
+
+    # the plain redis-cli: only redis's side exists, on kernel TCP, and says why
+    (fb,) = [c for c in fallback if int(c["peer"].rsplit(":", 1)[1]) in local_ports(plain.proc.pid)]
+    check_holders(fb)
+    assert fb["path"] == "tcp" and fb["role"] == "server" and fb["local"] == "127.0.0.1:%d" % port
+    # on kernel TCP the counts are the kernel's: SUBSCRIBE came in, its reply went out
+    assert fb["counters"]["source"] == "kernel" and fb["counters"]["bytes_in"] > 0, fb
+    assert fb["counters"]["bytes_out"] > 0 and fb["state"] == "estab"
+    assert not [c for c in s["connections"] if held_by(c, plain.proc.pid)]   # it does not run shunt
+
+    # counters move while the benchmark runs
+    conn = bench_conns[0]
+    check_holders(conn)
+    first = conn["counters"]
+
+    def moved():
+        now = [c for c in stat_json(shunt_build)["connections"] if c["id"] == conn["id"]]
+        return now and now[0]["counters"]["sends"] > first["sends"] and \
+            now[0]["counters"]["bytes_in"] > first["bytes_in"] and now[0]
+
+    later = wait_for(moved, "the benchmark's counters to move")
+    assert later["counters"]["bytes_out"] > first["bytes_out"]
+
+    # -p: the sockets of one process, each with all its holders
+    only = stat_json(shunt_build, "-p", str(fast.proc.pid))
+    assert [c["id"] for c in only["connections"]] == [cli["id"]] and only["listeners"] == []
+    text = stat(shunt_build, "-p", str(redis)).stdout
+    assert "%d/" % redis in text and "tcp:no_offer" in text and "shm" in text, text
+    only = stat_json(shunt_build, "-p", str(redis))
+    assert only["connections"] and all(held_by(c, redis) for c in only["connections"])
+
+
+SOCKPERF_WAIT = 20
+
+
+def test_sockperf_connections(shunt, shunt_build, tmp_path, start_server, port):
+    """sockperf's server serves one ping-pong client at a time: first one
+    under shunt, then a plain one."""
+    need("sockperf")
+    env = shunt_env(tmp_path)
+    srv = start_server(shunt.cmd(["sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)]), env=env,
+                       name="sockperf-server")
+    wait_port(port, srv.proc)
+    server = srv.proc.pid
+    pp = ["sockperf", "ping-pong", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-t", "60", "--mps", "2000"]
+    fast = start_server(shunt.cmd(pp), env=env, name="pp-shunt")
+
+    def accelerated():
+        s = stat_json(shunt_build)
+        cl = [c for c in s["connections"] if held_by(c, fast.proc.pid)]
+        return (s, cl) if cl and cl[0]["path"] == "shm" and cl[0]["counters"]["sends"] > 0 else None
+
+    s, (cl,) = wait_for(accelerated, "the sockperf client under shunt in shunt stat", SOCKPERF_WAIT)
+    check_holders(cl)
+    assert cl["role"] == "client" and cl["peer"] == "127.0.0.1:%d" % port and cl["reason"] is None
+    (peer,) = [c for c in s["connections"] if c["id"] == cl["peer_id"]]
+    check_holders(peer)
+    assert held_by(peer, server) and peer["path"] == "shm" and peer["local"] == cl["peer"]
+    assert peer["peer"] == cl["local"] and peer["role"] == "server"
+    assert [l for l in s["listeners"] if held_by(l, server) and l["path"] == "shm"]
+
+    def moved():
+        now = [c for c in stat_json(shunt_build)["connections"] if c["id"] == cl["id"]]
+        c = now and now[0]["counters"]
+        return c and c["sends"] > cl["counters"]["sends"] and c["recvs"] > cl["counters"]["recvs"] and \
+            c["bytes_out"] > cl["counters"]["bytes_out"]
+
+    wait_for(moved, "sockperf's counters to move", SOCKPERF_WAIT)
+    fast.stop()
+
+    plain = start_server(pp, env=base_env(), name="pp-plain")
+
+    def fallback():
+        ports = local_ports(plain.proc.pid)
+        fb = [c for c in stat_json(shunt_build)["connections"]
+              if held_by(c, server) and int(c["peer"].rsplit(":", 1)[1]) in ports]
+        return fb
+
+    (f,) = wait_for(fallback, "the plain sockperf client in shunt stat", SOCKPERF_WAIT)
+    check_holders(f)
+    assert f["path"] == "tcp" and f["reason"] == "no_offer" and f["state"] == "estab" and f["role"] == "server"
+    assert f["local"] == "127.0.0.1:%d" % port and f["counters"]["source"] == "kernel"
+
+    def kernel_moved():
+        now = [c for c in stat_json(shunt_build)["connections"] if c["id"] == f["id"]]
+        c = now and now[0]["counters"]
+        return c and c["bytes_in"] > f["counters"]["bytes_in"] and c["bytes_out"] > f["counters"]["bytes_out"]
+
+    wait_for(kernel_moved, "the kernel's counters of the plain connection to move", SOCKPERF_WAIT)
+
+
+HOLDER = textwrap.dedent('''
+    import os, socket, sys, time
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(4)
+    c = socket.create_connection(ls.getsockname()); a, _ = ls.accept()
+    c.sendall(b"x"); a.recv(1)
+    print(ls.getsockname()[1], c.fileno(), a.fileno(), flush=True)
+    time.sleep(60)
+''')
+
+
+def test_watch_json_and_count(shunt, shunt_build, tmp_path, start_server):
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    holder = subprocess.Popen(shunt.cmd([PYTHON, str(script)]), env=base_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        port, cfd, afd = map(int, holder.stdout.readline().split())
+        r = stat(shunt_build, "--watch", "0.2", "--count", "3")
+        assert r.stdout.count("--- ") == 3 and r.stdout.count("LISTENERS") == 3, r.stdout
+        r = stat(shunt_build, "--watch", "0.1", "--count", "2", "--json", "-p", str(holder.pid))
+        docs = [json.loads(line) for line in r.stdout.splitlines()]
+        assert len(docs) == 2
+        for d in docs:
+            fds = sorted(h["fd"] for c in d["connections"] for h in c["holders"] if h["pid"] == holder.pid)
+            assert fds == sorted([cfd, afd]), d
+            assert d["listeners"][0]["address"] == "127.0.0.1:%d" % port
+        # without a count it runs until interrupted
+        w = subprocess.Popen([str(shunt_build / "shunt"), "stat", "--watch", "0.1"], stdout=subprocess.PIPE,
+                             text=True, env=base_env())
+        try:
+            seen = 0
+            while seen < 3:
+                line = w.stdout.readline()
+                assert line, "stat --watch stopped by itself"
+                seen += line.startswith("--- ")
+        finally:
+            w.send_signal(signal.SIGINT)
+            w.wait(timeout=10)
+            w.stdout.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_errors_are_one_line(shunt_build):
+    r = stat(shunt_build, "--frobnicate", check=False)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "unknown option" in r.stderr
+    r = stat(shunt_build, "-p", "notapid", check=False)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "process id" in r.stderr
+    r = stat(shunt_build, "-p", "999999999", check=False)
+    assert r.returncode == 1 and r.stderr == "shunt stat: no process 999999999\n"
+    # a network namespace where nothing ran under shunt has no registry
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a network namespace here (unshare -n)")
+    r = subprocess.run(["unshare", "-n", str(shunt_build / "shunt"), "stat"], capture_output=True, text=True,
+                       timeout=30, env=base_env())
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "no shunt registry" in r.stderr and r.stdout == ""
+    # a registry file of another version (or anything else under that name)
+    script = ('f=/dev/shm/shunt-$(id -u)-$(stat -L -c %%i /proc/self/ns/net).reg; printf junk > $f; chmod 600 $f; '
+              '%s stat; rc=$?; rm -f $f; exit $rc' % (shunt_build / "shunt"))
+    r = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=30,
+                       env=base_env())
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "another version of shunt" in r.stderr, r.stderr
+
+
+def table_of(pid):
+    for name in os.listdir("/dev/shm"):
+        if re.fullmatch(r"shunt-%d-\d+-%d\.fds" % (os.geteuid(), pid), name):
+            return "/dev/shm/" + name
+    return None
+
+
+def test_corrupted_table_and_dead_process(shunt, shunt_build, tmp_path):
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    procs = [subprocess.Popen(shunt.cmd([PYTHON, str(script)]), env=base_env(), stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        for p in procs:
+            p.stdout.readline()
+        victim, killed = procs
+        # scribble over every record of one table: stat must neither crash nor believe it
+        path = table_of(victim.pid)
+        assert path, os.listdir("/dev/shm")
+        size = os.path.getsize(path)
+        rnd = bytearray(os.urandom(size - 128))
+        for off in range(0, len(rnd), 128):
+            rnd[off:off + 4] = (2).to_bytes(4, "little")   # a settled sequence: the reader takes it
+        with open(path, "r+b") as f:
+            f.seek(128)
+            f.write(rnd)
+        s = stat_json(shunt_build)
+        for c in s["connections"] + s["listeners"]:
+            check_holders(c)
+        # a truncated table is no better
+        os.truncate(path, 64)
+        s = stat_json(shunt_build)
+        assert not [c for c in s["connections"] if held_by(c, victim.pid)]
+        # a killed process: its sockets leave stat, its table leaves /dev/shm
+        assert table_of(killed.pid)
+        assert [c for c in stat_json(shunt_build)["connections"] if held_by(c, killed.pid)]
+        killed.kill()
+        killed.wait()
+        s = stat_json(shunt_build)
+        assert not [c for c in s["connections"] if held_by(c, killed.pid)]
+        assert table_of(killed.pid) is None
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+TRACED = textwrap.dedent('''
+    import json, os, socket, subprocess, sys
+    shunt, out = sys.argv[1], sys.argv[2]
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    c = socket.create_connection(ls.getsockname()); a, _ = ls.accept()
+    c.sendall(b"ping"); assert a.recv(4) == b"ping"
+    env = dict(os.environ); env.pop("LD_PRELOAD", None)
+    s = subprocess.run([shunt, "stat", "--json", "-p", str(os.getpid())], capture_output=True, text=True, env=env)
+    open(out, "w").write(json.dumps({"client_fd": c.fileno(), "server_fd": a.fileno(), "stat": json.loads(s.stdout)}))
+    c.close(); a.close()
+''')
+
+
+@pytest.mark.parametrize("level", ["off", "info", "debug", "trace"])
+def test_tracing_levels(shunt, shunt_build, tmp_path, level):
+    script = tmp_path / "traced.py"
+    script.write_text(TRACED)
+    out = tmp_path / "stat.json"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = base_env(SHUNT_LOG=level, SHUNT_LOG_FILE=str(logs / "log-%p.txt"))
+    r = subprocess.run(shunt.cmd([PYTHON, str(script), str(shunt_build / "shunt"), str(out)]), env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""   # a log file was named: nothing on the program's stderr
+    text = "".join(p.read_text() for p in logs.iterdir())
+    if level == "off":
+        assert text == "" and not list(logs.iterdir())
+        return
+    got = json.loads(out.read_text())
+    ids = {}
+    for c in got["stat"]["connections"]:
+        ids[c["role"]] = (c["id"], [h["fd"] for h in c["holders"]])
+    cid, cfds = ids["client"]
+    sid, sfds = ids["server"]
+    assert cfds == [got["client_fd"]] and sfds == [got["server_fd"]]
+    pid = got["stat"]["connections"][0]["holders"][0]["pid"]
+    # info: outcomes, with pid, fd and the connection id stat shows
+    assert "shunt[%d] info: fd %d sock %d: accelerated (client" % (pid, got["client_fd"], cid) in text, text
+    assert "shunt[%d] info: fd %d sock %d: accelerated (server" % (pid, got["server_fd"], sid) in text, text
+    assert re.search(r"info: fd \d+ sock \d+: accelerated listener on port \d+", text), text
+    debug = re.findall(r"^shunt\[\d+\] debug: .*$", text, re.M)
+    trace = re.findall(r"^shunt\[\d+\] trace: .*$", text, re.M)
+    if level == "info":
+        assert not debug and not trace, text
+        return
+    # debug: the negotiation, step by step, and state changes
+    assert "debug: fd %d sock %d: offered channel" % (got["client_fd"], cid) in text, text
+    assert "debug: fd %d sock %d: offer from pid %d" % (got["server_fd"], sid, pid) in text, text
+    assert "debug: fd %d sock %d: offer verified" % (got["server_fd"], sid) in text, text
+    assert "debug: fd %d sock %d: closed (fin)" % (got["client_fd"], cid) in text, text
+    if level == "debug":
+        assert not trace, text
+        return
+    # trace: every record written for shunt stat
+    assert "trace: fd %d sock %d: stat: connection client offered (recorded)" % (got["client_fd"], cid) in text
+    assert "trace: fd %d sock %d: stat: connection client shm (recorded)" % (got["client_fd"], cid) in text
+    assert "trace: fd %d sock %d: stat: connection server shm (recorded)" % (got["server_fd"], sid) in text
+
+
+FALLBACK_CLIENT = textwrap.dedent('''
+    import json, os, socket, subprocess, sys
+    shunt, port = sys.argv[1], int(sys.argv[2])
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"hi")
+    env = dict(os.environ); env.pop("LD_PRELOAD", None)
+    s = subprocess.run([shunt, "stat", "--json", "-p", str(os.getpid())], capture_output=True, text=True, env=env)
+    print(json.dumps({"fd": c.fileno(), "pid": os.getpid(), "stat": json.loads(s.stdout)}))
+''')
+
+
+def test_client_fallback_reason(shunt, shunt_build, tmp_path, port):
+    """A client under shunt talking to a server that is not: the client's
+    side shows on kernel TCP with the reason no_listener."""
+    import socket
+    script = tmp_path / "client.py"
+    script.write_text(FALLBACK_CLIENT)
+    with socket.socket() as ls:
+        ls.bind(("127.0.0.1", port))
+        ls.listen(1)
+        r = subprocess.run(shunt.cmd([PYTHON, str(script), str(shunt_build / "shunt"), str(port)]), env=base_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    (c,) = got["stat"]["connections"]
+    assert c["holders"] == [{"pid": got["pid"], "fd": got["fd"]}]
+    assert c["path"] == "tcp" and c["reason"] == "no_listener" and c["role"] == "client"
+    assert c["peer"] == "127.0.0.1:%d" % port and c["state"] == "estab"
+
+
+HOLDERS = textwrap.dedent('''
+    import array, json, os, socket, subprocess, sys, time
+    shunt = sys.argv[1]
+    env = dict(os.environ); env.pop("LD_PRELOAD", None)
+    def stat():
+        return json.loads(subprocess.run([shunt, "stat", "--json"], capture_output=True, text=True, env=env).stdout)
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(4)
+    c = socket.create_connection(ls.getsockname()); a, _ = ls.accept()
+    c.sendall(b"x"); a.recv(1)
+    d = os.dup(c.fileno())
+    u1, u2 = socket.socketpair()
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        msg, anc, flags, addr = u2.recvmsg(1, socket.CMSG_LEN(4))
+        fd = array.array("i", anc[0][2][:4])[0]
+        s = socket.socket(fileno=fd)
+        s.sendall(b"y")
+        os.read(r, 1)
+        os._exit(0)
+    u1.sendmsg([b"f"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+    got = c.recv(1)
+    server_fd = a.fileno()
+    a.close()
+    s = stat()
+    print(json.dumps({"parent": os.getpid(), "child": child, "c": c.fileno(), "d": d, "l": ls.fileno(),
+                      "server_fd": server_fd, "got": got.decode(), "stat": s}))
+    os.write(w, b"x")
+    os.waitpid(child, 0)
+''')
+
+
+def test_holders_after_dup_fork_and_scm_rights(shunt, shunt_build, tmp_path):
+    """One socket, several holders: dup in one process, fork, and an fd
+    received with SCM_RIGHTS (and the sender's copy closed)."""
+    script = tmp_path / "holders.py"
+    script.write_text(HOLDERS)
+    r = subprocess.run(shunt.cmd([PYTHON, str(script), str(shunt_build / "shunt")]), env=base_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    parent, child, s = got["parent"], got["child"], got["stat"]
+    assert got["got"] == "y"
+    mine = {c["role"]: c for c in s["connections"] if held_by(c, parent) or held_by(c, child)}
+    holders = lambda e: sorted((h["pid"], h["fd"]) for h in e["holders"])
+    # the client: fd and its dup, in the parent and in the forked child
+    assert holders(mine["client"]) == sorted([(parent, got["c"]), (parent, got["d"]), (child, got["c"]),
+                                              (child, got["d"])]), mine["client"]
+    # the server side: the parent closed its copy after passing it; the child holds the one
+    # it inherited at fork and the one it received
+    srv = holders(mine["server"])
+    assert [p for p, fd in srv] == [child, child] and (child, got["server_fd"]) in srv, mine["server"]
+    assert mine["server"]["path"] == "shm" and mine["client"]["path"] == "shm"
+    assert mine["server"]["counters"]["bytes_out"] == 1
+    (listener,) = [l for l in s["listeners"] if held_by(l, parent)]
+    assert holders(listener) == sorted([(parent, got["l"]), (child, got["l"])])
