@@ -93,6 +93,19 @@ static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, s
     return 0;
 }
 
+static int parse_zcopy(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n > (1ull << 40)) {
+        snprintf(err, errlen, "%llu is too large (0 turns single copy off)", n);
+        return -1;
+    }
+    s->zcopy_threshold = (size_t)n;
+    return 0;
+}
+
 static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     char *end;
@@ -115,6 +128,9 @@ const struct setting_def shunt_setting_defs[] = {
       "(for tests)", parse_strict },
     { "SHUNT_RING_SIZE", "1M", "power of two, 4K..1024M",
       "Bytes of shared memory per direction of each accelerated connection", parse_ring_size },
+    { "SHUNT_ZCOPY_THRESHOLD", "256K", "size (K or M suffix); 0 turns it off",
+      "A blocking send of at least this many bytes is copied once, straight from the sender's buffer "
+      "into the receiver's (process_vm_readv), instead of through the ring", parse_zcopy },
     { "SHUNT_SPIN_US", "50", "0..1000000",
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
       "less when spinning stops paying)", parse_spin },

@@ -18,6 +18,7 @@ struct shunt_settings {
     bool strict;            /* a connection that should be accelerated but is not fails */
     unsigned ring_size;     /* bytes per direction of a channel */
     unsigned spin_us;       /* how long a waiter spins before it sleeps */
+    size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
 };
 
 struct setting_def {

@@ -16,6 +16,7 @@
 #include "core/passthrough.h"
 #include "core/stream.h"
 #include "core/wait.h"
+#include "core/zcopy.h"
 #include "interpose/real.h"
 
 /* A large send is published to the ring in pieces of this size, so the
@@ -80,18 +81,18 @@ static bool nonblocking(struct tcp_sock *t, int fd, int flags)
 
 static bool peer_finished(struct tcp_sock *t)
 {
-    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+    return stream_peer_finished(t);
 }
 
 static bool rx_ready(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return n != 0 || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+    return n != 0 || zc_pending(t) || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
 }
 
 static bool tx_ready(struct tcp_sock *t)
 {
-    return ring_writable(&t->ch.tx) != 0 || peer_finished(t);
+    return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t);
 }
 
 static int broken(struct tcp_sock *t, int fd)
@@ -186,11 +187,23 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (b.total == 0) {
             int64_t avail = ring_readable(&t->ch.rx);
-            if (avail != 0)
+            if (avail != 0 || zc_pending(t))
                 return avail < 0 ? broken(t, f->fd) : 0;
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        if (n == 0) {
+            /* an empty ring may be followed by a single-copy send */
+            n = zc_recv(t, f->fd, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+            if (n == -EAGAIN) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                continue;
+            }
+            if (n == -EFAULT) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                return got ? (ssize_t)got : n;
+            }
+        }
         if (n > 0 && !(flags & MSG_PEEK)) {
             counter_add(&t->ch.self->bytes_in, (uint64_t)n);
             counter_add(&t->ch.self->recvs, 1);
@@ -272,7 +285,9 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return (ssize_t)b.total;
     }
 
-    size_t sent = 0;
+    size_t sent = zc_send(t, f->fd, b.iov, b.iovcnt, b.total, !nonblocking(t, f->fd, flags));
+    if (sent == b.total)
+        return (ssize_t)sent;
     for (;;) {
         int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
         /* after FIN nothing more may enter the ring, even from a send that
@@ -280,6 +295,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
         ssize_t n = lk < 0 ? lk
                     : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
+                    : zc_tx_busy(t) ? 0   /* another thread's single copy goes first */
                     : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
         if (n > 0) {
             counter_add(&t->ch.self->bytes_out, (uint64_t)n);
@@ -345,7 +361,7 @@ void stream_close(struct tcp_sock *t, int fd)
     struct linger lg = { 0, 0 };
     socklen_t len = sizeof lg;
     shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
-    bool unread = ring_readable(&t->ch.rx) != 0;
+    bool unread = ring_readable(&t->ch.rx) != 0 || zc_pending(t);
     if ((lg.l_onoff && lg.l_linger == 0) || unread)
         atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
     else
@@ -358,7 +374,7 @@ void stream_close(struct tcp_sock *t, int fd)
 long stream_readable(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0);
+    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0) + (long)zc_pending(t);
 }
 
 long stream_unread_by_peer(struct tcp_sock *t)
@@ -380,7 +396,7 @@ short stream_poll(struct tcp_sock *t, int fd, short events)
     unsigned peer = atomic_load(&t->ch.peer->state);
     bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
     bool rd_shut = peer_fin || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
-    if (readable > 0 || rd_shut)
+    if (readable > 0 || rd_shut || zc_pending(t))
         rev |= POLLIN | POLLRDNORM;
     if (rd_shut)
         rev |= POLLRDHUP;

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 3u
+#define CHANNEL_VERSION 4u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -34,6 +34,31 @@
 #define SIDE_SHUT_RD  2u
 #define SIDE_CLOSED   4u    /* the last holder closed it */
 #define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
+
+/*
+ * A single-copy send (core/zcopy.c): the sender describes its own buffer
+ * here, at stream position pos of its outgoing ring, and the receiver
+ * copies straight out of it with process_vm_readv.  Written by the sender
+ * while state is ZC_IDLE, read by the receiver after it moved state from
+ * ZC_POSTED to ZC_COPYING; the receiver alone advances done.
+ */
+#define ZC_SEGS 8
+enum { ZC_IDLE, ZC_POSTED, ZC_COPYING, ZC_DONE, ZC_FAILED };
+
+/* Why single copy is off for a direction (chan_side.zc_off), for shunt stat. */
+enum zc_off_reason { ZC_ON, ZC_OFF_EPERM, ZC_OFF_ENOSYS, ZC_OFF_PIDNS, ZC_OFF_OTHER };
+
+struct zc_desc {
+    alignas(64) _Atomic uint32_t state;     /* ZC_* */
+    int32_t pid;                            /* the sender's process */
+    int32_t taker;                          /* the receiving process that moved it to ZC_COPYING */
+    uint64_t pidns;                         /* inode of its pid namespace: pids mean something only within one */
+    uint64_t pos;                           /* ring head at which these bytes sit in the stream */
+    uint64_t len;
+    uint32_t nseg;
+    struct { uint64_t addr, len; } seg[ZC_SEGS];
+    alignas(64) _Atomic uint64_t done;      /* bytes the receiver took so far */
+};
 
 struct chan_side {
     alignas(64) atomic_uint sleepers;  /* threads of this endpoint that want a doorbell when data comes */
@@ -58,6 +83,13 @@ struct chan_side {
     alignas(64) _Atomic uint64_t bytes_out, sends;
     alignas(64) _Atomic uint64_t bytes_in, recvs;
     alignas(64) _Atomic uint64_t doorbells, spins_won, spins_lost, sleeps;
+    /* Single copy out of this end (core/zcopy.c): sends and bytes that went
+     * by it, and zc_off, set by the receiving end when the kernel refused
+     * (enum zc_off_reason): from then on this direction uses the ring. */
+    alignas(64) _Atomic uint64_t zc_sends, zc_bytes;
+    atomic_uint zc_off;
+    atomic_uint doorbells_held;          /* doorbells owed while corked (MSG_MORE, TCP_CORK) */
+    struct zc_desc zc;
 };
 
 /* Adds to a counter that only one thread writes at a time. */
