@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "core/init.h"
 #include "core/log.h"
 #include "core/passthrough.h"
 #include "core/stream.h"
@@ -293,6 +294,8 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread or process */
         size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
+        if (lk >= 0)
+            channel_tx_grow(&t->ch, b.total - sent, shunt_settings.shm_limit);
         ssize_t n = lk < 0 ? lk
                     : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
                     : zc_tx_busy(t) ? 0   /* another thread's single copy goes first */
@@ -320,6 +323,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             }
             continue;
         }
+        t->ch.tx_was_full = true;         /* grow it once it is empty again */
         wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);

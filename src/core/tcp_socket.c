@@ -41,6 +41,7 @@ static const char *const reason_names[] = {
     [FB_CONNECT_FAILED] = "connect failed",
     [FB_INHERITED] = "inherited connection unknown to shunt",
     [FB_WITHDRAWN] = "client shut down before the claim",
+    [FB_SHM_LIMIT] = "shm-limit: shared memory bound reached",
 };
 
 const char *fallback_reason_name(enum fallback_reason r)

@@ -103,6 +103,7 @@ struct chan_hdr {
     uint32_t version;
     uint32_t ring_size;
     uint64_t total_size;
+    _Atomic uint64_t reserved;          /* bytes of the file backed by memory (header and rings as grown) */
     alignas(64) _Atomic uint64_t neg;
     struct chan_side side[2];
     struct ring_hdr ring[2];
@@ -117,6 +118,8 @@ struct channel {
     struct chan_side *self;
     struct chan_side *peer;
     int side;                   /* 0 client, 1 server */
+    bool tx_was_full;           /* the outgoing ring filled up since it last grew */
+    bool grow_refused;          /* no memory to grow it: do not ask again */
     char name[CHANNEL_NAME_MAX];
 };
 
@@ -124,8 +127,19 @@ struct channel {
 size_t channel_size(uint32_t ring_size);
 
 /* Client: creates a fresh segment (a unique name under /dev/shm, 0600) and
- * maps it as side 0.  0 or a negative errno. */
-int channel_create(struct channel *ch, uint32_t ring_size);
+ * maps it as side 0, with room for rings of ring_size bytes of which only
+ * start_size are backed by memory at first.  shm_limit bounds what all of
+ * this user's channels reserve (0: no bound).  0, -ENOSPC at the bound (or
+ * when /dev/shm is full), or another negative errno. */
+int channel_create(struct channel *ch, uint32_t ring_size, uint32_t start_size, uint64_t shm_limit);
+
+/* Producer: before writing want more bytes, grows the outgoing ring when it
+ * is empty and either filled up since it last grew or is smaller than want
+ * (up to the capacity, as memory and the limit allow). */
+void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit);
+
+/* Bytes of /dev/shm this channel's segment holds. */
+uint64_t channel_reserved(const struct channel *ch);
 
 /* Server: opens the named segment, checks its header and size against the
  * file (a mismatch is -EPROTO), and maps it as side 1. */
