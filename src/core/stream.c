@@ -335,6 +335,11 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     }
 }
 
+int stream_wait_writable(struct tcp_sock *t, int fd)
+{
+    return wait_channel(t, fd, tx_ready, true);
+}
+
 /* FIN goes into the ring once, after whatever a send in progress (in any
  * holder of this end) still copies in: the state bit stops further sends. */
 static void write_fin(struct tcp_sock *t)

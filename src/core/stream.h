@@ -23,6 +23,10 @@ long stream_unread_by_peer(struct tcp_sock *t);
 /* Readiness in poll(2) terms for the requested events. */
 short stream_poll(struct tcp_sock *t, int fd, short events);
 
+/* A blocking writer's wait for ring space (or the peer's end): 0, or
+ * -EAGAIN (SO_SNDTIMEO), -EINTR. */
+int stream_wait_writable(struct tcp_sock *t, int fd);
+
 /* The peer will send nothing more: its process is gone, or it closed. */
 static inline bool stream_peer_finished(struct tcp_sock *t)
 {

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
+#include "core/splice.h"
 #include "core/stream.h"
 #include "core/tcp_socket.h"
 #include "core/wait.h"
@@ -219,39 +220,13 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     return (int)i;
 }
 
-/* sendfile onto a channel: the file's bytes are read here and written into
- * the ring, with the kernel's offset rules (an offset pointer leaves the
- * file position alone; without one the position moves by what was sent). */
+/* sendfile onto a channel: straight from the file into the ring (splice.c). */
 static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
     struct tcp_sock *t = tcp_of(out->sock);
-    if (negotiate_observe(t, out->fd) != PATH_SHM)
+    if (negotiate_observe(t, out->fd) != PATH_SHM || !t->ch.hdr)
         return pt_sendfile(out, in_fd, off, count);
-    char buf[65536];
-    size_t done = 0;
-    while (done < count) {
-        size_t want = count - done < sizeof buf ? count - done : sizeof buf;
-        ssize_t n = off ? shunt_real.pread64(in_fd, buf, want, *off) : shunt_real.read(in_fd, buf, want);
-        if (n < 0)
-            return done ? (ssize_t)done : -errno;
-        if (n == 0)
-            break;
-        struct io_call c = { .kind = IO_SEND, .buf = buf, .len = (size_t)n, .flags = done ? MSG_DONTWAIT : 0 };
-        ssize_t w = stream_send(t, out, &c);
-        if (w < 0) {
-            if (!off)
-                lseek(in_fd, -(off_t)n, SEEK_CUR);   /* read but not sent: give it back */
-            return done ? (ssize_t)done : w;
-        }
-        if (off)
-            *off += w;
-        else if (w < n)
-            lseek(in_fd, -(off_t)(n - w), SEEK_CUR);
-        done += (size_t)w;
-        if (w < n)
-            break;
-    }
-    return (ssize_t)done;
+    return splice_sendfile(t, out, in_fd, off, count);
 }
 
 static int tcp_listen(struct fdref *f, int backlog)

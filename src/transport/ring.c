@@ -311,6 +311,79 @@ ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcn
     return (ssize_t)n;
 }
 
+/* [pos, pos + n) of the ring (n <= size) as at most two pieces of data. */
+static int pieces(const struct ring_view *v, uint64_t pos, size_t n, struct iovec out[2])
+{
+    size_t off = (size_t)(pos & (v->size - 1));
+    size_t first = (size_t)v->size - off;
+    if (first > n)
+        first = n;
+    out[0].iov_base = v->data + off;
+    out[0].iov_len = first;
+    if (n == first)
+        return n ? 1 : 0;
+    out[1].iov_base = v->data;
+    out[1].iov_len = n - first;
+    return 2;
+}
+
+ssize_t ring_space(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt)
+{
+    *cnt = 0;
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_view v = *r;
+    /* relaxed: head is this side's own index */
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    /* acquire (W2): pairs with R2; the consumer is done with what it freed */
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+    v.size = live_size(r);
+    uint64_t used = head - tail;
+    if (v.size == 0 || used > v.size)
+        return -EIO;
+    uint64_t room = v.size - used;
+    size_t n = room < max ? (size_t)room : max;
+    if (n > SSIZE_MAX)
+        n = SSIZE_MAX;
+    *cnt = pieces(&v, head, n, out);
+    return (ssize_t)n;
+}
+
+ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt)
+{
+    *cnt = 0;
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_view v = *r;
+    /* relaxed: tail is this side's own index */
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    /* acquire (R1): pairs with W1; the bytes below head are visible */
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+    v.size = live_size(r);
+    uint64_t avail = head - tail;
+    if (v.size == 0 || avail > v.size)
+        return -EIO;
+    size_t n = avail < max ? (size_t)avail : max;
+    if (n > SSIZE_MAX)
+        n = SSIZE_MAX;
+    *cnt = pieces(&v, tail, n, out);
+    return (ssize_t)n;
+}
+
+void ring_commit(const struct ring_view *r, size_t n)
+{
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    /* release (W1): the bytes another fd's read put in data come first */
+    atomic_store_explicit(&r->hdr->head, head + n, memory_order_release);
+}
+
+void ring_consume(const struct ring_view *r, size_t n)
+{
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    /* release (R2): the write out of data to another fd is complete */
+    atomic_store_explicit(&r->hdr->tail, tail + n, memory_order_release);
+}
+
 int ring_resize(const struct ring_view *r, uint64_t new_size)
 {
     if (!view_ok(r))

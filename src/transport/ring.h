@@ -64,6 +64,16 @@ ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt
  * iovec, and advances head.  Returns the bytes copied (0 when full) or -EIO. */
 ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max);
 
+/* For a read(2) or write(2) straight between the ring and another fd: the
+ * free space (producer) or the readable bytes (consumer), up to max, as at
+ * most two pieces of the ring's memory.  Returns the bytes (0: full or
+ * empty) or -EIO.  Then ring_commit publishes n <= that many written
+ * bytes, and ring_consume frees n <= that many read bytes. */
+ssize_t ring_space(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt);
+ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt);
+void ring_commit(const struct ring_view *r, size_t n);
+void ring_consume(const struct ring_view *r, size_t n);
+
 /* The ring's size now, or 0 if the header's is corrupt. */
 uint64_t ring_size_now(const struct ring_view *r);
 
