@@ -237,6 +237,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (got && !(flags & MSG_WAITALL))
             return (ssize_t)got;
+        stream_flush_held(t, f->fd);   /* about to wait for an answer */
         if (nonblocking(t, f->fd, flags)) {
             /* An empty ring on a non-blocking socket: a look at the
              * companion notices a peer that died without a word. */
@@ -249,6 +250,29 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (w < 0)
             return got ? (ssize_t)got : w;
     }
+}
+
+/*
+ * Corked sends (TCP_CORK, MSG_MORE).  The bytes go into the ring at once
+ * (a reader that is awake may take them, as it may take a full segment
+ * from a corked kernel socket), but a reader asleep is not woken for them:
+ * the doorbell is owed until a send without MSG_MORE, uncorking, a full
+ * ring, shutdown or close, or until this end itself waits or looks at its
+ * readiness, which is what a program does when it expects an answer.  So a
+ * request in pieces costs one wake-up, and a request-response exchange
+ * never waits for a cork.
+ */
+static void hold_doorbell(struct tcp_sock *t)
+{
+    if (!atomic_exchange(&t->ch.self->doorbell_owed, 1))
+        atomic_fetch_add_explicit(&t->ch.self->doorbells_held, 1, memory_order_relaxed);
+}
+
+void stream_flush_held(struct tcp_sock *t, int fd)
+{
+    if (atomic_load_explicit(&t->ch.self->doorbell_owed, memory_order_relaxed) &&
+        atomic_exchange(&t->ch.self->doorbell_owed, 0))
+        wake_peer(t, fd, WANT_DATA);
 }
 
 static ssize_t send_failed(int flags)
@@ -318,12 +342,18 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
              * not for every piece (on a shared CPU that would be a context
              * switch each). */
             if (sent == b.total) {
-                wake_peer(t, f->fd, WANT_DATA);
+                if ((flags & MSG_MORE) || atomic_load_explicit(&t->ch.self->corked, memory_order_relaxed)) {
+                    hold_doorbell(t);
+                } else {
+                    atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
+                    wake_peer(t, f->fd, WANT_DATA);
+                }
                 return (ssize_t)sent;
             }
             continue;
         }
         t->ch.tx_was_full = true;         /* grow it once it is empty again */
+        atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
         wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
@@ -344,6 +374,7 @@ int stream_wait_writable(struct tcp_sock *t, int fd)
  * holder of this end) still copies in: the state bit stops further sends. */
 static void write_fin(struct tcp_sock *t)
 {
+    atomic_store(&t->ch.self->doorbell_owed, 0);   /* the caller wakes the peer anyway */
     if (atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR) & SIDE_SHUT_WR)
         return;
     int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
@@ -394,8 +425,8 @@ long stream_unread_by_peer(struct tcp_sock *t)
 
 short stream_poll(struct tcp_sock *t, int fd, short events)
 {
-    (void)fd;
     short rev = 0;
+    stream_flush_held(t, fd);   /* a program looking at readiness may wait next */
     if (atomic_load(&t->broken))
         return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM)));
     int64_t readable = ring_readable(&t->ch.rx);

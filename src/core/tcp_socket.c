@@ -296,6 +296,8 @@ static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, sockl
     int v;
     if (level == IPPROTO_TCP && name == TCP_NODELAY) {
         v = t->program_nodelay;
+    } else if (path == PATH_SHM && t->ch.hdr && level == IPPROTO_TCP && name == TCP_CORK) {
+        v = (int)atomic_load(&t->ch.self->corked);
     } else if (path == PATH_SHM && level == SOL_SOCKET && name == SO_ERROR && t->ch.hdr &&
                (atomic_load(&t->ch.peer->state) & SIDE_RESET) && !atomic_exchange(&t->reset_reported, true)) {
         v = ECONNRESET;
@@ -321,6 +323,17 @@ static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val,
         if (r == 0)
             t->program_nodelay = v != 0;
         return r;
+    }
+    if (level == IPPROTO_TCP && name == TCP_CORK && val && len >= (socklen_t)sizeof(int) &&
+        negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr) {
+        /* The companion never corks: it carries the doorbells.  The cork is
+         * the end's, in the segment, shared by every holder (stream.c). */
+        int v;
+        memcpy(&v, val, sizeof v);
+        atomic_store(&t->ch.self->corked, v != 0);
+        if (!v)
+            stream_flush_held(t, f->fd);
+        return 0;
     }
     int r = pt_setsockopt(f, level, name, val, len);
     if (r == 0 && level == SOL_SOCKET && name == SO_SNDTIMEO && val && len >= (socklen_t)sizeof(struct timeval))

@@ -88,7 +88,9 @@ struct chan_side {
      * (enum zc_off_reason): from then on this direction uses the ring. */
     alignas(64) _Atomic uint64_t zc_sends, zc_bytes;
     atomic_uint zc_off;
-    atomic_uint doorbells_held;          /* doorbells owed while corked (MSG_MORE, TCP_CORK) */
+    atomic_uint doorbells_held;          /* doorbells put off while corked (MSG_MORE, TCP_CORK) */
+    atomic_uint doorbell_owed;           /* one of them is still owed to the peer */
+    atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
     struct zc_desc zc;
 };
 
