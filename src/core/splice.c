@@ -12,8 +12,8 @@
  * Semantics kept from the kernel: an offset pointer is used and advanced
  * instead of the file position; a socket's own O_NONBLOCK decides whether
  * the socket side waits, SPLICE_F_NONBLOCK whether the pipe side does;
- * partial transfers return what moved; offsets on the socket or a pipe are
- * ESPIPE; splice needs a pipe at one end (EINVAL otherwise).
+ * partial transfers return what moved; an offset on a pipe is ESPIPE, on
+ * the socket EINVAL; splice needs a pipe at one end (EINVAL otherwise).
  */
 #include <poll.h>
 #include <sys/stat.h>
@@ -206,18 +206,24 @@ bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, of
         *result = -EINVAL;   /* the kernel too wants a pipe at one end */
         return true;
     }
+    /* The kernel's order of checks: an offset on the pipe is ESPIPE, one
+     * on the socket EINVAL (a socket has no pread). */
     if (src) {
-        if (off_in || off_out)
+        if (!is_pipe(out->fd))
+            *result = -EINVAL;
+        else if (off_out)
             *result = -ESPIPE;
-        else if (!is_pipe(out->fd))
+        else if (off_in)
             *result = -EINVAL;
         else
             *result = ring_to_pipe(src, in, out->fd, len, flags);
         return true;
     }
-    if (off_out || off_in)
-        *result = -ESPIPE;   /* a pipe has no offset either */
-    else if (!is_pipe(in->fd))
+    if (!is_pipe(in->fd))
+        *result = -EINVAL;
+    else if (off_in)
+        *result = -ESPIPE;
+    else if (off_out)
         *result = -EINVAL;
     else
         *result = fd_to_ring(dst, out, in->fd, NULL, len, true, !(flags & SPLICE_F_NONBLOCK));
