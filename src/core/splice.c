@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "core/init.h"
+#include "core/log.h"
 #include "core/negotiate.h"
 #include "core/splice.h"
 #include "core/stream.h"
@@ -125,7 +126,9 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
 
 ssize_t splice_sendfile(struct tcp_sock *t, struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
-    return fd_to_ring(t, out, in_fd, off, count, is_pipe(in_fd), true);
+    ssize_t r = fd_to_ring(t, out, in_fd, off, count, is_pipe(in_fd), true);
+    shunt_log(LOG_DEBUG, "fd %d: sendfile from fd %d into the ring: %zd", out->fd, in_fd, r);
+    return r;
 }
 
 /* Writes all of buf to fd: the bytes already left the ring. */
