@@ -128,6 +128,19 @@ static int parse_shm_limit(const char *v, struct shunt_settings *s, char *err, s
     return 0;
 }
 
+static int parse_chunk(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n < 1024 || n > (1ull << 30)) {
+        snprintf(err, errlen, "%llu is not between 1K and 1024M", n);
+        return -1;
+    }
+    s->chunk_size = (unsigned)n;
+    return 0;
+}
+
 static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     char *end;
@@ -161,6 +174,9 @@ const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_ZCOPY_THRESHOLD", "256K", "size (K or M suffix); 0 turns it off",
       "A blocking send of at least this many bytes is copied once, straight from the sender's buffer "
       "into the receiver's (process_vm_readv), instead of through the ring", parse_zcopy },
+    { "SHUNT_CHUNK_SIZE", "64K", "1K..1024M",
+      "A large send is published to the ring in pieces of this size, so the reader copies one piece "
+      "out while the writer copies the next in", parse_chunk },
     { "SHUNT_SPIN_US", "50", "0..1000000",
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
       "less when spinning stops paying)", parse_spin },

@@ -20,10 +20,9 @@
 #include "core/zcopy.h"
 #include "interpose/real.h"
 
-/* A large send is published to the ring in pieces of this size, so the
- * reader copies one piece out while the writer copies the next one in
+/* A large send is published to the ring in pieces of SHUNT_CHUNK_SIZE, so
+ * the reader copies one piece out while the writer copies the next one in
  * (as the kernel's 64 KiB segments pipeline), instead of waiting for all. */
-#define STREAM_CHUNK (64 * 1024)
 
 /* The program's buffers as one iovec list. */
 struct iobuf {
@@ -317,7 +316,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread or process */
-        size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
+        size_t chunk = b.total - sent < shunt_settings.chunk_size ? b.total - sent : shunt_settings.chunk_size;
         if (lk >= 0)
             channel_tx_grow(&t->ch, b.total - sent, shunt_settings.shm_limit);
         ssize_t n = lk < 0 ? lk
