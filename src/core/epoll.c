@@ -8,6 +8,14 @@
  * computed from the rings, with level, edge and one-shot semantics kept
  * here.  The cost of a wait is one pass over the accelerated members
  * (a later stage makes it follow readiness instead).
+ *
+ * A TCP socket added before its connect (nginx adds its upstream sockets
+ * first) cannot be told apart from one that stays on kernel TCP yet: it is
+ * kept as a pending member, registered with the kernel exactly as the
+ * program asked, and turned into a member of ours by the first wait that
+ * finds it offered or accelerated (or forgotten once it settled on TCP).
+ * Without that, its doorbells were never asked for and a reader in
+ * epoll_wait slept through data that did not come with a FIN.
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -15,6 +23,7 @@
 
 #include "core/epoll.h"
 #include "core/fdtable.h"
+#include "core/init.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/readiness.h"
@@ -34,6 +43,7 @@ struct ep_entry {
     uint64_t last_rx, last_tx;   /* EPOLLET: ring positions then */
     bool last_end;               /* EPOLLET: the peer had finished then */
     bool armed;                  /* asked for a doorbell for this wait */
+    bool pending;                /* added before negotiation: still the kernel's (see the top) */
 };
 
 struct epoll_obj {
@@ -132,14 +142,25 @@ static struct epoll_event tagged(int fd, uint32_t user_events)
     return k;
 }
 
+static bool is_listening(int fd)
+{
+    int v = 0;
+    socklen_t len = sizeof v;
+    return shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v;
+}
+
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
 {
     struct fdref f = fdt_get(fd);
     if (op != EPOLL_CTL_DEL)
         tcp_socket_watched(f.sock, fd);
     struct tcp_sock *t = NULL;
+    bool pending = false;
     if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP)
         t = tcp_of(f.sock);
+    else if (op == EPOLL_CTL_ADD && f.sock && f.sock->ops == &tcp_ops && !tcp_of(f.sock)->negotiated &&
+             shunt_settings.accel && tcp_of(f.sock)->listener_pid == 0 && !is_listening(fd))
+        t = tcp_of(f.sock), pending = true;   /* may yet connect through shunt */
     struct epoll_obj *ep = epoll_of(epfd, t != NULL);
     int r;
     if (!ep) {
@@ -154,7 +175,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         e = NULL;
     }
     if (op == EPOLL_CTL_ADD && t) {
-        struct epoll_event k = tagged(fd, ev ? ev->events : 0);
+        struct epoll_event k = pending && ev ? *ev : tagged(fd, ev ? ev->events : 0);
         r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
         if (r == 0 && ep->n == ep->cap) {
             size_t cap = ep->cap ? ep->cap * 2 : 8;
@@ -169,10 +190,11 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         }
         if (r == 0) {
             sock_get(&t->base);
-            ep->v[ep->n++] = (struct ep_entry){ .fd = fd, .t = t, .events = ev->events, .data = ev->data };
+            ep->v[ep->n++] = (struct ep_entry){ .fd = fd, .t = t, .events = ev->events, .data = ev->data,
+                                                .pending = pending };
         }
     } else if (op == EPOLL_CTL_MOD && e) {
-        struct epoll_event k = tagged(fd, 0);
+        struct epoll_event k = e->pending && ev ? *ev : tagged(fd, 0);
         r = ev ? kernel_ctl(epfd, op, fd, &k) : -EFAULT;
         if (r == 0) {
             e->events = ev->events;
@@ -251,7 +273,27 @@ static int collect(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int 
         struct fdref f = fdt_get(e->fd);
         bool same = f.sock == &e->t->base;
         fdt_put(&f);
-        if (same && negotiate_observe(e->t, e->fd) == PATH_TCP) {
+        int path = same ? negotiate_observe(e->t, e->fd) : PATH_SHM;
+        if (e->pending) {
+            if (!same || (path == PATH_TCP && e->t->negotiated)) {
+                drop(ep, e);   /* settled on TCP: the kernel has it as the program asked */
+                continue;
+            }
+            if (path != PATH_TCP) {
+                /* negotiated through shunt: ours from now on; what is
+                 * ready now counts as new */
+                struct epoll_event k = tagged(e->fd, e->events);
+                if (kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k) == 0) {
+                    e->pending = false;
+                    e->last = 0;
+                    e->last_rx = e->last_tx = 0;
+                    e->last_end = false;
+                }
+            }
+            i++;
+            continue;
+        }
+        if (same && path == PATH_TCP) {
             hand_back(epfd, ep, e);
             continue;
         }
@@ -262,7 +304,7 @@ static int collect(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int 
     for (size_t k = 0; k < count && n < max; k++) {
         size_t i = (start + k) % count;
         struct ep_entry *e = &ep->v[i];
-        if (e->disabled)
+        if (e->disabled || e->pending)
             continue;
         uint32_t got = entry_ready(e);
         if (got) {
@@ -339,7 +381,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
             break;
         }
         for (size_t i = 0; i < ep->n; i++)
-            if (ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
+            if (!ep->v[i].pending && ep->v[i].t->ch.hdr && atomic_load(&ep->v[i].t->path) == PATH_SHM) {
                 doorbell_enter(ep->v[i].t, entry_wants(&ep->v[i]));
                 ep->v[i].armed = true;
             }

@@ -74,8 +74,12 @@ static uint64_t pidns_self(void)
 
 bool zc_tx_busy(struct tcp_sock *t)
 {
-    /* acquire: pairs with the release of ZC_IDLE after a send's last use */
-    return atomic_load_explicit(&t->ch.self->zc.state, memory_order_acquire) != ZC_IDLE;
+    /* Only while the receiver may still take bytes: a thread waiting to
+     * write is woken by the receiver's last wake-up, which comes with
+     * ZC_DONE (or ZC_FAILED), not with the sender's return to ZC_IDLE.
+     * acquire: pairs with the receiver's release of those states. */
+    uint32_t st = atomic_load_explicit(&t->ch.self->zc.state, memory_order_acquire);
+    return st == ZC_POSTED || st == ZC_COPYING;
 }
 
 uint64_t zc_pending(struct tcp_sock *t)
