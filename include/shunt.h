@@ -10,4 +10,12 @@
  * TCP, or not a socket shunt manages). */
 int shunt_fd_accelerated(int fd);
 
+/* One counter of this end of an accelerated connection, by name, or -1
+ * (not accelerated, unknown name).  Names: "bytes_out", "bytes_in",
+ * "sends", "recvs", "doorbells", "sleeps", "zc_sends", "zc_bytes",
+ * "zc_off" (why single copy is off: 0 on, 1 EPERM, 2 ENOSYS, 3 other pid
+ * namespace, 4 other), "doorbells_held", "ring_size" (bytes of its
+ * outgoing ring now), "shm_bytes" (bytes of /dev/shm the segment reserved). */
+long long shunt_fd_counter(int fd, const char *name);
+
 #endif

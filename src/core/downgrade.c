@@ -257,8 +257,8 @@ static void resend(struct tcp_sock *t, int fd)
             unlink(path);
         }
         uint64_t from = atomic_load(&h->down_tail), head = atomic_load(&t->ch.tx.hdr->head);
-        uint64_t size = t->ch.tx.size;
-        if (head - from > size) {
+        uint64_t size = ring_size_now(&t->ch.tx);   /* rings grow: the size in use, not the capacity */
+        if (size == 0 || head - from > size) {
             err = -EIO;   /* a tail the ring never had: the peer scribbled */
         } else {
             while (!err && from != head) {

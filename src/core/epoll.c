@@ -18,6 +18,12 @@
  * When the set has kernel members or cold ones, every wait also asks the
  * kernel without blocking, so its answer is complete, as the kernel's is.
  *
+ * A TCP socket added before its connect (nginx adds its upstream sockets
+ * first) cannot be told apart yet from one that will stay on kernel TCP: it
+ * is a pending member, registered with the kernel exactly as the program
+ * asked, and becomes one of ours at the first look that finds it offered or
+ * accelerated (or leaves our table once it settled on TCP).
+ *
  * An epoll fd inside another (or watched by poll/select) is a member whose
  * readiness is "the inner set has something"; before the outer one sleeps,
  * the inner's hot members turn cold so that their doorbells make the inner
@@ -54,6 +60,7 @@ struct ep_entry {
     int fd;                      /* the fd it was added under: the kernel's key too */
     int io_fd;                   /* an fd of this process for it (differs after close of a dup) */
     uint8_t kind;                /* enum member_kind */
+    bool pending;                /* added before its connect: still the kernel's (see the top) */
     bool off;                    /* EPOLLONESHOT fired */
     uint8_t idle;                /* looks in a row that found nothing */
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
@@ -78,7 +85,7 @@ struct epoll_obj {
     uint32_t nhot, caphot;
     uint32_t *woken;             /* slots the kernel just named (filter_kernel) */
     uint32_t nwoken, capwoken;
-    uint32_t members, cold, nested;
+    uint32_t members, cold, nested, pending;
     uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
     uint32_t rotate;             /* where the next look starts: ready members take turns */
     unsigned closes_seen;
@@ -220,6 +227,8 @@ static void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid
     hot_remove(ep, e);
     if (e->kind == M_EPOLL)
         ep->nested--;
+    if (e->pending)
+        ep->pending--;
     if (slot_for_fd(ep, e->fd) == e)
         ep->slot_of[e->fd] = 0;
     sock_put(e->s);
@@ -396,6 +405,16 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
     return 0;
 }
 
+/* A socket on kernel TCP for now that may yet connect through shunt. */
+static bool might_connect(struct tcp_sock *t, int fd)
+{
+    if (t->negotiated || !shunt_settings.accel || t->listener_pid != 0)
+        return false;
+    int v = 0;
+    socklen_t len = sizeof v;
+    return !(shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v);
+}
+
 static void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode)
 {
     struct ctl_journal *j = ep->journal;
@@ -474,8 +493,12 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         tcp_socket_watched(f.sock, fd);
     struct shunt_sock *s = NULL;
     enum member_kind kind = M_SOCKET;
+    bool pending = false;
     if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
         s = f.sock;
+    } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->ops == &tcp_ops && might_connect(tcp_of(f.sock), fd)) {
+        s = f.sock;
+        pending = true;
     } else if (f.sock && f.sock->ops == &epoll_ops && fd != epfd) {
         s = f.sock;
         kind = M_EPOLL;
@@ -495,11 +518,31 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
          * and file: a member living on through a dup gives way) */
         release_slot(ep, e, false);
         e = NULL;
+    } else if (e && e->kind == M_SOCKET && !e->pending && atomic_load(&tcp_of(e->s)->path) == PATH_TCP) {
+        /* our member fell back to kernel TCP since the last wait: the
+         * kernel has it from now on, and this call changes it there */
+        release_slot(ep, e, true);
+        ep->kernel_members++;
+        e = NULL;
     } else if (e && e->s != s) {
         e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
     }
     journal_apply(ep);
-    if (op == EPOLL_CTL_ADD && s) {
+    if (op == EPOLL_CTL_ADD && pending) {
+        r = ev ? kernel_ctl(epfd, op, fd, ev) : -EFAULT;
+        struct ep_entry *p = r ? NULL : new_slot(ep, fd);
+        if (p) {
+            sock_get(s);
+            p->s = s;
+            p->kind = M_SOCKET;
+            p->pending = true;
+            ep->pending++;
+            member_reset(p, ev);
+            hot_add(ep, p);
+        }
+        if (!r)
+            ep->kernel_members++;   /* the kernel reports it as the program asked, for now */
+    } else if (op == EPOLL_CTL_ADD && s) {
         r = member_add(ep, epfd, fd, s, kind, ev);
         if (!r && kind == M_SOCKET)
             journal_append(ep, op, fd, ev, tcp_of(s)->inode);
@@ -507,7 +550,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         r = check_events(op, ev, e->kind);
         struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
         if (!r)
-            r = kernel_ctl(epfd, op, fd, &k);
+            r = kernel_ctl(epfd, op, fd, e->pending ? ev : &k);
         if (!r) {
             member_reset(e, ev);
             make_hot(ep, e);
@@ -517,7 +560,9 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
         if (!r) {
-            if (e->kind == M_SOCKET)
+            if (e->pending && ep->kernel_members)
+                ep->kernel_members--;
+            else if (e->kind == M_SOCKET)
                 journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
             release_slot(ep, e, true);
         }
@@ -737,6 +782,32 @@ static bool quiesce(struct epoll_obj *ep)
     return ready;
 }
 
+/* A pending member: still waiting for its connect (false: the kernel
+ * answers for it), settled on kernel TCP (it leaves our table; false), or
+ * negotiated through shunt: registered under our tag from now on, and what
+ * is ready now counts as new (true). */
+static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e)
+{
+    struct tcp_sock *t = sock_of(e);
+    int path = negotiate_observe(t, e->io_fd);
+    if (path == PATH_TCP) {
+        if (t->negotiated)
+            release_slot(ep, e, true);   /* the kernel has it as the program asked */
+        return false;
+    }
+    struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
+    if (kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k) != 0)
+        return false;
+    e->pending = false;
+    ep->pending--;
+    if (ep->kernel_members)
+        ep->kernel_members--;
+    e->last = 0;
+    e->last_rx = e->last_tx = 0;
+    e->last_end = false;
+    return true;
+}
+
 /* Looks at the members in order[] (slots; those no longer hot are passed
  * over); fills evs; members that keep showing nothing turn cold. */
 static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const uint32_t *order,
@@ -748,6 +819,8 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
         if (!e->s || e->hot_pos == NO_SLOT)
             continue;
         struct tcp_sock *t = sock_of(e);
+        if (e->pending && !pending_settled(epfd, ep, e))
+            continue;
         if (t && atomic_load(&t->path) != PATH_SHM && negotiate_observe(t, e->io_fd) == PATH_TCP) {
             hand_back(epfd, ep, e);
             continue;
@@ -806,6 +879,28 @@ static int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs
     return max > 0 ? collect_from(epfd, ep, evs, max, ep->woken, count, false) : 0;
 }
 
+static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e);
+
+/* An event the kernel gave for a pending member (it carries the program's
+ * data): true if that socket has meanwhile become ours, so the event stands
+ * for nothing (the claim's doorbell, say) and the rings answer instead. */
+static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bool *woke)
+{
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct ep_entry *e = &ep->v[ep->hot[i]];
+        if (!e->pending || e->data.u64 != ev->data.u64)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (!t->negotiated || negotiate_observe(t, e->io_fd) == PATH_TCP)
+            return false;
+        if (ep->nwoken < ep->capwoken)
+            ep->woken[ep->nwoken++] = (uint32_t)(e - ep->v);
+        *woke = true;
+        return true;
+    }
+    return false;
+}
+
 /* Removes our tagged events from what the kernel returned: each names a
  * member that needs a look (made hot); returns how many of the program's
  * events remain, moved to the front. */
@@ -815,7 +910,8 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
     ep->nwoken = 0;
     for (int i = 0; i < n; i++) {
         if ((evs[i].data.u64 >> 32) != TAG_HIGH) {
-            evs[kept++] = evs[i];
+            if (!ep->pending || !pending_event(ep, &evs[i], woke))
+                evs[kept++] = evs[i];
             continue;
         }
         struct ep_entry *e = slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);

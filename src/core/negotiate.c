@@ -137,10 +137,10 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         tcp_fallback(t, fd, FB_BIND, true);
         return;
     }
-    int r = channel_create(&t->ch, shunt_settings.ring_size);
+    int r = channel_create(&t->ch, shunt_settings.ring_size, shunt_settings.ring_start, shunt_settings.shm_limit);
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "no channel: %s", strerror(-r));
-        tcp_fallback(t, fd, FB_CHANNEL, true);
+        tcp_fallback(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : FB_CHANNEL, r != -ENOSPC);
         return;
     }
     t->inode = fd_inode(fd);

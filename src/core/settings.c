@@ -93,6 +93,54 @@ static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, s
     return 0;
 }
 
+static int parse_zcopy(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n > (1ull << 40)) {
+        snprintf(err, errlen, "%llu is too large (0 turns single copy off)", n);
+        return -1;
+    }
+    s->zcopy_threshold = (size_t)n;
+    return 0;
+}
+
+static int parse_ring_start(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n < 4096 || n > (1ull << 30) || (n & (n - 1))) {
+        snprintf(err, errlen, "%llu is not a power of two between 4K and 1024M", n);
+        return -1;
+    }
+    s->ring_start = (unsigned)n;
+    return 0;
+}
+
+static int parse_shm_limit(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    s->shm_limit = n;
+    return 0;
+}
+
+static int parse_chunk(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    unsigned long long n;
+    if (parse_size(v, &n, err, errlen) < 0)
+        return -1;
+    if (n < 1024 || n > (1ull << 30)) {
+        snprintf(err, errlen, "%llu is not between 1K and 1024M", n);
+        return -1;
+    }
+    s->chunk_size = (unsigned)n;
+    return 0;
+}
+
 static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     char *end;
@@ -114,7 +162,21 @@ const struct setting_def shunt_setting_defs[] = {
       "A connection that should have been accelerated but could not be fails instead of falling back "
       "(for tests)", parse_strict },
     { "SHUNT_RING_SIZE", "1M", "power of two, 4K..1024M",
-      "Bytes of shared memory per direction of each accelerated connection", parse_ring_size },
+      "Bytes of shared memory per direction of each accelerated connection, at most: its ring grows to "
+      "this under load", parse_ring_size },
+    { "SHUNT_RING_START", "16K", "power of two, 4K..1024M",
+      "Bytes of each direction's ring backed by memory when a connection starts (an idle connection "
+      "holds 4 KiB plus twice this); more than SHUNT_RING_SIZE means SHUNT_RING_SIZE", parse_ring_start },
+    { "SHUNT_SHM_LIMIT", "0", "size (K or M suffix); 0 for no bound",
+      "Bytes of /dev/shm all of this user's connections may hold together; a connection that would "
+      "pass it stays on kernel TCP (reason shm-limit) and a ring that would pass it stops growing",
+      parse_shm_limit },
+    { "SHUNT_ZCOPY_THRESHOLD", "256K", "size (K or M suffix); 0 turns it off",
+      "A blocking send of at least this many bytes is copied once, straight from the sender's buffer "
+      "into the receiver's (process_vm_readv), instead of through the ring", parse_zcopy },
+    { "SHUNT_CHUNK_SIZE", "64K", "1K..1024M",
+      "A large send is published to the ring in pieces of this size, so the reader copies one piece "
+      "out while the writer copies the next in", parse_chunk },
     { "SHUNT_SPIN_US", "50", "0..1000000",
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
       "less when spinning stops paying)", parse_spin },

@@ -16,8 +16,12 @@ struct shunt_settings {
     char log_file[256];     /* empty: standard error */
     bool accel;             /* accelerate connections at all */
     bool strict;            /* a connection that should be accelerated but is not fails */
-    unsigned ring_size;     /* bytes per direction of a channel */
+    unsigned ring_size;     /* bytes per direction of a channel, at most */
+    unsigned ring_start;    /* ... backed by memory when it is created; it grows under load */
+    unsigned long long shm_limit; /* bytes of /dev/shm all of this user's channels may hold (0: no bound) */
     unsigned spin_us;       /* how long a waiter spins before it sleeps */
+    unsigned chunk_size;    /* a large send is published to the ring this many bytes at a time */
+    size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
 };
 
 struct setting_def {

@@ -13,16 +13,17 @@
 #include <string.h>
 
 #include "core/downgrade.h"
+#include "core/init.h"
 #include "core/log.h"
 #include "core/passthrough.h"
 #include "core/stream.h"
 #include "core/wait.h"
+#include "core/zcopy.h"
 #include "interpose/real.h"
 
-/* A large send is published to the ring in pieces of this size, so the
- * reader copies one piece out while the writer copies the next one in
+/* A large send is published to the ring in pieces of SHUNT_CHUNK_SIZE, so
+ * the reader copies one piece out while the writer copies the next one in
  * (as the kernel's 64 KiB segments pipeline), instead of waiting for all. */
-#define STREAM_CHUNK (64 * 1024)
 
 /* The program's buffers as one iovec list. */
 struct iobuf {
@@ -81,18 +82,18 @@ static bool nonblocking(struct tcp_sock *t, int fd, int flags)
 
 static bool peer_finished(struct tcp_sock *t)
 {
-    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+    return stream_peer_finished(t);
 }
 
 static bool rx_ready(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return n != 0 || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+    return n != 0 || zc_pending(t) || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
 }
 
 static bool tx_ready(struct tcp_sock *t)
 {
-    return ring_writable(&t->ch.tx) != 0 || peer_finished(t);
+    return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t);
 }
 
 static int broken(struct tcp_sock *t, int fd)
@@ -187,7 +188,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (b.total == 0) {
             int64_t avail = ring_readable(&t->ch.rx);
-            if (avail != 0)
+            if (avail != 0 || zc_pending(t))
                 return avail < 0 ? broken(t, f->fd) : 0;
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
@@ -198,6 +199,18 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return got ? (ssize_t)got : STREAM_DOWNGRADED;
         }
         ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        if (n == 0) {
+            /* an empty ring may be followed by a single-copy send */
+            n = zc_recv(t, f->fd, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+            if (n == -EAGAIN) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                continue;
+            }
+            if (n == -EFAULT) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                return got ? (ssize_t)got : n;
+            }
+        }
         if (n > 0 && !(flags & MSG_PEEK)) {
             counter_add(&t->ch.self->bytes_in, (uint64_t)n);
             counter_add(&t->ch.self->recvs, 1);
@@ -231,6 +244,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (got && !(flags & MSG_WAITALL))
             return (ssize_t)got;
+        stream_flush_held(t, f->fd);   /* about to wait for an answer */
         if (nonblocking(t, f->fd, flags)) {
             /* An empty ring on a non-blocking socket: a look at the
              * companion notices a peer that died without a word. */
@@ -243,6 +257,29 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (w < 0)
             return got ? (ssize_t)got : w;
     }
+}
+
+/*
+ * Corked sends (TCP_CORK, MSG_MORE).  The bytes go into the ring at once
+ * (a reader that is awake may take them, as it may take a full segment
+ * from a corked kernel socket), but a reader asleep is not woken for them:
+ * the doorbell is owed until a send without MSG_MORE, uncorking, a full
+ * ring, shutdown or close, or until this end itself waits or looks at its
+ * readiness, which is what a program does when it expects an answer.  So a
+ * request in pieces costs one wake-up, and a request-response exchange
+ * never waits for a cork.
+ */
+static void hold_doorbell(struct tcp_sock *t)
+{
+    if (!atomic_exchange(&t->ch.self->doorbell_owed, 1))
+        atomic_fetch_add_explicit(&t->ch.self->doorbells_held, 1, memory_order_relaxed);
+}
+
+void stream_flush_held(struct tcp_sock *t, int fd)
+{
+    if (atomic_load_explicit(&t->ch.self->doorbell_owed, memory_order_relaxed) &&
+        atomic_exchange(&t->ch.self->doorbell_owed, 0))
+        wake_peer(t, fd, WANT_DATA);
 }
 
 static ssize_t send_failed(int flags)
@@ -304,7 +341,9 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return (ssize_t)b.total;
     }
 
-    size_t sent = 0;
+    size_t sent = zc_send(t, f->fd, b.iov, b.iovcnt, b.total, !nonblocking(t, f->fd, flags));
+    if (sent == b.total)
+        return (ssize_t)sent;
     for (;;) {
         int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
         if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
@@ -313,9 +352,12 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         /* after FIN nothing more may enter the ring, even from a send that
          * raced with shutdown in another thread or process */
-        size_t chunk = b.total - sent < STREAM_CHUNK ? b.total - sent : STREAM_CHUNK;
+        size_t chunk = b.total - sent < shunt_settings.chunk_size ? b.total - sent : shunt_settings.chunk_size;
+        if (lk >= 0)
+            channel_tx_grow(&t->ch, b.total - sent, shunt_settings.shm_limit);
         ssize_t n = lk < 0 ? lk
                     : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
+                    : zc_tx_busy(t) ? 0   /* another thread's single copy goes first */
                     : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
         if (n > 0) {
             counter_add(&t->ch.self->bytes_out, (uint64_t)n);
@@ -335,11 +377,18 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
              * not for every piece (on a shared CPU that would be a context
              * switch each). */
             if (sent == b.total) {
-                wake_peer(t, f->fd, WANT_DATA);
+                if ((flags & MSG_MORE) || atomic_load_explicit(&t->ch.self->corked, memory_order_relaxed)) {
+                    hold_doorbell(t);
+                } else {
+                    atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
+                    wake_peer(t, f->fd, WANT_DATA);
+                }
                 return (ssize_t)sent;
             }
             continue;
         }
+        t->ch.tx_was_full = true;         /* grow it once it is empty again */
+        atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
         wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
@@ -351,10 +400,16 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     }
 }
 
+int stream_wait_writable(struct tcp_sock *t, int fd)
+{
+    return wait_channel(t, fd, tx_ready, true);
+}
+
 /* FIN goes into the ring once, after whatever a send in progress (in any
  * holder of this end) still copies in: the state bit stops further sends. */
 static void write_fin(struct tcp_sock *t)
 {
+    atomic_store(&t->ch.self->doorbell_owed, 0);   /* the caller wakes the peer anyway */
     if (atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR) & SIDE_SHUT_WR)
         return;
     int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
@@ -381,7 +436,7 @@ void stream_close(struct tcp_sock *t, int fd)
     struct linger lg = { 0, 0 };
     socklen_t len = sizeof lg;
     shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
-    bool unread = ring_readable(&t->ch.rx) != 0;
+    bool unread = ring_readable(&t->ch.rx) != 0 || zc_pending(t);
     if ((lg.l_onoff && lg.l_linger == 0) || unread)
         atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
     else
@@ -394,7 +449,7 @@ void stream_close(struct tcp_sock *t, int fd)
 long stream_readable(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0);
+    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0) + (long)zc_pending(t);
 }
 
 long stream_unread_by_peer(struct tcp_sock *t)
@@ -406,6 +461,7 @@ long stream_unread_by_peer(struct tcp_sock *t)
 short stream_poll(struct tcp_sock *t, int fd, short events)
 {
     short rev = 0;
+    stream_flush_held(t, fd);   /* a program looking at readiness may wait next */
     if (atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
         return downgrade_poll(t, fd, events);
     if (atomic_load(&t->broken))
@@ -417,7 +473,7 @@ short stream_poll(struct tcp_sock *t, int fd, short events)
     unsigned peer = atomic_load(&t->ch.peer->state);
     bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
     bool rd_shut = peer_fin || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
-    if (readable > 0 || rd_shut)
+    if (readable > 0 || rd_shut || zc_pending(t))
         rev |= POLLIN | POLLRDNORM;
     if (rd_shut)
         rev |= POLLRDHUP;

@@ -23,6 +23,19 @@ long stream_unread_by_peer(struct tcp_sock *t);
 /* Readiness in poll(2) terms for the requested events. */
 short stream_poll(struct tcp_sock *t, int fd, short events);
 
+/* Rings the doorbell a corked send (MSG_MORE, TCP_CORK) put off, if any. */
+void stream_flush_held(struct tcp_sock *t, int fd);
+
+/* A blocking writer's wait for ring space (or the peer's end): 0, or
+ * -EAGAIN (SO_SNDTIMEO), -EINTR. */
+int stream_wait_writable(struct tcp_sock *t, int fd);
+
+/* The peer will send nothing more: its process is gone, or it closed. */
+static inline bool stream_peer_finished(struct tcp_sock *t)
+{
+    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+}
+
 /* The TCP bytes the server must still deliver before the ring. */
 static inline uint64_t stream_prefix_left(const struct tcp_sock *t)
 {

@@ -20,6 +20,7 @@
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/sockstat.h"
+#include "core/splice.h"
 #include "core/stream.h"
 #include "core/tcp_socket.h"
 #include "core/wait.h"
@@ -46,6 +47,7 @@ static const char *const reason_names[] = {
     [FB_INHERITED] = "inherited connection unknown to shunt",
     [FB_WITHDRAWN] = "client shut down before the claim",
     [FB_DOWNGRADED] = "moved back: an end went to a program without shunt",
+    [FB_SHM_LIMIT] = "shm-limit: shared memory bound reached",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -69,6 +71,7 @@ static const char *const reason_keys[] = {
     [FB_INHERITED] = "inherited",
     [FB_WITHDRAWN] = "withdrawn",
     [FB_DOWNGRADED] = "downgraded",
+    [FB_SHM_LIMIT] = "shm_limit",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");
@@ -260,39 +263,13 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     return (int)i;
 }
 
-/* sendfile onto a channel: the file's bytes are read here and written into
- * the ring, with the kernel's offset rules (an offset pointer leaves the
- * file position alone; without one the position moves by what was sent). */
+/* sendfile onto a channel: straight from the file into the ring (splice.c). */
 static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
     struct tcp_sock *t = tcp_of(out->sock);
-    if (negotiate_observe(t, out->fd) != PATH_SHM)
+    if (negotiate_observe(t, out->fd) != PATH_SHM || !t->ch.hdr)
         return pt_sendfile(out, in_fd, off, count);
-    char buf[65536];
-    size_t done = 0;
-    while (done < count) {
-        size_t want = count - done < sizeof buf ? count - done : sizeof buf;
-        ssize_t n = off ? shunt_real.pread64(in_fd, buf, want, *off) : shunt_real.read(in_fd, buf, want);
-        if (n < 0)
-            return done ? (ssize_t)done : -errno;
-        if (n == 0)
-            break;
-        struct io_call c = { .kind = IO_SEND, .buf = buf, .len = (size_t)n, .flags = done ? MSG_DONTWAIT : 0 };
-        ssize_t w = channel_send(t, out, &c);
-        if (w < 0) {
-            if (!off)
-                lseek(in_fd, -(off_t)n, SEEK_CUR);   /* read but not sent: give it back */
-            return done ? (ssize_t)done : w;
-        }
-        if (off)
-            *off += w;
-        else if (w < n)
-            lseek(in_fd, -(off_t)(n - w), SEEK_CUR);
-        done += (size_t)w;
-        if (w < n)
-            break;
-    }
-    return (ssize_t)done;
+    return splice_sendfile(t, out, in_fd, off, count);
 }
 
 static int tcp_listen(struct fdref *f, int backlog)
@@ -371,6 +348,8 @@ static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, sockl
     int v;
     if (level == IPPROTO_TCP && name == TCP_NODELAY) {
         v = t->program_nodelay;
+    } else if (path == PATH_SHM && t->ch.hdr && level == IPPROTO_TCP && name == TCP_CORK) {
+        v = (int)atomic_load(&t->ch.self->corked);
     } else if (path == PATH_SHM && level == SOL_SOCKET && name == SO_ERROR && t->ch.hdr &&
                (atomic_load(&t->ch.peer->state) & SIDE_RESET) && !atomic_exchange(&t->reset_reported, true)) {
         v = ECONNRESET;
@@ -396,6 +375,17 @@ static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val,
         if (r == 0)
             t->program_nodelay = v != 0;
         return r;
+    }
+    if (level == IPPROTO_TCP && name == TCP_CORK && val && len >= (socklen_t)sizeof(int) &&
+        negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr) {
+        /* The companion never corks: it carries the doorbells.  The cork is
+         * the end's, in the segment, shared by every holder (stream.c). */
+        int v;
+        memcpy(&v, val, sizeof v);
+        atomic_store(&t->ch.self->corked, v != 0);
+        if (!v)
+            stream_flush_held(t, f->fd);
+        return 0;
     }
     int r = pt_setsockopt(f, level, name, val, len);
     if (r == 0 && level == SOL_SOCKET && name == SO_SNDTIMEO && val && len >= (socklen_t)sizeof(struct timeval))

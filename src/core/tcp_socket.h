@@ -42,6 +42,7 @@ enum fallback_reason {
     FB_INHERITED,           /* an inherited connection shunt does not know */
     FB_WITHDRAWN,           /* the client shut down before the server claimed */
     FB_DOWNGRADED,          /* an end was handed to a program without shunt (downgrade.c) */
+    FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
 };
 
 const char *fallback_reason_name(enum fallback_reason r);

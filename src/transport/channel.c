@@ -14,7 +14,10 @@
  *
  * HDR_BYTES is sizeof(struct chan_hdr) rounded up to CHANNEL_ALIGN, and
  * ring_size is a power of two >= RING_MIN_SIZE (a multiple of it), so each
- * ring's data starts on a page.  The views are computed from the ring size
+ * ring's data starts on a page.  The file has that full size but only the
+ * header and the rings' first start_size bytes are allocated at creation;
+ * a ring's further pages are allocated when it grows (channel_tx_grow), so
+ * an idle connection holds HDR_BYTES + 2 * start_size of memory.  The views are computed from the ring size
  * this process chose (create) or checked (attach), never from the header
  * again.
  *
@@ -35,6 +38,7 @@
 
 #include "interpose/real.h"
 #include "transport/channel.h"
+#include "transport/shm_budget.h"
 
 #define CHANNEL_ALIGN 4096u
 #define CHANNEL_DIR "/dev/shm/"
@@ -144,15 +148,29 @@ static int init_shared_mutex(pthread_mutex_t *m)
     return r;
 }
 
-static int create(struct channel *ch, uint32_t ring_size)
+/* Backs [off, off + len) of the segment's file with memory now, so that a
+ * full /dev/shm is an error here rather than a SIGBUS in a copy later. */
+static int reserve_range(int fd, size_t off, size_t len)
+{
+    if (fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP)
+        return -errno;
+    return 0;
+}
+
+static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, uint64_t shm_limit)
 {
     if (ch == NULL)
         return -EINVAL;
     memset(ch, 0, sizeof *ch);
     if (!ring_size_ok(ring_size))
         return -EINVAL;
+    if (start_size > ring_size || !ring_size_ok(start_size))
+        start_size = ring_size;
 
     size_t total = channel_size(ring_size);
+    size_t reserved = HDR_BYTES + 2 * (size_t)start_size;
+    if (shm_budget_take(reserved, shm_limit) < 0)
+        return -ENOSPC;
     char name[CHANNEL_NAME_MAX];
     char path[128];
     int fd = -1;
@@ -167,8 +185,10 @@ static int create(struct channel *ch, uint32_t ring_size)
         if (fd < 0 && errno != EEXIST)
             return -errno;
     }
-    if (fd < 0)
+    if (fd < 0) {
+        shm_budget_give(reserved);
         return -EEXIST;
+    }
 
     int err = 0;
     /* The umask may have removed bits of 0600; attach insists on exactly
@@ -177,8 +197,10 @@ static int create(struct channel *ch, uint32_t ring_size)
      * full /dev/shm must show up here, as an error, instead. */
     if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)total) < 0)
         err = -errno;
-    if (err == 0 && fallocate(fd, 0, 0, (off_t)total) < 0 && errno != EOPNOTSUPP)
-        err = -errno;
+    if (err == 0)
+        err = reserve_range(fd, 0, HDR_BYTES + start_size);
+    if (err == 0)
+        err = reserve_range(fd, HDR_BYTES + ring_size, start_size);
     void *base = MAP_FAILED;
     if (err == 0) {
         base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -188,7 +210,8 @@ static int create(struct channel *ch, uint32_t ring_size)
     shunt_real.close(fd);
     if (err != 0) {
         unlink(path);
-        return err;
+        shm_budget_give(reserved);
+        return err == -ENOSPC || err == -ENOMEM ? -ENOSPC : err;
     }
 
     /* The file is new and all zero; the peer learns its name only through
@@ -198,6 +221,7 @@ static int create(struct channel *ch, uint32_t ring_size)
     hdr->version = CHANNEL_VERSION;
     hdr->ring_size = ring_size;
     hdr->total_size = total;
+    atomic_store_explicit(&hdr->reserved, reserved, memory_order_relaxed);
     atomic_store_explicit(&hdr->neg, 0, memory_order_relaxed);
     ring_init(&hdr->ring[0]);
     ring_init(&hdr->ring[1]);
@@ -210,11 +234,14 @@ static int create(struct channel *ch, uint32_t ring_size)
         if (r) {
             munmap(hdr, total);
             unlink(path);
+            shm_budget_give(reserved);
             return -r;
         }
     }
 
     set_views(ch, base, total, ring_size, 0);
+    ring_resize(&ch->tx, start_size);
+    ring_resize(&ch->rx, start_size);
     memcpy(ch->name, name, sizeof name);
     return 0;
 }
@@ -294,10 +321,10 @@ out:
  * found it (the interposed call that got us here may yet succeed). */
 
 
-int channel_create(struct channel *ch, uint32_t ring_size)
+int channel_create(struct channel *ch, uint32_t ring_size, uint32_t start_size, uint64_t shm_limit)
 {
     int saved = errno;
-    int r = create(ch, ring_size);
+    int r = create(ch, ring_size, start_size, shm_limit);
     errno = saved;
     return r;
 }
@@ -349,8 +376,65 @@ void channel_unlink(const char *name)
         return;
     name_path(path, sizeof path, nm);
     /* ENOENT (already gone) is the expected race between the two ends, and
-     * there is nothing else a caller could do about a failure here. */
+     * there is nothing else a caller could do about a failure here.  The
+     * one whose unlink removed the file gives its memory back to the
+     * budget (the header's figure is only advisory: the budget is
+     * recounted from the files at the limit). */
     int saved = errno;
-    unlink(path);
+    uint64_t reserved = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        if (shunt_real.pread(fd, &reserved, sizeof reserved, offsetof(struct chan_hdr, reserved)) != (ssize_t)sizeof reserved)
+            reserved = 0;
+        shunt_real.close(fd);
+    }
+    if (unlink(path) == 0 && reserved <= RING_MAX_SIZE * 2ull + HDR_BYTES)
+        shm_budget_give(reserved);
     errno = saved;
+}
+
+/* Grows by at least 8 times, and to the whole send when that is more. */
+#define GROW_FACTOR 8
+
+void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit)
+{
+    uint64_t cur = ring_size_now(&ch->tx);
+    uint64_t cap = ch->tx.size;
+    if (cur == 0 || cur >= cap || ch->grow_refused || (!ch->tx_was_full && want <= cur))
+        return;
+    if (ring_readable(&ch->tx) != 0)
+        return;   /* only an empty ring changes size */
+    uint64_t next = cur * GROW_FACTOR;
+    while (next < want && next < cap)
+        next *= 2;
+    if (next > cap)
+        next = cap;
+    int saved = errno;
+    uint64_t more = next - cur;
+    if (shm_budget_take(more, shm_limit) < 0) {
+        ch->grow_refused = true;
+        errno = saved;
+        return;
+    }
+    /* Back the new pages now: on tmpfs a page that cannot be had later is a
+     * SIGBUS in the middle of a copy.  MADV_POPULATE_WRITE fails cleanly
+     * instead (an older kernel without it keeps the ring as it is). */
+    if (madvise(ch->tx.data + cur, (size_t)more, MADV_POPULATE_WRITE) < 0) {
+        shm_budget_give(more);
+        ch->grow_refused = true;
+        errno = saved;
+        return;
+    }
+    errno = saved;
+    if (ring_resize(&ch->tx, next) == 0) {
+        atomic_fetch_add(&ch->hdr->reserved, more);
+        ch->tx_was_full = false;
+    } else {
+        shm_budget_give(more);   /* pages stay backed; the next try finds them */
+    }
+}
+
+uint64_t channel_reserved(const struct channel *ch)
+{
+    return ch->hdr ? atomic_load(&ch->hdr->reserved) : 0;
 }

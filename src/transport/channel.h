@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 4u
+#define CHANNEL_VERSION 5u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -53,6 +53,31 @@
 #define SIDE_CLOSED   4u    /* the last holder closed it */
 #define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
 
+/*
+ * A single-copy send (core/zcopy.c): the sender describes its own buffer
+ * here, at stream position pos of its outgoing ring, and the receiver
+ * copies straight out of it with process_vm_readv.  Written by the sender
+ * while state is ZC_IDLE, read by the receiver after it moved state from
+ * ZC_POSTED to ZC_COPYING; the receiver alone advances done.
+ */
+#define ZC_SEGS 8
+enum { ZC_IDLE, ZC_POSTED, ZC_COPYING, ZC_DONE, ZC_FAILED };
+
+/* Why single copy is off for a direction (chan_side.zc_off), for shunt stat. */
+enum zc_off_reason { ZC_ON, ZC_OFF_EPERM, ZC_OFF_ENOSYS, ZC_OFF_PIDNS, ZC_OFF_OTHER };
+
+struct zc_desc {
+    alignas(64) _Atomic uint32_t state;     /* ZC_* */
+    int32_t pid;                            /* the sender's process */
+    int32_t taker;                          /* the receiving process that moved it to ZC_COPYING */
+    uint64_t pidns;                         /* inode of its pid namespace: pids mean something only within one */
+    uint64_t pos;                           /* ring head at which these bytes sit in the stream */
+    uint64_t len;
+    uint32_t nseg;
+    struct { uint64_t addr, len; } seg[ZC_SEGS];
+    alignas(64) _Atomic uint64_t done;      /* bytes the receiver took so far */
+};
+
 struct chan_side {
     alignas(64) atomic_uint sleepers;  /* threads of this endpoint that want a doorbell when data comes */
     atomic_uint space_sleepers;        /* ... when ring space is freed */
@@ -81,6 +106,15 @@ struct chan_side {
      * their TCP socket (under wait_lock). */
     alignas(64) _Atomic uint64_t bells;
     _Atomic uint64_t bells_eaten;
+    /* Single copy out of this end (core/zcopy.c): sends and bytes that went
+     * by it, and zc_off, set by the receiving end when the kernel refused
+     * (enum zc_off_reason): from then on this direction uses the ring. */
+    alignas(64) _Atomic uint64_t zc_sends, zc_bytes;
+    atomic_uint zc_off;
+    atomic_uint doorbells_held;          /* doorbells put off while corked (MSG_MORE, TCP_CORK) */
+    atomic_uint doorbell_owed;           /* one of them is still owed to the peer */
+    atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
+    struct zc_desc zc;
 };
 
 /* Adds to a counter that only one thread writes at a time. */
@@ -94,6 +128,7 @@ struct chan_hdr {
     uint32_t version;
     uint32_t ring_size;
     uint64_t total_size;
+    _Atomic uint64_t reserved;          /* bytes of the file backed by memory (header and rings as grown) */
     alignas(64) _Atomic uint64_t neg;
     /* Moving back to kernel TCP (downgrade.c); read on every call, written
      * once, so it shares the read-mostly line of neg. */
@@ -113,6 +148,8 @@ struct channel {
     struct chan_side *self;
     struct chan_side *peer;
     int side;                   /* 0 client, 1 server */
+    bool tx_was_full;           /* the outgoing ring filled up since it last grew */
+    bool grow_refused;          /* no memory to grow it: do not ask again */
     char name[CHANNEL_NAME_MAX];
 };
 
@@ -120,8 +157,19 @@ struct channel {
 size_t channel_size(uint32_t ring_size);
 
 /* Client: creates a fresh segment (a unique name under /dev/shm, 0600) and
- * maps it as side 0.  0 or a negative errno. */
-int channel_create(struct channel *ch, uint32_t ring_size);
+ * maps it as side 0, with room for rings of ring_size bytes of which only
+ * start_size are backed by memory at first.  shm_limit bounds what all of
+ * this user's channels reserve (0: no bound).  0, -ENOSPC at the bound (or
+ * when /dev/shm is full), or another negative errno. */
+int channel_create(struct channel *ch, uint32_t ring_size, uint32_t start_size, uint64_t shm_limit);
+
+/* Producer: before writing want more bytes, grows the outgoing ring when it
+ * is empty and either filled up since it last grew or is smaller than want
+ * (up to the capacity, as memory and the limit allow). */
+void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit);
+
+/* Bytes of /dev/shm this channel's segment holds. */
+uint64_t channel_reserved(const struct channel *ch);
 
 /* Server: opens the named segment, checks its header and size against the
  * file (a mismatch is -EPROTO), and maps it as side 1. */

@@ -14,6 +14,13 @@
  * every copy is bounded by min(checked distance, size, max), and every
  * offset into data is masked by the private size.
  *
+ * Size.  The ring's size now (hdr->size, 0 meaning the whole capacity) is
+ * loaded after head by the consumer and changed by the producer only while
+ * the ring is empty and before its next W1: a consumer that sees the new
+ * head therefore sees the new size, and one that sees the old head has
+ * nothing to read.  Every size loaded is checked against the private
+ * capacity, so a scribbled one is -EIO, never a wider copy.
+ *
  * Memory ordering (each pair is named again where it happens):
  *   W1  ring_write: release store of head, after the copy into data.
  *   R1  ring_read, ring_readable, ring_at_eof: acquire load of head, before
@@ -54,7 +61,23 @@ void ring_init(struct ring_hdr *hdr)
     atomic_store_explicit(&hdr->head, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->tail, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->fin, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->size, 0, memory_order_relaxed);
     memset(hdr->pad, 0, sizeof hdr->pad);
+}
+
+/* The size now, checked against the capacity; 0 for a corrupt header.
+ * relaxed: ordered by the head load before it (see "Size" above). */
+static uint64_t live_size(const struct ring_view *r)
+{
+    uint64_t s = atomic_load_explicit(&r->hdr->size, memory_order_relaxed);
+    if (s == 0)
+        return r->size;
+    return s >= RING_MIN_SIZE && s <= r->size && (s & (s - 1)) == 0 ? s : 0;
+}
+
+uint64_t ring_size_now(const struct ring_view *r)
+{
+    return view_ok(r) ? live_size(r) : 0;
 }
 
 /*
@@ -89,10 +112,15 @@ static int64_t ring_used(const struct ring_view *r)
         hd = atomic_load_explicit(&h->head, memory_order_acquire);
         /* acquire: pairs with R2 again; coherence orders it after t1 */
         t2 = atomic_load_explicit(&h->tail, memory_order_acquire);
-        if (t1 == t2)
-            return hd - t1 > r->size ? -EIO : (int64_t)(hd - t1);
+        if (t1 == t2) {
+            uint64_t size = live_size(r);
+            return size == 0 || hd - t1 > size ? -EIO : (int64_t)(hd - t1);
+        }
     }
-    return hd - t2 > r->size ? -EAGAIN : (int64_t)(hd - t2);
+    uint64_t size = live_size(r);
+    if (size == 0)
+        return -EIO;
+    return hd - t2 > size ? -EAGAIN : (int64_t)(hd - t2);
 }
 
 int64_t ring_readable(const struct ring_view *r)
@@ -110,7 +138,10 @@ int64_t ring_writable(const struct ring_view *r)
     int64_t used = ring_used(r);
     if (used == -EAGAIN)
         return 0;
-    return used < 0 ? used : (int64_t)r->size - used;
+    uint64_t size = live_size(r);
+    if (used >= 0 && (uint64_t)used > size)
+        return 0;   /* the ring grew between the two loads: nothing promised */
+    return used < 0 ? used : (int64_t)size - used;
 }
 
 int ring_at_eof(const struct ring_view *r)
@@ -132,7 +163,7 @@ int ring_at_eof(const struct ring_view *r)
      * fin - 1.  Anything else, or a tail outside [head - size, head], is a
      * broken or hostile header.  With head frozen, tail loaded after it can
      * only be closer to it, so no retry is needed. */
-    if (head != fin - 1 || head - tail > r->size)
+    if (head != fin - 1 || head - tail > live_size(r))
         return -EIO;
     return tail == head ? 1 : 0;
 }
@@ -235,13 +266,15 @@ ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt
     /* acquire (R1): pairs with W1, the producer's release of head, so the
      * bytes in [tail, head) are visible before copy_out reads them. */
     uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    struct ring_view v = *r;
+    v.size = live_size(r);
     uint64_t avail = head - tail;
-    if (avail > r->size)
+    if (v.size == 0 || avail > v.size)
         return -EIO;
     size_t want = avail < max ? (size_t)avail : max;
     if (want > SSIZE_MAX)
         want = SSIZE_MAX;
-    size_t n = copy_iov(r, tail, iov, iovcnt, skip, want, true);
+    size_t n = copy_iov(&v, tail, iov, iovcnt, skip, want, true);
     if (n != 0 && !peek) {
         /* release (R2): pairs with W2, the producer's acquire of tail; the
          * copy out is complete before the producer may reuse the bytes. */
@@ -260,20 +293,113 @@ ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcn
     /* acquire (W2): pairs with R2, the consumer's release of tail, so its
      * reads of [old tail, tail) are done before copy_in overwrites them. */
     uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    struct ring_view v = *r;
+    v.size = live_size(r);
     uint64_t used = head - tail;
-    if (used > r->size)
+    if (v.size == 0 || used > v.size)
         return -EIO;
-    uint64_t room = r->size - used;
+    uint64_t room = v.size - used;
     size_t want = room < max ? (size_t)room : max;
     if (want > SSIZE_MAX)
         want = SSIZE_MAX;
-    size_t n = copy_iov(r, head, iov, iovcnt, skip, want, false);
+    size_t n = copy_iov(&v, head, iov, iovcnt, skip, want, false);
     if (n != 0) {
         /* release (W1): pairs with R1, the consumer's acquire of head; the
          * bytes are in data before head says so. */
         atomic_store_explicit(&h->head, head + n, memory_order_release);
     }
     return (ssize_t)n;
+}
+
+/* [pos, pos + n) of the ring (n <= size) as at most two pieces of data. */
+static int pieces(const struct ring_view *v, uint64_t pos, size_t n, struct iovec out[2])
+{
+    size_t off = (size_t)(pos & (v->size - 1));
+    size_t first = (size_t)v->size - off;
+    if (first > n)
+        first = n;
+    out[0].iov_base = v->data + off;
+    out[0].iov_len = first;
+    if (n == first)
+        return n ? 1 : 0;
+    out[1].iov_base = v->data;
+    out[1].iov_len = n - first;
+    return 2;
+}
+
+ssize_t ring_space(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt)
+{
+    *cnt = 0;
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_view v = *r;
+    /* relaxed: head is this side's own index */
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    /* acquire (W2): pairs with R2; the consumer is done with what it freed */
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+    v.size = live_size(r);
+    uint64_t used = head - tail;
+    if (v.size == 0 || used > v.size)
+        return -EIO;
+    uint64_t room = v.size - used;
+    size_t n = room < max ? (size_t)room : max;
+    if (n > SSIZE_MAX)
+        n = SSIZE_MAX;
+    *cnt = pieces(&v, head, n, out);
+    return (ssize_t)n;
+}
+
+ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt)
+{
+    *cnt = 0;
+    if (!view_ok(r))
+        return -EINVAL;
+    struct ring_view v = *r;
+    /* relaxed: tail is this side's own index */
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    /* acquire (R1): pairs with W1; the bytes below head are visible */
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+    v.size = live_size(r);
+    uint64_t avail = head - tail;
+    if (v.size == 0 || avail > v.size)
+        return -EIO;
+    size_t n = avail < max ? (size_t)avail : max;
+    if (n > SSIZE_MAX)
+        n = SSIZE_MAX;
+    *cnt = pieces(&v, tail, n, out);
+    return (ssize_t)n;
+}
+
+void ring_commit(const struct ring_view *r, size_t n)
+{
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    /* release (W1): the bytes another fd's read put in data come first */
+    atomic_store_explicit(&r->hdr->head, head + n, memory_order_release);
+}
+
+void ring_consume(const struct ring_view *r, size_t n)
+{
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    /* release (R2): the write out of data to another fd is complete */
+    atomic_store_explicit(&r->hdr->tail, tail + n, memory_order_release);
+}
+
+int ring_resize(const struct ring_view *r, uint64_t new_size)
+{
+    if (!view_ok(r))
+        return -EINVAL;
+    if (new_size < RING_MIN_SIZE || new_size > r->size || (new_size & (new_size - 1)))
+        return -EINVAL;
+    struct ring_hdr *h = r->hdr;
+    /* relaxed: head is this side's own index */
+    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    /* acquire (W2): the consumer is done with every byte before tail */
+    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    if (head != tail)
+        return head - tail > r->size ? -EIO : -EBUSY;
+    /* relaxed: published by our next W1 (see "Size" at the top) */
+    atomic_store_explicit(&h->size, new_size == r->size ? 0 : new_size, memory_order_relaxed);
+    return 0;
 }
 
 void ring_set_fin(const struct ring_view *r)

@@ -7,6 +7,10 @@
  * written by a buggy or hostile peer, so the size and data pointer are kept
  * in a private view, and every index read from shared memory is checked:
  * a bad one gives -EIO, never an access outside the ring.
+ *
+ * A ring may start smaller than its capacity and grow while it is empty
+ * (ring_resize): its size now lives in the shared header, checked against
+ * the private capacity at every use, so growing needs no new mapping.
  */
 #ifndef SHUNT_RING_H
 #define SHUNT_RING_H
@@ -27,14 +31,15 @@ struct ring_hdr {
     alignas(64) _Atomic uint64_t head;  /* bytes ever written; producer stores, consumer loads */
     alignas(64) _Atomic uint64_t tail;  /* bytes ever consumed; consumer stores, producer loads */
     alignas(64) _Atomic uint64_t fin;   /* 0, or 1 + the head at which the producer shut down */
-    char pad[64 - sizeof(uint64_t)];
+    _Atomic uint64_t size;              /* bytes in use now (0: all of the capacity); producer stores */
+    char pad[64 - 2 * sizeof(uint64_t)];
 };
 
 /* Private to each process: never read back from shared memory. */
 struct ring_view {
     struct ring_hdr *hdr;
     unsigned char *data;
-    uint64_t size;      /* a power of two */
+    uint64_t size;      /* the capacity mapped: a power of two, the most the ring may grow to */
 };
 
 /* Prepares a ring in memory the caller owns (all zero is a valid empty ring). */
@@ -58,6 +63,25 @@ ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt
 /* Copies up to max bytes in from iov, starting at byte offset skip of the
  * iovec, and advances head.  Returns the bytes copied (0 when full) or -EIO. */
 ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max);
+
+/* For a read(2) or write(2) straight between the ring and another fd: the
+ * free space (producer) or the readable bytes (consumer), up to max, as at
+ * most two pieces of the ring's memory.  Returns the bytes (0: full or
+ * empty) or -EIO.  Then ring_commit publishes n <= that many written
+ * bytes, and ring_consume frees n <= that many read bytes. */
+ssize_t ring_space(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt);
+ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, int *cnt);
+void ring_commit(const struct ring_view *r, size_t n);
+void ring_consume(const struct ring_view *r, size_t n);
+
+/* The ring's size now, or 0 if the header's is corrupt. */
+uint64_t ring_size_now(const struct ring_view *r);
+
+/* Producer only: makes the ring new_size bytes (a power of two from
+ * RING_MIN_SIZE up to the capacity).  Only while it is empty, so no byte in
+ * flight changes place: 0, -EBUSY (not empty), -EINVAL or -EIO.  The memory
+ * must be backed before (the channel reserves it). */
+int ring_resize(const struct ring_view *r, uint64_t new_size);
 
 /* Records the producer's shut down at the current head. */
 void ring_set_fin(const struct ring_view *r);

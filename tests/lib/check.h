@@ -161,4 +161,17 @@ static inline void(expect_accelerated)(int fd)
 }
 #define expect_accelerated(fd) expect_accelerated_at((fd), __FILE__, __LINE__)
 
+/*
+ * shunt_counter(fd, name): a counter of this end of an accelerated connection (shunt.h lists
+ * the names), or -1 when libshunt.so is not loaded or the fd is not accelerated. Only
+ * meaningful in accelerated mode; tests use it to prove which path the bytes took.
+ */
+static inline long long shunt_counter(int fd, const char *name)
+{
+	long long (*get)(int, const char *);
+
+	*(void **)&get = dlsym(RTLD_DEFAULT, "shunt_fd_counter");
+	return get ? get(fd, name) : -1;
+}
+
 #endif /* SHUNT_TESTS_CHECK_H */

@@ -116,7 +116,7 @@ static void stream_both(struct channel *ch, unsigned tx_salt, unsigned rx_salt)
 static void test_create_layout(void)
 {
     struct channel ch;
-    CHECK(channel_create(&ch, 65536), ==, 0);
+    CHECK(channel_create(&ch, 65536, 0, 0), ==, 0);
     CHECK(strncmp(ch.name, own_prefix, strlen(own_prefix)), ==, 0);
     CHECK(strlen(ch.name), <, CHANNEL_NAME_MAX);
     CHECK(shm_exists(ch.name), ==, 1);
@@ -179,7 +179,7 @@ static void test_create_layout(void)
 
     /* names are unique */
     struct channel other;
-    CHECK(channel_create(&other, 4096), ==, 0);
+    CHECK(channel_create(&other, 4096, 0, 0), ==, 0);
     CHECK(strcmp(other.name, ch.name), !=, 0);
     channel_unlink(other.name);
     channel_detach(&other);
@@ -198,8 +198,8 @@ static void test_create_rejects(void)
     struct channel ch;
     uint32_t bad[] = { 0, 1, 2048, 4095, 4097, 6144, 65535, (1u << 31), UINT32_MAX };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK(channel_create(&ch, bad[i]), ==, -EINVAL);
-    CHECK(channel_create(NULL, 4096), ==, -EINVAL);
+        CHECK(channel_create(&ch, bad[i], 0, 0), ==, -EINVAL);
+    CHECK(channel_create(NULL, 4096, 0, 0), ==, -EINVAL);
     CHECK(count_own_files(), ==, 0);
 }
 
@@ -208,7 +208,7 @@ static void test_create_rejects(void)
 static void test_fork_stream(void)
 {
     struct channel ch;
-    CHECK(channel_create(&ch, 4096 * 4), ==, 0);
+    CHECK(channel_create(&ch, 4096 * 4, 0, 0), ==, 0);
     pid_t pid = fork();
     CHECK(pid, >=, 0);
     if (pid == 0) {
@@ -343,7 +343,7 @@ static void test_attach_rejects(void)
     for (size_t i = 0; i < sizeof damages / sizeof damages[0]; i++) {
         struct channel ch, att;
         char path[128];
-        CHECK(channel_create(&ch, 4096), ==, 0);
+        CHECK(channel_create(&ch, 4096, 0, 0), ==, 0);
         shm_path(path, sizeof path, ch.name);
         damages[i].apply(&ch, path);
         memset(&att, 0x55, sizeof att);
@@ -359,7 +359,7 @@ static void test_attach_rejects(void)
     if (geteuid() == 0) {
         struct channel ch, att;
         char path[128];
-        CHECK(channel_create(&ch, 4096), ==, 0);
+        CHECK(channel_create(&ch, 4096, 0, 0), ==, 0);
         shm_path(path, sizeof path, ch.name);
         CHECK(chown(path, 65534, 65534), ==, 0);
         CHECK(channel_attach(&att, ch.name, 1), ==, -EPERM);
@@ -373,7 +373,7 @@ static void test_attach_rejects(void)
     {
         struct channel ch, att;
         char path[128], link[128], lname[64];
-        CHECK(channel_create(&ch, 4096), ==, 0);
+        CHECK(channel_create(&ch, 4096, 0, 0), ==, 0);
         shm_path(path, sizeof path, ch.name);
         snprintf(lname, sizeof lname, "%slink", own_prefix);
         shm_path(link, sizeof link, lname);
@@ -399,7 +399,7 @@ static void test_attach_rejects(void)
     /* names */
     {
         struct channel ch, att;
-        CHECK(channel_create(&ch, 4096), ==, 0);
+        CHECK(channel_create(&ch, 4096, 0, 0), ==, 0);
         char longname[CHANNEL_NAME_MAX + 8];
         memset(longname, 'a', sizeof longname);
         memcpy(longname, "shunt-", 6);
@@ -465,7 +465,7 @@ static void test_errno_kept(void)
 {
     struct channel ch, att;
     errno = 4242;
-    CHECK(channel_create(&ch, 4096), ==, 0);
+    CHECK(channel_create(&ch, 4096, 0, 0), ==, 0);
     CHECK(errno, ==, 4242);
     CHECK(channel_attach(&att, "shunt-nonexistent-0", 1), ==, -ENOENT);
     CHECK(errno, ==, 4242);

@@ -732,6 +732,53 @@ static void test_corruption_racing(void)
     test_ring_free(&t);
 }
 
+/* Growth: only while empty, never past the capacity, and a scribbled size is -EIO;
+ * bytes written after a growth wrap at the new size.  ring_space/ring_commit and
+ * ring_filled/ring_consume move bytes as ring_write/ring_read do. */
+static void test_resize_and_pieces(void)
+{
+    struct test_ring t;
+    test_ring_new(&t, 65536);
+    unsigned char in[20000], out[20000];
+    CHECK(ring_resize(&t.v, 4096), ==, 0);
+    CHECK(ring_size_now(&t.v), ==, 4096);
+    CHECK(ring_writable(&t.v), ==, 4096);
+    fill_pattern(in, 0, 3000);
+    CHECK(write1(&t.v, in, 3000), ==, 3000);
+    CHECK(ring_resize(&t.v, 16384), ==, -EBUSY);
+    CHECK(ring_resize(&t.v, 131072), ==, -EINVAL);
+    CHECK(ring_resize(&t.v, 12288), ==, -EINVAL);
+    CHECK(read1(&t.v, out, 3000, false), ==, 3000);
+    check_pattern(out, 0, 3000);
+    CHECK(ring_resize(&t.v, 16384), ==, 0);
+    /* 20000 bytes through a 16 KiB ring starting at position 3000: it wraps */
+    fill_pattern(in, 3000, sizeof in);
+    struct iovec sp[2];
+    int cnt;
+    CHECK(ring_space(&t.v, sp, sizeof in, &cnt), ==, 16384);
+    CHECK(cnt, ==, 2);
+    memcpy(sp[0].iov_base, in, sp[0].iov_len);
+    memcpy(sp[1].iov_base, in + sp[0].iov_len, sp[1].iov_len);
+    ring_commit(&t.v, 16384);
+    CHECK(ring_filled(&t.v, sp, 10000, &cnt), ==, 10000);
+    memcpy(out, sp[0].iov_base, sp[0].iov_len);
+    if (cnt == 2)
+        memcpy(out + sp[0].iov_len, sp[1].iov_base, sp[1].iov_len);
+    ring_consume(&t.v, 10000);
+    check_pattern(out, 3000, 10000);
+    CHECK(write1(&t.v, in + 16384, sizeof in - 16384), ==, (ssize_t)(sizeof in - 16384));
+    CHECK(read1(&t.v, out, sizeof out, false), ==, (ssize_t)(sizeof in - 10000));
+    check_pattern(out, 13000, sizeof in - 10000);
+    /* a size scribbled by the peer is refused, never used */
+    atomic_store(&t.hdr->size, 3000);
+    CHECK(ring_readable(&t.v), ==, -EIO);
+    CHECK(write1(&t.v, in, 10), ==, -EIO);
+    atomic_store(&t.hdr->size, 1u << 20);
+    CHECK(read1(&t.v, out, 10, false), ==, -EIO);
+    test_ring_free(&t);
+    printf("ok: resize and pieces\n");
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -741,6 +788,7 @@ int main(void)
     test_peek();
     test_fin();
     test_degenerate_iov();
+    test_resize_and_pieces();
     test_corruption();
     test_corruption_racing();
     test_stress();
