@@ -654,7 +654,7 @@ static uint32_t level_events(struct ep_entry *e)
         struct pollfd p = { .fd = e->io_fd, .events = (short)want };
         if (shunt_real.poll(&p, 1, 0) <= 0)
             return 0;
-        rev = p.revents;
+        rev = readiness_settled(&f, (short)want, p.revents);
     }
     return (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
 }

@@ -94,6 +94,14 @@ static int ours(struct fdref *f, struct pollfd *p)
     return -1;
 }
 
+int readiness_settled(struct fdref *f, short events, short kernel_revents)
+{
+    if (!(kernel_revents & POLLIN) || !f->sock || f->sock->ops != &tcp_ops)
+        return kernel_revents;
+    int rev = readiness_of(f, events);
+    return rev >= 0 ? rev : kernel_revents;
+}
+
 int readiness_of(struct fdref *f, short events)
 {
     struct tcp_sock *t = accelerated(f);
@@ -178,7 +186,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 goto out;
             }
             for (nfds_t i = 0; r > 0 && i < n; i++)
-                if (k[i].fd >= 0 && (fds[i].revents = k[i].revents))
+                if (k[i].fd >= 0 && (fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents)))
                     count++;
             result = count;
             goto out;
@@ -214,8 +222,8 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_peer(t, fds[i].fd);
             } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
-                fds[i].revents = k[i].revents;
-                count2++;
+                fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents);
+                count2 += fds[i].revents != 0;
             }
         }
         if (r < 0) {

@@ -23,6 +23,11 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
  * kernel must answer (not accelerated). */
 int readiness_of(struct fdref *f, short events);
 
+/* The kernel said POLLIN for a socket that was still negotiating: the claim's
+ * doorbell may be what it saw, and the claim is visible by then.  The
+ * rings' answer if it is accelerated now, else the kernel's. */
+int readiness_settled(struct fdref *f, short events, short kernel_revents);
+
 /* Monotonic deadlines. */
 struct deadline {
     bool forever;
