@@ -47,7 +47,8 @@
 #include "interpose/real.h"
 
 #define TAG_HIGH 0x5348554eull   /* "SHUN": marks the kernel events that are ours */
-#define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold */
+#define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
+#define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
 #define NO_SLOT UINT32_MAX
 
 /* What the kernel accepts together with EPOLLEXCLUSIVE (epoll_ctl(2)). */
@@ -63,6 +64,7 @@ struct ep_entry {
     bool pending;                /* added before its connect: still the kernel's (see the top) */
     bool off;                    /* EPOLLONESHOT fired */
     uint8_t idle;                /* looks in a row that found nothing */
+    uint64_t active_ns;          /* when it last had something, or turned hot */
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
     uint32_t hot_pos;            /* index in hot[], or NO_SLOT */
     uint32_t events;
@@ -161,6 +163,7 @@ static void hot_add(struct epoll_obj *ep, struct ep_entry *e)
     e->hot_pos = ep->nhot;
     ep->hot[ep->nhot++] = (uint32_t)(e - ep->v);
     e->idle = 0;
+    e->active_ns = wait_now_ns();
 }
 
 static void hot_remove(struct epoll_obj *ep, struct ep_entry *e)
@@ -814,6 +817,7 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
                         uint32_t count, bool count_idle)
 {
     int n = 0;
+    uint64_t now = wait_now_ns();
     for (uint32_t k = 0; k < count && n < max; k++) {
         struct ep_entry *e = &ep->v[order[k]];
         if (!e->s || e->hot_pos == NO_SLOT)
@@ -831,12 +835,13 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
             evs[n].data = e->data;
             n++;
             e->idle = 0;
+            e->active_ns = now;
             ep->rotate = e->hot_pos + 1;
             if (e->events & EPOLLONESHOT) {
                 hot_remove(ep, e);
                 e->off = true;
             }
-        } else if (count_idle && ++e->idle >= IDLE_LOOKS && can_go_cold(e)) {
+        } else if (count_idle && ++e->idle >= IDLE_LOOKS && now - e->active_ns > IDLE_NS && can_go_cold(e)) {
             make_cold(ep, e);
             if ((got = entry_events(e))) {   /* it moved while we armed */
                 make_hot(ep, e);
@@ -1054,7 +1059,6 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     struct deadline dl;
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
-    struct backoff bo = { 0 };
     unsigned handlers_ran = shunt_sig_ran;
     int result;
     for (;;) {
@@ -1096,10 +1100,10 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
             result = k;
             break;
         }
-        /* Woken for nothing (a doorbell meant for another holder, say):
-         * never let that turn into a busy loop. */
-        if (r > 0)
-            backoff_fruitless(&bo);
+        /* Woken for nothing: a doorbell that came after its data had been
+         * read, or one meant for another holder.  Our registrations are
+         * edge-triggered, so this cannot repeat without a new doorbell:
+         * just wait again. */
     }
     sock_put(&ep->base);
     return result;

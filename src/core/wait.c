@@ -96,7 +96,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
 {
     unsigned handlers_ran = shunt_sig_ran;
     unsigned budget_us = shunt_settings.spin_us;
-    if (online_cpus < 2 || budget_us == 0)
+    if (!wait_may_spin())
         return false;
     if (t->spin_fails >= SPIN_GIVE_UP) {
         if (++t->spin_fails < SPIN_GIVE_UP + SPIN_RETRY)
