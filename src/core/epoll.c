@@ -28,13 +28,16 @@
  * readiness is "the inner set has something"; before the outer one sleeps,
  * the inner's hot members turn cold so that their doorbells make the inner
  * fd readable in the kernel.
+ *
+ * The table of members (slots, fd index, hot list, doorbell requests) and
+ * the journal that keeps it in step across fork are epoll_set.c's.
  */
 #include <poll.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 
 #include "core/epoll.h"
+#include "core/epoll_set.h"
 #include "core/fdtable.h"
 #include "core/negotiate.h"
 #include "core/passthrough.h"
@@ -49,222 +52,12 @@
 #define TAG_HIGH 0x5348554eull   /* "SHUN": marks the kernel events that are ours */
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
-#define NO_SLOT UINT32_MAX
 
 /* What the kernel accepts together with EPOLLEXCLUSIVE (epoll_ctl(2)). */
 #define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
 
-enum member_kind { M_SOCKET, M_EPOLL };
-
-struct ep_entry {
-    struct shunt_sock *s;        /* NULL: free slot; else holds a reference */
-    int fd;                      /* the fd it was added under: the kernel's key too */
-    int io_fd;                   /* an fd of this process for it (differs after close of a dup) */
-    uint8_t kind;                /* enum member_kind */
-    bool pending;                /* added before its connect: still the kernel's (see the top) */
-    bool off;                    /* EPOLLONESHOT fired */
-    uint8_t idle;                /* looks in a row that found nothing */
-    uint64_t active_ns;          /* when it last had something, or turned hot */
-    int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
-    uint32_t hot_pos;            /* index in hot[], or NO_SLOT */
-    uint32_t events;
-    epoll_data_t data;
-    uint32_t last;               /* EPOLLET: what was ready when last looked at */
-    uint64_t last_rx, last_tx;   /* EPOLLET: ring positions then */
-    bool last_end;               /* EPOLLET: the peer had finished then */
-};
-
-struct epoll_obj {
-    struct shunt_sock base;
-    pthread_mutex_t lock;
-    struct ep_entry *v;          /* slots, stable while used */
-    uint32_t nv, capv;
-    uint32_t *free_slots;
-    uint32_t nfree, capfree;
-    uint32_t *slot_of;           /* fd -> slot + 1 (0: none) */
-    uint32_t nslot_of;
-    uint32_t *hot;
-    uint32_t nhot, caphot;
-    uint32_t *woken;             /* slots the kernel just named (filter_kernel) */
-    uint32_t nwoken, capwoken;
-    uint32_t members, cold, nested, pending;
-    uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
-    uint32_t rotate;             /* where the next look starts: ready members take turns */
-    unsigned closes_seen;
-    unsigned spin_fails;
-    bool kernel_first;           /* the kernel's members and ours take turns being first */
-    struct ctl_journal *journal;     /* shared with the processes forked since (see below) */
-    uint64_t applied;                /* journal records seen */
-    struct epoll_obj *prev, *next;   /* every epoll object of the process */
-};
-
-/*
- * After fork, parent and child hold one kernel epoll set but each its own
- * table of our members.  The kernel sees every EPOLL_CTL_ADD, MOD and DEL
- * of an accelerated member only as a tagged registration, so each process
- * also writes them into a journal in memory both share (mapped before the
- * fork), and applies the others' records before its next wait or change.
- * A reader that falls more than JOURNAL_RECORDS behind loses the oldest.
- */
-#define JOURNAL_RECORDS 63
-
-struct ctl_record {
-    _Atomic uint64_t seq;        /* its position + 1 once written; 0 while being written */
-    int32_t pid, op, fd;
-    uint32_t events;
-    uint64_t data, inode;
-};
-
-struct ctl_journal {
-    _Atomic uint64_t head;       /* records written so far */
-    uint64_t pad[7];
-    struct ctl_record r[JOURNAL_RECORDS];
-};
-
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct epoll_obj *all;
-
-static struct tcp_sock *sock_of(const struct ep_entry *e)
-{
-    return e->kind == M_SOCKET ? tcp_of(e->s) : NULL;
-}
-
-/* ---- slots, the fd index and the hot list ---- */
-
-static struct ep_entry *slot_for_fd(struct epoll_obj *ep, int fd)
-{
-    if (fd < 0 || (uint32_t)fd >= ep->nslot_of || !ep->slot_of[fd])
-        return NULL;
-    return &ep->v[ep->slot_of[fd] - 1];
-}
-
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
-{
-    if (need <= *cap)
-        return true;
-    uint32_t c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, (size_t)c * size);
-    if (!n)
-        return false;
-    memset((char *)n + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
-    *p = n;
-    *cap = c;
-    return true;
-}
-
-static void hot_add(struct epoll_obj *ep, struct ep_entry *e)
-{
-    if (e->hot_pos != NO_SLOT || e->off)
-        return;
-    if (ep->nhot == ep->caphot && !grow((void **)&ep->hot, &ep->caphot, ep->nhot + 1, sizeof *ep->hot))
-        return;   /* cannot happen once the slot exists: hot[] is grown with the slots */
-    e->hot_pos = ep->nhot;
-    ep->hot[ep->nhot++] = (uint32_t)(e - ep->v);
-    e->idle = 0;
-    e->active_ns = wait_now_ns();
-}
-
-static void hot_remove(struct epoll_obj *ep, struct ep_entry *e)
-{
-    if (e->hot_pos == NO_SLOT)
-        return;
-    uint32_t last = ep->hot[--ep->nhot];
-    ep->hot[e->hot_pos] = last;
-    ep->v[last].hot_pos = e->hot_pos;
-    e->hot_pos = NO_SLOT;
-}
-
-/* Takes the doorbell request back; drains what was rung only if the fd is
- * still this socket's (a closed fd number may name another file now). */
-static void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
-{
-    if (!e->armed)
-        return;
-    if (fd_valid)
-        doorbell_leave(sock_of(e), e->io_fd, e->armed);
-    else
-        doorbell_forget(sock_of(e), e->armed);
-    e->armed = 0;
-    ep->cold--;
-}
-
-static void make_hot(struct epoll_obj *ep, struct ep_entry *e)
-{
-    disarm(ep, e, true);
-    hot_add(ep, e);
-}
-
-/* The doorbells a wait for this member's events needs. */
-static int entry_wants(const struct ep_entry *e)
-{
-    int w = 0;
-    if (e->events & (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLRDHUP))
-        w |= WANT_DATA;
-    if (e->events & (EPOLLOUT | EPOLLWRNORM))
-        w |= WANT_SPACE;
-    return w ? w : WANT_DATA;
-}
-
-/* Only a settled channel can be left to its doorbells: while negotiating,
- * or while a client's TCP prefix is queued, the kernel sees the data. */
-static bool can_go_cold(struct ep_entry *e)
-{
-    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
-    return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
-}
-
-static void make_cold(struct epoll_obj *ep, struct ep_entry *e)
-{
-    hot_remove(ep, e);
-    int w = entry_wants(e);
-    doorbell_enter(sock_of(e), w);
-    e->armed = w;
-    ep->cold++;
-}
-
-static void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
-{
-    disarm(ep, e, fd_valid);
-    hot_remove(ep, e);
-    if (e->kind == M_EPOLL)
-        ep->nested--;
-    if (e->pending)
-        ep->pending--;
-    if (slot_for_fd(ep, e->fd) == e)
-        ep->slot_of[e->fd] = 0;
-    sock_put(e->s);
-    e->s = NULL;
-    ep->members--;
-    ep->free_slots[ep->nfree++] = (uint32_t)(e - ep->v);
-}
-
-static struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
-{
-    if (!grow((void **)&ep->slot_of, &ep->nslot_of, (uint32_t)fd + 1, sizeof *ep->slot_of))
-        return NULL;
-    uint32_t i;
-    if (ep->nfree) {
-        i = ep->free_slots[--ep->nfree];
-    } else {
-        if (!grow((void **)&ep->v, &ep->capv, ep->nv + 1, sizeof *ep->v))
-            return NULL;
-        /* every slot can be free, or hot, at once */
-        if (!grow((void **)&ep->free_slots, &ep->capfree, ep->capv, sizeof *ep->free_slots) ||
-            !grow((void **)&ep->hot, &ep->caphot, ep->capv, sizeof *ep->hot) ||
-            !grow((void **)&ep->woken, &ep->capwoken, ep->capv, sizeof *ep->woken))
-            return NULL;
-        i = ep->nv++;
-    }
-    struct ep_entry *e = &ep->v[i];
-    memset(e, 0, sizeof *e);
-    e->hot_pos = NO_SLOT;
-    e->fd = e->io_fd = fd;
-    ep->slot_of[fd] = i + 1;
-    ep->members++;
-    return e;
-}
 
 /* ---- the object ---- */
 
@@ -279,16 +72,7 @@ static void epoll_destroy(struct shunt_sock *s)
     if (ep->next)
         ep->next->prev = ep->prev;
     pthread_mutex_unlock(&all_lock);
-    for (uint32_t i = 0; i < ep->nv; i++)
-        if (ep->v[i].s)
-            release_slot(ep, &ep->v[i], false);
-    free(ep->v);
-    free(ep->free_slots);
-    free(ep->slot_of);
-    free(ep->hot);
-    free(ep->woken);
-    if (ep->journal)
-        munmap(ep->journal, sizeof *ep->journal);
+    set_free(ep);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -338,6 +122,14 @@ static struct epoll_obj *epoll_of(int epfd, bool create)
     return (struct epoll_obj *)s;
 }
 
+/* Only a settled channel can be left to its doorbells: while negotiating,
+ * or while a client's TCP prefix is queued, the kernel sees the data. */
+static bool can_go_cold(struct ep_entry *e)
+{
+    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
+    return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
+}
+
 /* ---- epoll_ctl ---- */
 
 static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -373,17 +165,6 @@ static int check_events(int op, const struct epoll_event *ev, enum member_kind k
     return 0;
 }
 
-static void member_reset(struct ep_entry *e, const struct epoll_event *ev)
-{
-    e->events = ev->events;
-    e->data = ev->data;
-    e->off = false;
-    e->idle = 0;
-    e->last = 0;
-    e->last_rx = e->last_tx = 0;
-    e->last_end = false;
-}
-
 static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock *s, enum member_kind kind,
                       struct epoll_event *ev)
 {
@@ -416,77 +197,6 @@ static bool might_connect(struct tcp_sock *t, int fd)
     int v = 0;
     socklen_t len = sizeof v;
     return !(shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v);
-}
-
-static void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode)
-{
-    struct ctl_journal *j = ep->journal;
-    if (!j || !inode)
-        return;
-    uint64_t at = atomic_fetch_add(&j->head, 1);
-    struct ctl_record *r = &j->r[at % JOURNAL_RECORDS];
-    atomic_store_explicit(&r->seq, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    r->pid = shunt_pid;
-    r->op = op;
-    r->fd = fd;
-    r->events = ev ? ev->events : 0;
-    r->data = ev ? ev->data.u64 : 0;
-    r->inode = inode;
-    atomic_store_explicit(&r->seq, at + 1, memory_order_release);
-    ep->applied = ep->applied == at ? at + 1 : ep->applied;
-}
-
-static struct ep_entry *new_slot(struct epoll_obj *ep, int fd);
-static void member_reset(struct ep_entry *e, const struct epoll_event *ev);
-static void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
-
-static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
-{
-    struct epoll_event ev = { .events = r->events, .data.u64 = r->data };
-    struct ep_entry *e = slot_for_fd(ep, r->fd);
-    if (e && (e->kind != M_SOCKET || tcp_of(e->s)->inode != r->inode))
-        return;   /* that number names something else here */
-    if (r->op == EPOLL_CTL_ADD && !e) {
-        struct fdref f = fdt_get(r->fd);
-        if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->inode == r->inode &&
-            atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = new_slot(ep, r->fd))) {
-            sock_get(f.sock);
-            e->s = f.sock;
-            e->kind = M_SOCKET;
-            member_reset(e, &ev);
-            hot_add(ep, e);
-        }
-        fdt_put(&f);
-    } else if (r->op == EPOLL_CTL_MOD && e) {
-        member_reset(e, &ev);
-        make_hot(ep, e);
-    } else if (r->op == EPOLL_CTL_DEL && e) {
-        release_slot(ep, e, true);
-    }
-}
-
-/* Applies what the other processes sharing this set changed.  Caller holds ep->lock. */
-static void journal_apply(struct epoll_obj *ep)
-{
-    struct ctl_journal *j = ep->journal;
-    if (!j)
-        return;
-    uint64_t head = atomic_load_explicit(&j->head, memory_order_acquire);
-    if (head - ep->applied > JOURNAL_RECORDS)
-        ep->applied = head - JOURNAL_RECORDS;
-    for (; ep->applied < head; ep->applied++) {
-        const struct ctl_record *r = &j->r[ep->applied % JOURNAL_RECORDS];
-        uint64_t want = ep->applied + 1;
-        for (int spins = 0; atomic_load_explicit(&r->seq, memory_order_acquire) < want && spins < 100000; spins++)
-            wait_cpu_relax();   /* its writer is between two stores */
-        struct ctl_record copy;
-        memcpy(&copy, (const void *)r, sizeof copy);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load(&copy.seq) != want || atomic_load(&r->seq) != want || copy.pid == shunt_pid)
-            continue;   /* overwritten meanwhile, or our own */
-        journal_apply_one(ep, &copy);
-    }
 }
 
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
@@ -884,8 +594,6 @@ static int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs
     return max > 0 ? collect_from(epfd, ep, evs, max, ep->woken, count, false) : 0;
 }
 
-static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e);
-
 /* An event the kernel gave for a pending member (it carries the program's
  * data): true if that socket has meanwhile become ours, so the event stands
  * for nothing (the claim's doorbell, say) and the rings answer instead. */
@@ -1142,13 +850,8 @@ bool epoll_before_sleep(struct shunt_sock *s)
 void epoll_before_fork(void)
 {
     pthread_mutex_lock(&all_lock);
-    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
-        if (ep->journal)
-            continue;
-        void *m = mmap(NULL, sizeof(struct ctl_journal), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (m != MAP_FAILED)
-            ep->journal = m;
-    }
+    for (struct epoll_obj *ep = all; ep; ep = ep->next)
+        journal_create(ep);
     pthread_mutex_unlock(&all_lock);
 }
 

@@ -80,7 +80,8 @@ static int parse_size(const char *v, unsigned long long *out, char *err, size_t 
     return 0;
 }
 
-static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+/* A ring's size: a power of two from 4K to 1024M. */
+static int parse_ring_bytes(const char *v, unsigned *out, char *err, size_t errlen)
 {
     unsigned long long n;
     if (parse_size(v, &n, err, errlen) < 0)
@@ -89,8 +90,13 @@ static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, s
         snprintf(err, errlen, "%llu is not a power of two between 4K and 1024M", n);
         return -1;
     }
-    s->ring_size = (unsigned)n;
+    *out = (unsigned)n;
     return 0;
+}
+
+static int parse_ring_size(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_ring_bytes(v, &s->ring_size, err, errlen);
 }
 
 static int parse_zcopy(const char *v, struct shunt_settings *s, char *err, size_t errlen)
@@ -108,15 +114,7 @@ static int parse_zcopy(const char *v, struct shunt_settings *s, char *err, size_
 
 static int parse_ring_start(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
-    unsigned long long n;
-    if (parse_size(v, &n, err, errlen) < 0)
-        return -1;
-    if (n < 4096 || n > (1ull << 30) || (n & (n - 1))) {
-        snprintf(err, errlen, "%llu is not a power of two between 4K and 1024M", n);
-        return -1;
-    }
-    s->ring_start = (unsigned)n;
-    return 0;
+    return parse_ring_bytes(v, &s->ring_start, err, errlen);
 }
 
 static int parse_shm_limit(const char *v, struct shunt_settings *s, char *err, size_t errlen)

@@ -5,6 +5,7 @@
  * EINTR) and stays pending while the thread's own mask blocks it. */
 #include "check.h"
 #include "net.h"
+#include "usr1.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,19 +13,11 @@
 
 #define PAIRS 4
 
-static volatile sig_atomic_t handled;
-static pthread_t waiter;
 static int client;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	handled++;
-}
 
 /* 100 ms from now (the wait surely sleeps), signal the main thread; optionally send data
  * 100 ms after that. */
-static void *signal_later(void *arg)
+static void *signal_then_send(void *arg)
 {
 	sleep_ms(100);
 	CHECK(pthread_kill(waiter, SIGUSR1), ==, 0);
@@ -42,14 +35,6 @@ static void set_blocked(int how)
 	sigemptyset(&m);
 	sigaddset(&m, SIGUSR1);
 	CHECK(pthread_sigmask(how, &m, NULL), ==, 0);
-}
-
-static int usr1_pending(void)
-{
-	sigset_t p;
-
-	CHECK_OK(sigpending(&p));
-	return sigismember(&p, SIGUSR1);
 }
 
 int main(void)
@@ -81,7 +66,7 @@ int main(void)
 
 	/* Blocked normally, unblocked during the wait: EINTR, the handler ran. */
 	set_blocked(SIG_BLOCK);
-	CHECK(pthread_create(&th, NULL, signal_later, NULL), ==, 0);
+	CHECK(pthread_create(&th, NULL, signal_then_send, NULL), ==, 0);
 	CHECK_ERRNO(epoll_pwait(ep, out, PAIRS, NET_WAIT_MS, &open_mask), EINTR);
 	CHECK(handled, ==, 1);
 	CHECK(pthread_join(th, NULL), ==, 0);
@@ -95,7 +80,7 @@ int main(void)
 	CHECK(handled, ==, 2);
 
 	/* Blocked normally and by the mask: the wait ends by its timeout. */
-	CHECK(pthread_create(&th, NULL, signal_later, NULL), ==, 0);
+	CHECK(pthread_create(&th, NULL, signal_then_send, NULL), ==, 0);
 	CHECK(epoll_pwait(ep, out, PAIRS, 300, &usr1_mask), ==, 0);
 	CHECK(pthread_join(th, NULL), ==, 0);
 	CHECK(handled, ==, 2);
@@ -106,7 +91,7 @@ int main(void)
 
 	/* Unblocked normally, blocked by the mask: the wait ends by data, not EINTR; the
 	 * signal is delivered once the thread's mask is back. */
-	CHECK(pthread_create(&th, NULL, signal_later, (void *)1), ==, 0);
+	CHECK(pthread_create(&th, NULL, signal_then_send, (void *)1), ==, 0);
 	CHECK(epoll_pwait(ep, out, PAIRS, NET_WAIT_MS, &usr1_mask), ==, 1);
 	CHECK(out[0].data.u32, ==, PAIRS - 1);
 	CHECK(out[0].events, ==, EPOLLIN);
@@ -115,7 +100,7 @@ int main(void)
 	xread_exact(s[PAIRS - 1], &b, 1);
 
 	/* A NULL mask is epoll_wait: an unblocked signal interrupts. */
-	CHECK(pthread_create(&th, NULL, signal_later, NULL), ==, 0);
+	CHECK(pthread_create(&th, NULL, signal_then_send, NULL), ==, 0);
 	CHECK_ERRNO(epoll_pwait(ep, out, PAIRS, NET_WAIT_MS, NULL), EINTR);
 	CHECK(handled, ==, 5);
 	CHECK(pthread_join(th, NULL), ==, 0);

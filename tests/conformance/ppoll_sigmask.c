@@ -5,44 +5,12 @@
  * early, not written back, NULL until data arrives, invalid tv_nsec or tv_sec EINVAL. */
 #include "check.h"
 #include "net.h"
+#include "usr1.h"
 
 #include <pthread.h>
 
 #define PAIRS 3
 
-static volatile sig_atomic_t handled;
-static pthread_t waiter;
-static int late_fd;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	handled++;
-}
-
-static void *signal_later(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	CHECK(pthread_kill(waiter, SIGUSR1), ==, 0);
-	return NULL;
-}
-
-static void *write_later(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	xwrite_all(late_fd, "w", 1);
-	return NULL;
-}
-
-static int usr1_pending(void)
-{
-	sigset_t p;
-
-	CHECK_OK(sigpending(&p));
-	return sigismember(&p, SIGUSR1);
-}
 
 int main(void)
 {

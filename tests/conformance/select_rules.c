@@ -6,35 +6,11 @@
  * call (EINTR when it opens a signal sent while it sleeps; the timeout when it blocks it). */
 #include "check.h"
 #include "net.h"
+#include "usr1.h"
 
 #include <pthread.h>
 #include <sys/select.h>
 
-static volatile sig_atomic_t handled;
-static pthread_t waiter;
-static int late_fd;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	handled++;
-}
-
-static void *signal_later(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	CHECK(pthread_kill(waiter, SIGUSR1), ==, 0);
-	return NULL;
-}
-
-static void *write_later(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	xwrite_all(late_fd, "w", 1);
-	return NULL;
-}
 
 static void set3(fd_set *f, int a, int b, int d)
 {

@@ -4,6 +4,7 @@
  * surely sleeps, by a thread or by a child process. */
 #include "check.h"
 #include "net.h"
+#include "usr1.h"
 
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -15,22 +16,6 @@ enum call { C_EPOLL_WAIT, C_EPOLL_PWAIT, C_POLL, C_PPOLL, C_SELECT, C_PSELECT, C
 static const char *const names[C_COUNT] = { "epoll_wait", "epoll_pwait", "poll", "ppoll",
 					    "select", "pselect" };
 
-static volatile sig_atomic_t handled;
-static pthread_t waiter;
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-	handled++;
-}
-
-static void *signal_later(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	CHECK(pthread_kill(waiter, SIGUSR1), ==, 0);
-	return NULL;
-}
 
 /* The call sleeping on the servers s[]; returns its result, errno kept. */
 static int sleep_in(enum call call, int ep, const int *s)
