@@ -189,6 +189,9 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
     doorbell_enter(t, what);
+    /* counted when the doorbell is asked for: the peer may ring for it even
+     * if the last look below finds the bytes and the sleep never happens */
+    atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t)) {
         unsigned char b;
         ssize_t r;
@@ -202,7 +205,6 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
             if (n == 0)
                 errno = EAGAIN;
         } else {
-            atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
             r = shunt_real.recv(fd, &b, 1, MSG_PEEK);   /* sleeps in the kernel until a doorbell */
         }
         if (r == 0) {

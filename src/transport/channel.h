@@ -100,6 +100,8 @@ struct chan_side {
      * which misleads only the statistics. */
     alignas(64) _Atomic uint64_t bytes_out, sends;
     alignas(64) _Atomic uint64_t bytes_in, recvs;
+    /* sleeps: a blocked call asked for a doorbell to sleep on (its last
+     * look may still have found what it waited for) */
     alignas(64) _Atomic uint64_t doorbells, spins_won, spins_lost, sleeps;
     /* Downgrade bookkeeping (downgrade.c): doorbell bytes sent to the
      * peer (BELLS_*), and doorbell bytes the holders of this end took off
