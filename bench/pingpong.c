@@ -3,11 +3,14 @@
  * one host (this one and a forked child) exchange messages over kernel TCP
  * on 127.0.0.1, a Unix domain socket, or a bare shared-memory ring with no
  * system call at all (the floor: what any shared-memory transport with a
- * copy in and a copy out must pay).  Owns the wire protocol between the two
+ * copy in and a copy out must pay).  -t memcpy is no transport but the
+ * reference of issue 6: one thread copying the message with memcpy, from
+ * and to buffers reused as NetPIPE reuses its own (sweep mode only; its
+ * one-way time is one copy).  Owns the wire protocol between the two
  * processes and the timing; bench/shuntbench.py and bench/overhead.py own
  * the runs, the statistics and the reports.
  *
- *   pingpong [-t tcp|unix|shm] [-m pp|sweep|stream|rr|cc] [options]
+ *   pingpong [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc] [options]
  *
  *   -m pp      (default) -n ROUND_TRIPS of -s SIZE bytes after -w WARMUP
  *              ones; prints  size=S n=N total_ns=T rtt_ns=R libshunt=yes|no ...
@@ -65,7 +68,7 @@
 #define FLOOR_PIECE (64u << 10) /* published piece by piece, so the reader copies out while the writer copies in */
 #define CACHE_LINE 64
 
-enum transport { T_TCP, T_UNIX, T_SHM };
+enum transport { T_TCP, T_UNIX, T_SHM, T_MEMCPY };
 enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC };
 enum op { OP_END = 0, OP_ECHO = 1, OP_SINK = 2 };
 
@@ -87,9 +90,10 @@ struct conn {
     int fd;                    /* the socket; -1 on the floor */
     struct floor_ring *tx, *rx;
     pid_t peer;                /* the floor notices a dead peer by this */
+    char *mirror;              /* -t memcpy: the other buffer; no peer at all */
 };
 
-static const char *transport_names[] = { "tcp", "unix", "shm" };
+static const char *transport_names[] = { "tcp", "unix", "shm", "memcpy" };
 
 static void die(const char *what)
 {
@@ -434,6 +438,17 @@ static void send_header(struct conn *c, uint32_t op, uint64_t size, uint64_t cou
 /* count round trips of size bytes; returns the time they took. */
 static long long trial(struct conn *c, char *buf, size_t size, long count)
 {
+    if (c->mirror) {
+        /* a round trip is the message copied there and back */
+        long long t0 = now_ns();
+        for (long i = 0; i < count; i++) {
+            memcpy(c->mirror, buf, size);
+            __asm__ volatile("" ::: "memory");
+            memcpy(buf, c->mirror, size);
+            __asm__ volatile("" ::: "memory");
+        }
+        return now_ns() - t0;
+    }
     send_header(c, OP_ECHO, size, (uint64_t)count);
     long long t0 = now_ns();
     for (long i = 0; i < count; i++) {
@@ -514,7 +529,7 @@ static void sweep(struct conn *c, char *buf, const struct opts *o)
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [-t tcp|unix|shm] [-m pp|sweep|stream|rr|cc] [-n N] [-s SIZE] [-w WARMUP]\n"
+            "usage: %s [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc] [-n N] [-s SIZE] [-w WARMUP]\n"
             "       [-l MIN] [-u MAX] [-p PERT] [-b pow2] [-r TRIALS] [-T MS] [-d SECONDS]\n",
             argv0);
     exit(2);
@@ -537,7 +552,7 @@ static void parse(int argc, char **argv, struct opts *o)
     while ((opt = getopt(argc, argv, "t:m:n:s:w:l:u:p:b:r:T:d:")) != -1) {
         switch (opt) {
         case 't':
-            if ((v = parse_enum(optarg, transport_names, 3)) < 0)
+            if ((v = parse_enum(optarg, transport_names, 4)) < 0)
                 usage(argv[0]);
             o->transport = (enum transport)v;
             break;
@@ -564,6 +579,10 @@ static void parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "pingpong: bad arguments\n");
         exit(2);
     }
+    if (o->transport == T_MEMCPY && o->mode != M_SWEEP) {
+        fprintf(stderr, "pingpong: -t memcpy is a reference for the sweep only (-m sweep)\n");
+        exit(2);
+    }
     if (o->mode == M_CC && o->transport == T_SHM) {
         fprintf(stderr, "pingpong: cc has no meaning on the shared-memory floor (no connections)\n");
         exit(2);
@@ -587,6 +606,17 @@ int main(int argc, char **argv)
     if (posix_memalign((void **)&buf, 4096, bufsize + 1) != 0)
         die("posix_memalign");
     memset(buf, 'x', bufsize + 1);
+
+    if (o.transport == T_MEMCPY) {
+        struct conn c = { .fd = -1 };
+        if (posix_memalign((void **)&c.mirror, 4096, bufsize + 1) != 0)
+            die("posix_memalign");
+        memset(c.mirror, 'y', bufsize + 1);
+        sweep(&c, buf, &o);
+        printf("result transport=memcpy libshunt=%s accel_parent=-1 accel_child=-1\n",
+               libshunt_mapped() ? "yes" : "no");
+        return 0;
+    }
 
     struct endpoint e = { .fd = -1 };
     struct floor_ring *rings = NULL;
@@ -614,7 +644,7 @@ int main(int argc, char **argv)
                 die("fcntl");
             cc_client(&e, stop[0], &made, &a);
         } else {
-            struct conn c = { -1, NULL, NULL, parent };
+            struct conn c = { -1, NULL, NULL, parent, NULL };
             if (rings) {
                 c.tx = &rings[1];
                 c.rx = &rings[0];
@@ -639,7 +669,7 @@ int main(int argc, char **argv)
     close(report[1]);
     close(stop[0]);
 
-    struct conn c = { -1, NULL, NULL, pid };
+    struct conn c = { -1, NULL, NULL, pid, NULL };
     long accel_parent = -1;
     if (rings) {
         c.tx = &rings[0];

@@ -17,6 +17,7 @@ STYLES = {  # transport -> (label, matplotlib format)
     "unix": ("Unix domain socket", "s-"),
     "shunt": ("shunt (TCP under shunt run)", "^-"),
     "floor": ("floor (bare shared-memory ring)", "v--"),
+    "memcpy": ("memcpy, one thread (reference)", "x:"),
 }
 
 FILES = ("throughput.png", "signature.png", "saturation.png")

@@ -2,7 +2,7 @@
 """servers.py: real event-driven servers with their own load clients, over
 kernel TCP and under shunt, side by side (issue 4's targets).
 
-    python3 bench/servers.py [--build build] [--rounds 3] [--only redis,nginx,memcached]
+    python3 bench/servers.py [--build build] [--rounds 3] [--only redis,nginx,memcached,sendfile]
 
 Each case starts the server, runs the client, stops the server; kernel and
 shunt runs alternate (A B A B ...) for --rounds rounds and the table shows
@@ -18,6 +18,8 @@ client connections as the client opens (otherwise the run fails loudly).
                the oversubscribed case)
   memcached    memcached -t 2, memcaslap -T 2 -c 8 -x 200000 (90% get, 10% set): ops/s
   memcached c1 the same with one connection: -T 1 -c 1 -x 50000
+  sendfile     nginx (sendfile on, tcp_nopush on) serving a 1 GiB file from the page
+               cache to curl -o /dev/null, three downloads a round: MB/s (issue 6)
 """
 import argparse
 import os
@@ -149,11 +151,51 @@ def memcached_case(threads, conns, ops):
     return run
 
 
+BIG_FILE = 1 << 30
+
+
+def big_file(directory):
+    """A 1 GiB file of varied bytes (a repeated random MiB), written once a
+    run and read from the page cache by every download."""
+    path = Path(directory) / "big.bin"
+    if not path.exists():
+        block = os.urandom(1 << 20)
+        with open(path, "wb") as f:
+            for _ in range(BIG_FILE >> 20):
+                f.write(block)
+    return path
+
+
+def sendfile_case(r):
+    port = free_port()
+    www = r.dir / "www"
+    www.mkdir()
+    os.symlink(big_file(r.dir.parent), www / "big.bin")
+    conf = r.dir / "nginx.conf"
+    conf.write_text(nginx_conf(r.dir, port, daemon=False,
+                               locations="sendfile on; tcp_nopush on; sendfile_max_chunk 0;"))
+    srv = r.server(["nginx", "-c", str(conf), "-p", str(r.dir)], port)
+    speeds = []
+    try:
+        for _ in range(3):
+            out = r.client(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{speed_download}",
+                            "http://127.0.0.1:%d/big.bin" % port])
+            size, speed = out.split()
+            if int(size) != BIG_FILE:
+                raise RuntimeError("curl received %s bytes of %d" % (size, BIG_FILE))
+            speeds.append(float(speed) / 1e6)
+    finally:
+        stop_group(srv)
+    r.check_accelerated(3)
+    return {"MB/s": statistics.median(speeds)}
+
+
 CASES = {
     "redis": [("redis c1", redis_case(1, 50000), "higher"), ("redis c50", redis_case(50, 200000), "higher")],
     "nginx": [("nginx wrk", nginx_case, None)],
     "memcached": [("memcached", memcached_case(2, 8, 200000), "higher"),
                   ("memcached c1", memcached_case(1, 1, 50000), "higher")],
+    "sendfile": [("nginx sendfile 1 GiB", sendfile_case, "higher")],
 }
 
 
@@ -161,7 +203,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", type=Path, default=REPO / "build")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="redis,nginx,memcached")
+    ap.add_argument("--only", default="redis,nginx,memcached,sendfile")
     opts = ap.parse_args(argv)
     opts.build = opts.build.resolve()
     rows = []

@@ -11,6 +11,9 @@ Transports (the same measuring program, bench/pingpong.c, for all four):
          or the figure is refused
   floor  two processes and a bare shared-memory ring, no system calls:
          the floor for any shared-memory transport with a copy in and out
+  memcpy no transport: one thread copying each message with memcpy between
+         two reused buffers (ping-pong only), the reference of issue 6's
+         "share of memcpy bandwidth"
 
 Tests, each run once per transport per round, transports alternating:
   pingpong  NetPIPE's ping-pong from 1 B to 8 MiB, perturbed by -3, 0, +3
@@ -54,10 +57,10 @@ import plots
 import stdtools
 
 HERE = Path(__file__).resolve().parent
-TRANSPORTS = ("tcp", "unix", "shunt", "floor")
-NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor"}
+TRANSPORTS = ("tcp", "unix", "shunt", "floor", "memcpy")
+NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor", "memcpy": "memcpy"}
 TESTS = ("pingpong", "stream", "rr", "cc")
-TOOL_ORDER = ("np", "pp", "tp", "ul", "iperf", "redis", "wrk")
+TOOL_ORDER = ("np", "pp", "tp", "tp64", "ul", "iperf", "redis", "wrk")
 SHOWN_SIZES = (1, 64, 1024, 64 * 1024, 1024 * 1024, 8 * 1024 * 1024)   # rows of the summary
 RUN_TIMEOUT = 600
 
@@ -169,7 +172,7 @@ def variant_for(transport, shunt, opts):
 
 
 def pingpong_argv(pingpong, test, transport, size, opts):
-    t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm"}[transport]]
+    t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep
     mode = {"stream": "stream", "rr": "rr", "cc": "cc"}[test]
@@ -240,7 +243,7 @@ def plan(opts):
         sizes = opts.stream_sizes if test == "stream" else [1 if test == "rr" else 0]
         for size in sizes:
             for transport in opts.transports:
-                if test == "cc" and transport == "floor":
+                if (test == "cc" and transport == "floor") or (test != "pingpong" and transport == "memcpy"):
                     continue
                 steps.append((test, transport, size))
     return steps
@@ -346,6 +349,8 @@ def pingpong_tables(res, transports):
         extra.append("Unix vs TCP")
     if "shunt" in cols and "floor" in cols:
         extra.append("shunt / floor")
+    if "shunt" in cols and "memcpy" in cols:
+        extra.append("shunt / memcpy")
     head += "".join(" | " + e for e in extra) + " |"
     sep = "|---:" * (1 + len(cols) + len(extra)) + "|"
     out = []
@@ -360,15 +365,15 @@ def pingpong_tables(res, transports):
             inv = metric == "one_way_us"
             for e in extra:
                 a, b = {"shunt vs TCP": ("shunt", "tcp"), "Unix vs TCP": ("unix", "tcp"),
-                        "shunt / floor": ("shunt", "floor")}[e]
+                        "shunt / floor": ("shunt", "floor"), "shunt / memcpy": ("shunt", "memcpy")}[e]
                 r = ratio(vals[b], vals[a]) if inv else ratio(vals[a], vals[b])
-                cells.append(fmt_pct(r) if e == "shunt / floor" else fmt_x(r))
+                cells.append(fmt_pct(r) if e.startswith("shunt /") else fmt_x(r))
             out.append("| %s | %s |" % (size_name(s), " | ".join(cells)))
     return out
 
 
 def other_table(res, transports):
-    cols = list(transports)
+    cols = [t for t in transports if t != "memcpy"]   # ping-pong only
     head = "| test | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP | Unix vs TCP | shunt / floor |"
     out = [head, "|---" + "|---:" * (len(cols) + 3) + "|"]
     keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] != "pingpong"},

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo  # noqa: E402  (the process handling of the demonstration: servers, clients, variants)
 
-DEFAULTS = {"SHUNT_RING_SIZE": "1M", "SHUNT_CHUNK_SIZE": "64K", "SHUNT_ZCOPY_THRESHOLD": "256K"}
+DEFAULTS = {"SHUNT_RING_SIZE": "1M", "SHUNT_CHUNK_SIZE": "64K", "SHUNT_ZCOPY_THRESHOLD": "0"}
 FACTORS = {
     "ring": ("SHUNT_RING_SIZE", "64K,256K,1M,4M,16M"),
     "chunk": ("SHUNT_CHUNK_SIZE", "16K,64K,256K,1M"),

@@ -169,9 +169,10 @@ const struct setting_def shunt_setting_defs[] = {
       "Bytes of /dev/shm all of this user's connections may hold together; a connection that would "
       "pass it stays on kernel TCP (reason shm-limit) and a ring that would pass it stops growing",
       parse_shm_limit },
-    { "SHUNT_ZCOPY_THRESHOLD", "256K", "size (K or M suffix); 0 turns it off",
+    { "SHUNT_ZCOPY_THRESHOLD", "0", "size (K or M suffix); 0 turns it off",
       "A blocking send of at least this many bytes is copied once, straight from the sender's buffer "
-      "into the receiver's (process_vm_readv), instead of through the ring", parse_zcopy },
+      "into the receiver's (process_vm_readv), instead of through the ring. Off by default: the "
+      "sweep in docs/benchmarks.md found the ring faster at every size", parse_zcopy },
     { "SHUNT_CHUNK_SIZE", "64K", "1K..1024M",
       "A large send is published to the ring in pieces of this size, so the reader copies one piece "
       "out while the writer copies the next in", parse_chunk },

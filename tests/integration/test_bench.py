@@ -18,7 +18,7 @@ import pytest
 from shunttest import REPO, base_env
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TRANSPORTS = {"tcp", "unix", "shunt", "floor"}
+TRANSPORTS = {"tcp", "unix", "shunt", "floor", "memcpy"}
 
 
 def bench(shunt_build, out, *args, env=None, shunt=None, timeout=240):
@@ -58,7 +58,9 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     pts = rows(out)
     assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc"}
     assert {r["transport"] for r in pts if r["test"] == "pingpong"} == TRANSPORTS
-    assert {r["transport"] for r in pts if r["test"] == "cc"} == TRANSPORTS - {"floor"}
+    assert {r["transport"] for r in pts if r["test"] == "cc"} == TRANSPORTS - {"floor", "memcpy"}
+    # memcpy is the ping-pong's reference only
+    assert {r["transport"] for r in pts if r["test"] in ("stream", "rr")} == TRANSPORTS - {"memcpy"}
     # NetPIPE's perturbations: -3, 0 and +3 around each size
     sizes = {int(r["size_bytes"]) for r in pts if r["test"] == "pingpong" and r["transport"] == "shunt"}
     assert {61, 64, 67, 65533, 65536, 65539} <= sizes
@@ -66,7 +68,8 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     assert all(r["accelerated"] == "yes" for r in pts if r["transport"] == "shunt")
 
     md = (out / "summary.md").read_text()
-    assert "| size | kernel TCP | Unix socket | shunt | floor | shunt vs TCP | Unix vs TCP | shunt / floor |" in md
+    assert ("| size | kernel TCP | Unix socket | shunt | floor | memcpy | shunt vs TCP | Unix vs TCP | shunt / floor"
+            " | shunt / memcpy |") in md
     for label in ("| 1 B |", "| 64 KiB |", "| stream, 64 KiB messages", "| request-response, 1 B",
                   "| connect/accept/close"):
         assert label in md, label
