@@ -63,6 +63,7 @@ class Run:
         self.env = clean_env()
         if shunt:
             self.env.update(SHUNT_LOG="info", SHUNT_LOG_FILE=str(self.dir / "shunt-%p.log"))
+            self.env.update(kv.split("=", 1) for kv in opts.shunt_env)
 
     def cmd(self, argv):
         return [str(self.opts.build / "shunt"), "run", "--"] + argv if self.shunt else argv
@@ -204,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--build", type=Path, default=REPO / "build")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="redis,nginx,memcached,sendfile")
+    ap.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the shunt runs (repeatable), e.g. SHUNT_SPIN_US=0")
     opts = ap.parse_args(argv)
     opts.build = opts.build.resolve()
     rows = []

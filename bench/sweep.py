@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import demo  # noqa: E402  (the process handling of the demonstration: servers, clients, variants)
+from benchlib import HOST, RunError, Variant, acceleration, free_port, size_name  # noqa: E402
+from stdtools import run_pair  # noqa: E402
 
 DEFAULTS = {"SHUNT_RING_SIZE": "1M", "SHUNT_CHUNK_SIZE": "64K", "SHUNT_ZCOPY_THRESHOLD": "0"}
 FACTORS = {
@@ -97,7 +98,7 @@ def parse_np(path):
             except ValueError:
                 continue
     if not rows:
-        raise demo.RunError("NPtcp wrote no results", Path(path).read_text())
+        raise RunError("NPtcp wrote no results", Path(path).read_text())
     return rows
 
 
@@ -106,30 +107,30 @@ def parse_iperf(text):
     try:
         bps = json.loads(text)["end"]["sum_received"]["bits_per_second"]
     except (ValueError, KeyError, TypeError):
-        raise demo.RunError("iperf3 gave no result", text)
+        raise RunError("iperf3 gave no result", text)
     return bps / 2**20
 
 
 def one_run(opts, shunt_bin, env, mode, rundir):
     """NPtcp pair (pingpong) or iperf3 pairs (stream); {size: (Mbps, usec)}."""
     prefix = [shunt_bin, "run", "--"] if env is not None else []
-    variant = demo.Variant("shunt" if env is not None else "kernel", prefix, env or {})
+    variant = Variant("shunt" if env is not None else "kernel", prefix, env or {})
     if mode == "stream":
         res = {}
         for size in (s for s in STREAM_SIZES if s <= opts.max_size):
-            port = demo.free_port()
-            srv = prefix + ["iperf3", "-s", "-1", "-B", demo.HOST, "-p", str(port)]
-            cli = prefix + ["iperf3", "-c", demo.HOST, "-p", str(port), "-l", str(size), "-t", str(opts.seconds), "-J"]
-            mbps = demo.run_pair(srv, cli, variant, rundir, port, 120, lambda o, s: parse_iperf(o), server_exits=True)
+            port = free_port()
+            srv = prefix + ["iperf3", "-s", "-1", "-B", HOST, "-p", str(port)]
+            cli = prefix + ["iperf3", "-c", HOST, "-p", str(port), "-l", str(size), "-t", str(opts.seconds), "-J"]
+            mbps = run_pair(srv, cli, variant, rundir, port, 120, lambda o, s: parse_iperf(o), server_exits=True)
             res[size] = (mbps, size * 8 / 2**20 / mbps * 1e6 if mbps else 0.0)
         return res
-    port = demo.free_port()
+    port = free_port()
     common = ["-P", str(port), "-l", "1", "-u", str(opts.max_size), "-p", "0", "-n", str(opts.repeats)]
     out = Path(rundir) / "np.out"
     out.unlink(missing_ok=True)
     srv = prefix + ["NPtcp"] + common
-    cli = prefix + ["NPtcp", "-h", demo.HOST] + common + ["-o", str(out)]
-    return demo.run_pair(srv, cli, variant, rundir, port, 600, lambda o, s: parse_np(out), server_exits=True)
+    cli = prefix + ["NPtcp", "-h", HOST] + common + ["-o", str(out)]
+    return run_pair(srv, cli, variant, rundir, port, 600, lambda o, s: parse_np(out), server_exits=True)
 
 
 def configurations(opts):
@@ -139,6 +140,8 @@ def configurations(opts):
         var = FACTORS[f][0]
         for v in opts.values[f]:
             env = dict(DEFAULTS)
+            # the log says whether each run was accelerated (checked after it)
+            env.update(SHUNT_LOG="info", SHUNT_LOG_FILE="{dir}/shunt-%p.log")
             env[var] = v
             if var == "SHUNT_RING_SIZE":
                 env["SHUNT_RING_START"] = v   # the size under test from the first byte on
@@ -154,11 +157,20 @@ def sweep(opts, shunt_bin, say):
             for mode in opts.modes:
                 for factor, value, env in confs:
                     t0 = time.monotonic()
+                    rundir = Path(work) / ("r%d-%s-%s-%s" % (rnd, mode, factor, value))
+                    rundir.mkdir()
                     try:
-                        res = one_run(opts, shunt_bin, env, mode, work)
-                    except demo.RunError as e:
+                        res = one_run(opts, shunt_bin, env, mode, rundir)
+                    except RunError as e:
                         say("FAILED %s=%s %s: %s\n%s" % (factor, value, mode, e.what, e.output[-1500:]))
                         raise SystemExit(1)
+                    if env is not None:
+                        # a figure that went over kernel TCP is no figure of the setting
+                        srv, cli, notable = acceleration(rundir)
+                        if not (srv and cli):
+                            say("NOT ACCELERATED %s=%s %s (server %d, client %d): %s"
+                                % (factor, value, mode, srv, cli, notable[-3:]))
+                            raise SystemExit(1)
                     for size, row in res.items():
                         samples.setdefault((factor, value, mode, size), []).append(row)
                     say("round %d %-9s %-6s %-9s %5.1f s" % (rnd + 1, factor, value, mode, time.monotonic() - t0))
@@ -226,15 +238,15 @@ def summary(opts, med, plots):
              "Mbps = 2^20 bit/s." % (opts.max_size, opts.repeats, opts.seconds, opts.rounds),
              "Defaults held while one factor varies: %s." % ", ".join("%s=%s" % kv for kv in DEFAULTS.items()), ""]
     for mode in opts.modes:
-        shown = [s for s in SUMMARY_SIZES if s <= opts.max_size]
-        lines += ["## %s" % mode, "", "| setting | " + " | ".join(demo.size_name(s) for s in shown) + " |",
+        # the sizes each mode measured (NPtcp's sweep has them all; iperf3 runs STREAM_SIZES)
+        shown = [s for s in (SUMMARY_SIZES if mode == "pingpong" else STREAM_SIZES) if s <= opts.max_size]
+        lines += ["## %s" % mode, "", "| setting | " + " | ".join(size_name(s) for s in shown) + " |",
                   "|---|" + "---|" * len(shown)]
         rows = [("kernel TCP", "kernel", "-")] + [("%s=%s" % (FACTORS[f][0], v), f, v) for f in opts.factors for v in opts.values[f]]
         for label, f, v in rows:
             cells = []
             for s in shown:
-                near = min(sizes_of(med, f, v, mode) or [s], key=lambda x: abs(x - s))
-                cells.append("%.0f" % med[(f, v, mode, near)][0] if (f, v, mode, near) in med else "-")
+                cells.append("%.0f" % med[(f, v, mode, s)][0] if (f, v, mode, s) in med else "-")
             lines.append("| %s | %s |" % (label, " | ".join(cells)))
         lines.append("")
         for f in opts.factors:

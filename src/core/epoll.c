@@ -742,8 +742,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                     return n;
                 next_kernel = now + KERNEL_LOOK_NS;
             }
-            if ((i & 1023) == 0)
-                sched_yield();   /* a peer queued on this CPU gets to run */
+            sched_yield();   /* a thread queued on this CPU runs first */
         }
     }
     ep->spin_fails++;

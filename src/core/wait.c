@@ -121,8 +121,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
                 atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
-            if ((i & 1023) == 0)
-                sched_yield();   /* a peer queued on this CPU gets to run */
+            sched_yield();   /* a thread queued on this CPU runs first */
         }
     }
     t->spin_fails++;
