@@ -49,8 +49,10 @@
 #define STREAM_BUF 4096
 
 /* glibc's FILE flag bits that <stdio.h> does not name (libio/libio.h). */
+#define IO_UNBUFFERED 0x0002
 #define IO_NO_READS 0x0004
 #define IO_NO_WRITES 0x0008
+#define IO_LINE_BUF 0x0200
 #define IO_IN_BACKUP 0x0100
 #define IO_IS_APPENDING 0x1000
 #define IO_FLAGS_SEEN (_IO_EOF_SEEN | _IO_ERR_SEEN)
@@ -60,6 +62,7 @@ struct cstream {
     int fd;                  /* the fd number it reads and writes */
     int std;                 /* 0..2: a standard stream's cookie (never freed); -1: fdopen's */
     bool closed;             /* fclose or freopen closed its fd: I/O fails with EBADF */
+    int bufmode;             /* a standard stream's: what the swap set (_IOFBF, _IOLBF, _IONBF) */
     char *pre;               /* input read before a swap: delivered first (under the FILE's lock) */
     size_t pre_len, pre_off;
     struct cstream *next;    /* hash chain */
@@ -331,6 +334,20 @@ static void take_unread(FILE *fp, char **buf, size_t *len)
     *len += n;
 }
 
+static int bufmode_of(const FILE *fp)
+{
+    return (fp->_flags & IO_UNBUFFERED) ? _IONBF : (fp->_flags & IO_LINE_BUF) ? _IOLBF : _IOFBF;
+}
+
+/* The cookie buffers as the FILE it stands for did: line-buffered if that
+ * one was (a tty's stdout, or the program's setvbuf), unbuffered likewise;
+ * otherwise fully, as glibc buffers a socket.  It is empty here. */
+static void set_bufmode(struct cstream *c, int mode)
+{
+    setvbuf(c->fp, mode == _IONBF ? NULL : c->buf, mode, mode == _IONBF ? 0 : sizeof c->buf);
+    c->bufmode = mode;
+}
+
 /* Under std_lock: fd is on a channel; its standard stream becomes a cookie. */
 static void swap_in(int fd)
 {
@@ -360,6 +377,7 @@ static void swap_in(int fd)
         return;
     }
     flockfile(c->fp);
+    set_bufmode(c, bufmode_of(o));
     /* output it holds: its next flush would have written it to this fd */
     size_t out = __fpending(o);
     if (out)
@@ -388,6 +406,9 @@ static void swap_out(int fd)
     flockfile(c->fp);
     flockfile(o);
     o->_fileno = fd;
+    int mode = bufmode_of(c->fp);
+    if (mode != c->bufmode)
+        setvbuf(o, NULL, mode, 0);   /* the program's setvbuf meanwhile stays with the stream */
     char *unread = NULL;
     size_t nunread = 0;
     if (c->pre_off < c->pre_len) {

@@ -3,7 +3,8 @@
  * shunt such a stream must go through shunt's calls). Lines with fprintf and fputs, blocks with
  * fwrite, all crossing the stdio buffer many times, read back with fgets and fread in odd sizes;
  * fileno answers the fd; fclose closes it (the peer sees EOF after the last byte); fdopen's own
- * rules: EINVAL for a bad mode, EBADF for a closed fd, "a" sets O_APPEND. In accelerated mode
+ * rules: EINVAL for a bad mode, EBADF for a closed fd, "a" sets O_APPEND; freopen of such a stream
+ * flushes it to the socket and puts the file on the same fd number. In accelerated mode
  * the channel's counters prove that the bytes went through the rings. */
 #include "check.h"
 #include "net.h"
@@ -96,6 +97,8 @@ int main(void)
 		CHECK(fileno(sr), ==, s);
 		recv_all_kinds(sr, 'c', 11);
 		send_all_kinds(swf, 's', 22);
+		CHECK(fread(line, 1, 12, sr), ==, 12);
+		CHECK(memcmp(line, "via-freopen-", 12), ==, 0);
 		/* after the client's fclose of both its streams: EOF, nothing added */
 		CHECK(fgets(line, sizeof(line), sr) == NULL, ==, 1);
 		CHECK(feof(sr) != 0, ==, 1);
@@ -122,6 +125,24 @@ int main(void)
 	CHECK_ERRNO(fdopen(c, "x") == NULL ? -1 : 0, EINVAL);
 	CHECK_ERRNO(fdopen(c, "") == NULL ? -1 : 0, EINVAL);
 	CHECK_ERRNO(fdopen(999, "r") == NULL ? -1 : 0, EBADF);
+
+	/* freopen: what the stream holds goes to the socket, then the file is on the same fd */
+	int fz = CHECK_OK(dup(c));
+	FILE *z = fdopen(fz, "w");
+	char fbuf[16] = "";
+
+	CHECK(z != NULL, ==, 1);
+	CHECK(fputs("via-freopen-", z), >=, 0);
+	CHECK(freopen("stdio_fdopen.out", "w", z) == z, ==, 1);
+	CHECK(fileno(z), ==, fz);
+	CHECK(fputs("file", z), >=, 0);
+	CHECK(fclose(z), ==, 0);
+	CHECK_ERRNO(fcntl(fz, F_GETFD), EBADF);
+	FILE *check = fopen("stdio_fdopen.out", "r");
+	CHECK(check != NULL, ==, 1);
+	CHECK(fread(fbuf, 1, sizeof(fbuf) - 1, check), ==, 4);
+	CHECK(strcmp(fbuf, "file"), ==, 0);
+	CHECK(fclose(check), ==, 0);
 
 	/* fclose closes the fd; with both streams closed the peer sees EOF */
 	CHECK(fclose(cwf), ==, 0);

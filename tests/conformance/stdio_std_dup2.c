@@ -6,7 +6,9 @@
  *     is 1 throughout;
  *   - stdin: fgets and fread of lines and a block crossing the buffer, then the old stdin;
  *   - stderr: fprintf and perror (which glibc writes through stderr), unbuffered;
- *   - close(1) while the socket is there, then dup2 of the old fd: stdout works on it.
+ *   - close(1) while the socket is there, then dup2 of the old fd: stdout works on it;
+ *   - freopen of stdout while the socket is there: flushed to it, then the file is on fd 1;
+ *   - fclose(stdout) while the socket is there: flushed to it, fd 1 closed.
  * The old fd 1 is a pipe the test reads, so every byte of both destinations is checked. */
 #include "check.h"
 #include "net.h"
@@ -168,6 +170,31 @@ int main(void)
 	CHECK(drain_pipe(pfd[0], piped, sizeof(piped) - 1), ==, 17);
 	CHECK(strcmp(piped, "back on the pipe\n"), ==, 0);
 	CHECK_ERRNO(recv(s, got, 1, MSG_DONTWAIT), EAGAIN);
+
+	/* ---- freopen of stdout while the socket is there ---- */
+	char fbuf[32] = "";
+
+	CHECK(dup2(c, 1), ==, 1);
+	CHECK(printf("to-socket"), ==, 9);
+	CHECK(freopen("stdio_std_dup2.out", "w", stdout) != NULL, ==, 1);
+	expect_bytes(s, "to-socket", 9);
+	CHECK(fileno(stdout), ==, 1);
+	CHECK(printf("to-file"), ==, 7);
+	CHECK(fflush(stdout), ==, 0);
+	FILE *check = fopen("stdio_std_dup2.out", "r");
+	CHECK(check != NULL, ==, 1);
+	CHECK(fread(fbuf, 1, sizeof(fbuf) - 1, check), ==, 7);
+	CHECK(strcmp(fbuf, "to-file"), ==, 0);
+	CHECK(fclose(check), ==, 0);
+	CHECK_ERRNO(recv(s, got, 1, MSG_DONTWAIT), EAGAIN);
+
+	/* ---- fclose(stdout) while the socket is there: the rest goes, fd 1 closes ---- */
+	CHECK(dup2(c, 1), ==, 1);
+	expect_accelerated(1);
+	CHECK(printf("last"), ==, 4);
+	CHECK(fclose(stdout), ==, 0);
+	expect_bytes(s, "last", 4);
+	CHECK_ERRNO(fcntl(1, F_GETFD), EBADF);
 
 	expect_accelerated(c);
 	expect_accelerated(s);
