@@ -315,3 +315,47 @@ def test_bash_builtins_write_to_accelerated_dev_tcp_socket(shunt, tmp_path, star
     assert int(m.group(3)) >= len(expected)        # ... and the bytes came through the ring
     log = logs(tmp_path)
     assert "accelerated (server" in log and "moved back" not in log, log[-3000:]
+
+
+SUM_CXX = r'''
+#include <cstdint>
+#include <iostream>
+/* sum.c with iostreams: std::cin and std::cout go through the FILEs stdin
+ * and stdout that libstdc++ saw when it started. */
+int main()
+{
+    char buf[65536];
+    std::uint64_t h = 1469598103934665603ULL, n = 0;
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+        for (std::streamsize i = 0; i < std::cin.gcount(); i++)
+            h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+        n += (std::uint64_t)std::cin.gcount();
+    }
+    std::cout << n << " " << h << "\n";
+    return std::cout.good() ? 0 : 1;
+}
+'''
+
+
+def test_shell_hands_socket_to_cxx_iostreams_program(shunt, tmp_path, start_server):
+    """A C++ program under shunt with the accelerated socket as stdin and
+    stdout, using std::cin and std::cout: libstdc++ keeps the FILE pointers it
+    saw at start-up, which shunt cannot swap, so the connection moves back to
+    kernel TCP at start-up (fallback reason stdio) and every byte arrives."""
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if not cxx or not shutil.which("bash"):
+        pytest.skip("no C++ compiler or no bash")
+    (tmp_path / "sum.cc").write_text(SUM_CXX)
+    subprocess.run([cxx, "-O2", "-o", str(tmp_path / "sum_cxx"), str(tmp_path / "sum.cc")], check=True, timeout=120)
+    (tmp_path / "server.py").write_text(PIPE_SERVER)
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py")]), env=env, name="server")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    script = "exec 3<>/dev/tcp/127.0.0.1/%d; read -r -n 1 x <&3; %s <&3 >&3" % (port, tmp_path / "sum_cxx")
+    r = subprocess.run(shunt.cmd(["bash", "-c", script]), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    srv.wait_for(r"^RESULT ok$")
+    log = logs(tmp_path)
+    assert "accelerated (server" in log, log[-3000:]
+    assert "stdio: moved back to kernel TCP: libstdc++" in log, log[-3000:]
+    assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
