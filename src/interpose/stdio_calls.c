@@ -31,6 +31,8 @@
  *     of (exit flushes stdio only after every library's destructors).
  */
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio_ext.h>
@@ -260,6 +262,94 @@ static void fall_back(int fd, const char *why)
     fdt_put(&f);
 }
 
+/* ---- libstdc++'s standard streams ---- */
+
+/*
+ * std::cin, std::cout, std::cerr and std::clog write through the FILE
+ * pointer libstdc++ read from stdin/stdout/stderr when it started, which a
+ * swap does not change.  libstdc++ is loaded by many programs that never use
+ * them (libubsan needs it, say), so what counts is whether another loaded
+ * object names one of them in its dynamic symbols: undefined (a library's
+ * import), or defined (an executable's copy relocation).
+ */
+static const char *const cxx_streams[3][4] = {
+    { "_ZSt3cin", "_ZSt4wcin", NULL, NULL },
+    { "_ZSt4cout", "_ZSt5wcout", NULL, NULL },
+    { "_ZSt4cerr", "_ZSt4clog", "_ZSt5wcerr", "_ZSt5wclog" },
+};
+
+struct cxx_scan {
+    int fd;
+    bool found;
+};
+
+/* The number of dynamic symbols from a DT_GNU_HASH table: past the highest
+ * bucket's chain end. */
+static size_t gnu_hash_symbols(const uint32_t *gh)
+{
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < nbuckets; i++)
+        if (buckets[i] > last)
+            last = buckets[i];
+    if (last < symoffset)
+        return symoffset;
+    while (!(chain[last - symoffset] & 1))
+        last++;
+    return (size_t)last + 1;
+}
+
+static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct cxx_scan *sc = arg;
+    if (sc->found || (info->dlpi_name && (strstr(info->dlpi_name, "linux-vdso") ||
+                                          strstr(info->dlpi_name, "libstdc++"))))
+        return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn)
+        return 0;
+    ElfW(Addr) base = info->dlpi_addr, symtab = 0, strtab = 0, hash = 0, gnuhash = 0;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        /* ld.so has made these absolute where .dynamic is writable */
+        ElfW(Addr) v = d->d_un.d_ptr < base ? base + d->d_un.d_ptr : d->d_un.d_ptr;
+        if (d->d_tag == DT_SYMTAB) symtab = v;
+        else if (d->d_tag == DT_STRTAB) strtab = v;
+        else if (d->d_tag == DT_HASH) hash = v;
+        else if (d->d_tag == DT_GNU_HASH) gnuhash = v;
+    }
+    if (!symtab || !strtab || (!hash && !gnuhash))
+        return 0;
+    size_t n = hash ? ((const uint32_t *)hash)[1] : gnu_hash_symbols((const uint32_t *)gnuhash);
+    const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab;
+    for (size_t i = 1; i < n && !sc->found; i++) {
+        if (!sym[i].st_name)
+            continue;
+        const char *name = (const char *)strtab + sym[i].st_name;
+        if (name[0] != '_' || name[1] != 'Z' || name[2] != 'S' || name[3] != 't')
+            continue;
+        for (int k = 0; k < 4 && cxx_streams[sc->fd][k]; k++)
+            if (!strcmp(name, cxx_streams[sc->fd][k]))
+                sc->found = true;
+    }
+    return 0;
+}
+
+/* Does this process use libstdc++'s standard stream of fd? */
+static bool cxx_stream_used(int fd)
+{
+    if (!dlsym(RTLD_DEFAULT, "_ZSt4cout"))
+        return false;   /* libstdc++ is not loaded */
+    struct cxx_scan sc = { fd, false };
+    dl_iterate_phdr(scan_object, &sc);
+    return sc.found;
+}
+
 /* ---- fdopen, fileno ---- */
 
 SHUNT_EXPORT FILE *fdopen(int fd, const char *mode)
@@ -357,8 +447,8 @@ static void swap_in(int fd)
     if (!o || (c && o == c->fp) || shunt_real.fileno(o) != fd)
         return;   /* already, or the variable holds a stream of the program's that is not on fd */
     const char *why = NULL;
-    if (dlsym(RTLD_DEFAULT, "_ZSt4cout"))
-        why = "libstdc++'s standard streams keep the FILE they saw at start-up";
+    if (cxx_stream_used(fd))
+        why = "libstdc++'s standard streams (std::cin, std::cout, std::cerr) keep the FILE they saw at start-up";
     flockfile(o);
     if (!why && o->_mode > 0)
         why = "the standard stream is wide-oriented";
