@@ -24,6 +24,12 @@
 #include "core/tcp_socket.h"
 #include "core/wait.h"
 #include "interpose/real.h"
+#include "interpose/stdio_calls.h"
+
+/* The unit tests link core without the wrappers: there these are absent. */
+#pragma weak stdio_at_start
+#pragma weak stdio_at_exit
+#pragma weak stdio_after_fork_child
 
 atomic_int shunt_init_state;
 struct shunt_settings shunt_settings;
@@ -72,11 +78,18 @@ void shunt_after_fork_child(void)
     shunt_pid = getpid();
     epoll_after_fork_child();
     sockstat_after_fork_child();   /* the child's own table for shunt stat */
+    if (stdio_after_fork_child)
+        stdio_after_fork_child();
 }
 
 __attribute__((constructor(101))) static void shunt_constructor(void)
 {
     shunt_ensure_init();
+    /* after init (not in it: init may run inside another library's call),
+     * and before main: an image exec'd onto an accelerated socket on fd 0,
+     * 1 or 2 gets standard streams that go through shunt */
+    if (stdio_at_start)
+        stdio_at_start();
 }
 
 /* Runs at exit() (not at _exit or on a fatal signal: the registry's sweep
@@ -85,6 +98,8 @@ __attribute__((destructor(101))) static void shunt_destructor(void)
 {
     if (atomic_load(&shunt_init_state) == 2) {
         epoll_release_all();
+        if (stdio_at_exit)
+            stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
         tcp_sockets_at_exit();
         sockstat_at_exit();
     }

@@ -43,6 +43,7 @@ enum fallback_reason {
     FB_WITHDRAWN,           /* the client shut down before the server claimed */
     FB_DOWNGRADED,          /* an end was handed to a program without shunt (downgrade.c) */
     FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
+    FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
 };
 
 const char *fallback_reason_name(enum fallback_reason r);

@@ -7,6 +7,7 @@
 #include <linux/close_range.h>
 
 #include "core/sockstat.h"
+#include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int close(int fd)
@@ -21,6 +22,7 @@ SHUNT_EXPORT int close(int fd)
     fdt_close_end(fd);
     if (s)
         sock_put(s);
+    stdio_std_changed(fd);
     errno = r < 0 ? err : saved;
     return r;
 }
@@ -29,16 +31,20 @@ SHUNT_EXPORT int fclose(FILE *stream)
 {
     int saved = errno;
     shunt_ensure_init();
+    int r;
+    if (stdio_fclose(stream, &r))   /* one of shunt's streams: it closes its fd itself, after the flush */
+        return r;
     int fd = stream ? fileno(stream) : -1;
     struct shunt_sock *s = fd >= 0 ? fdt_close_begin(fd) : NULL;
     if (s)
         release_fd(fd, s);
-    int r = shunt_real.fclose(stream);
+    r = shunt_real.fclose(stream);
     int err = errno;
     if (fd >= 0)
         fdt_close_end(fd);
     if (s)
         sock_put(s);
+    stdio_std_changed(fd);
     errno = r != 0 ? err : saved;
     return r;
 }
@@ -63,6 +69,7 @@ SHUNT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     if (r < 0)
         return -1;
     fdt_forget_range(first, last);
+    stdio_std_changed_range(first, last);
     errno = saved;
     return r;
 }
@@ -76,6 +83,7 @@ SHUNT_EXPORT void closefrom(int lowfd)
     fdt_for_each_object((unsigned)lowfd, ~0U, release_cb, NULL);
     shunt_real.closefrom(lowfd);
     fdt_forget_range((unsigned)lowfd, ~0U);
+    stdio_std_changed_range((unsigned)lowfd, ~0U);
     errno = saved;
 }
 
@@ -98,6 +106,7 @@ SHUNT_EXPORT int dup(int fd)
     if (r >= 0)
         install_duplicate(r, &f);
     fdt_put(&f);
+    stdio_std_changed(r);
     errno = r < 0 ? err : saved;
     return r;
 }
@@ -128,6 +137,8 @@ static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
         install_duplicate(fd2, &f);
     }
     fdt_put(&f);
+    if (r >= 0)
+        stdio_std_changed(fd2);   /* stdout may be a socket now, or no longer one */
     errno = r < 0 ? err : saved;
     return r;
 }
@@ -151,6 +162,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         install_duplicate(r, &f);
     fdt_put(&f);
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        stdio_std_changed(r);
     return (int)wrap_finish(r, saved);
 }
 

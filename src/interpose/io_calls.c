@@ -8,6 +8,7 @@
 #include "core/passthrough.h"
 #include "core/splice.h"
 #include "core/tcp_socket.h"
+#include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
 static ssize_t do_recv(int fd, struct io_call *c)
@@ -57,8 +58,10 @@ static void for_passed_fds(const struct msghdr *msg, void (*fn)(const int *fds, 
  * up afresh, and an accelerated one attached to its channel. */
 static void adopt(const int *fds, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         fdt_adopt_passed(fds[i]);
+        stdio_std_changed(fds[i]);
+    }
 }
 
 /* The Unix socket a message with SCM_RIGHTS leaves by (the callback

@@ -56,6 +56,17 @@ static ssize_t boot_send(int fd, const void *buf, size_t n, int flags)
 }
 static void boot_closefrom(int lowfd) { syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
 static int boot_fclose(FILE *f) { (void)f; return nosys(); }
+static FILE *boot_fdopen(int fd, const char *m) { (void)fd; (void)m; nosys(); return NULL; }
+static int boot_fileno(FILE *f)
+{
+    if (f->_fileno >= 0)
+        return f->_fileno;
+    errno = EBADF;
+    return -1;
+}
+#define boot_fileno_unlocked boot_fileno
+static FILE *boot_freopen(const char *p, const char *m, FILE *f) { (void)p; (void)m; (void)f; nosys(); return NULL; }
+#define boot_freopen64 boot_freopen
 static int boot_fcntl(int fd, int cmd, ...)
 {
     va_list ap;

@@ -3,6 +3,7 @@
  * sockets.
  */
 #include "core/tcp_socket.h"
+#include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int socket(int domain, int type, int protocol)
@@ -41,19 +42,39 @@ SHUNT_EXPORT int listen(int fd, int backlog)
     DISPATCH(int, fd, listen, backlog);
 }
 
+/* accept and connect can put a connection on fd 0, 1 or 2 (a program that
+ * closed them): its standard stream must then go through shunt. */
+static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = f.ops->accept(&f, addr, len, flags);
+    fdt_put(&f);
+    stdio_std_changed(r);
+    return (int)wrap_finish(r, saved);
+}
+
 SHUNT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
 {
-    DISPATCH(int, fd, accept, SOCKADDR_PTR(addr), len, 0);
+    return do_accept(fd, SOCKADDR_PTR(addr), len, 0);
 }
 
 SHUNT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len, int flags)
 {
-    DISPATCH(int, fd, accept, SOCKADDR_PTR(addr), len, flags);
+    return do_accept(fd, SOCKADDR_PTR(addr), len, flags);
 }
 
 SHUNT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
-    DISPATCH(int, fd, connect, CONST_SOCKADDR_PTR(addr), len);
+    int saved = errno;
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = f.ops->connect(&f, CONST_SOCKADDR_PTR(addr), len);
+    fdt_put(&f);
+    if (r == 0 || r == -EINPROGRESS || r == -EINTR)
+        stdio_std_changed(fd);
+    return (int)wrap_finish(r, saved);
 }
 
 SHUNT_EXPORT int shutdown(int fd, int how)

@@ -8,6 +8,8 @@
   connected socket, as stdin and stdout, to an exec'd program: with
   LD_PRELOAD removed (env -u), a static binary (LD_PRELOAD cannot apply), or
   an ordinary program that runs shunt (control: stays accelerated).
+* bash's printf and echo builtins writing to such a socket (through stdio,
+  with stdout dup2'd onto it): accelerated, every byte arrives.
 The other end always stays under shunt; its log says when the connection
 moved back to TCP."""
 import os
@@ -189,7 +191,6 @@ def test_shell_hands_connected_socket_to_exec_program(shunt, tmp_path, start_ser
     program = {"env-u-LD_PRELOAD": "env -u LD_PRELOAD %s" % (sum_programs / "sum_dyn"),
                "static": str(sum_programs / "sum_static"),
                "under-shunt": str(sum_programs / "sum_dyn")}[how]
-    # (no builtin writes to the socket: bash's printf goes through stdio, which shunt does not see)
     script = "exec 3<>/dev/tcp/127.0.0.1/%d; read -r -n 1 x <&3; %s <&3 >&3" % (port, program)
     r = subprocess.run(shunt.cmd(["bash", "-c", script]), env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.stdout, r.stderr)
@@ -244,3 +245,144 @@ def test_inetd_style_server_runs_program_without_shunt(shunt, tmp_path, start_se
     assert "accelerated (client" in log and "accelerated (server" in log, log[-3000:]
     # (the vfork child that moved it back logs nothing: it must not touch the parent's log state)
     assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
+
+
+BUILTIN_SERVER = textwrap.dedent('''
+    import ctypes, socket, sys
+    expected = open(sys.argv[1], "rb").read()
+    lib = ctypes.CDLL(None)
+    lib.shunt_fd_counter.restype = ctypes.c_longlong
+    lib.shunt_fd_counter.argtypes = (ctypes.c_int, ctypes.c_char_p)
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    print("PORT", ls.getsockname()[1], flush=True)
+    c, _ = ls.accept()
+    c.sendall(b"x")                      # the shell waits for it: the connection is accelerated by then
+    accelerated = lib.shunt_fd_accelerated(c.fileno())
+    data = bytearray()
+    while chunk := c.recv(65536):
+        data += chunk
+    bytes_in = lib.shunt_fd_counter(c.fileno(), b"bytes_in")
+    if bytes(data) != expected:
+        at = next((i for i in range(min(len(data), len(expected))) if data[i] != expected[i]),
+                  min(len(data), len(expected)))
+        print("MISMATCH at %d of %d (got %d): %r / %r" % (at, len(expected), len(data),
+              bytes(data[at:at + 40]), expected[at:at + 40]), flush=True)
+    else:
+        print("RESULT ok accelerated=%d bytes_in=%d" % (accelerated, bytes_in), flush=True)
+''')
+
+# Builtins writing through bash's stdout: each `>&3` is a dup2 onto fd 1 (and
+# back), the builtin writes with printf/putchar into stdout and bash flushes.
+BUILTIN_SCRIPT = r'''
+exec 3<>/dev/tcp/127.0.0.1/$1
+read -r -n 1 x <&3
+pad=$2
+for ((i = 0; i < 3000; i++)); do printf 'line %05d %s\n' "$i" "$pad" >&3; done
+echo "echo builtin line" >&3
+printf '%s\n' "$3" >&3
+for ((i = 0; i < 500; i++)); do echo -n "e$i," >&3; done
+echo >&3
+{ printf 'group %d\n' 1 2 3; echo grouped; } >&3
+exec 3>&-
+echo done
+'''
+
+
+def test_bash_builtins_write_to_accelerated_dev_tcp_socket(shunt, tmp_path, start_server):
+    """bash's printf and echo builtins write through stdio (stdout, dup2'd onto
+    the socket for each `>&3`): every byte reaches a shunt server, in order,
+    over the channel, and bash's own stdout is its own again afterwards."""
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    pad = "p" * 150
+    big = "".join(chr(ord("a") + (k * 7) % 26) for k in range(20_000))
+    expected = "".join("line %05d %s\n" % (i, pad) for i in range(3000))
+    expected += "echo builtin line\n" + big + "\n" + "".join("e%d," % i for i in range(500)) + "\n"
+    expected += "group 1\ngroup 2\ngroup 3\ngrouped\n"
+    (tmp_path / "expected").write_bytes(expected.encode())
+    (tmp_path / "server.py").write_text(BUILTIN_SERVER)
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py"), str(tmp_path / "expected")]),
+                       env=env, name="server")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    r = subprocess.run(shunt.cmd(["bash", "-c", BUILTIN_SCRIPT, "bash", str(port), pad, big]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stdout == "done\n", r.stdout          # stdout went back to bash's own fd 1
+    m = srv.wait_for(r"^(RESULT ok accelerated=(\d+) bytes_in=(-?\d+)|MISMATCH.*)$")
+    assert m.group(1).startswith("RESULT"), m.group(1)
+    assert int(m.group(2)) == 1                    # the connection was on the channel ...
+    assert int(m.group(3)) >= len(expected)        # ... and the bytes came through the ring
+    log = logs(tmp_path)
+    assert "accelerated (server" in log and "moved back" not in log, log[-3000:]
+
+
+SUM_CXX = r'''
+#include <cstdint>
+#include <iostream>
+/* sum.c with iostreams: std::cin and std::cout go through the FILEs stdin
+ * and stdout that libstdc++ saw when it started. */
+int main()
+{
+    char buf[65536];
+    std::uint64_t h = 1469598103934665603ULL, n = 0;
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+        for (std::streamsize i = 0; i < std::cin.gcount(); i++)
+            h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+        n += (std::uint64_t)std::cin.gcount();
+    }
+    std::cout << n << " " << h << "\n";
+    return std::cout.good() ? 0 : 1;
+}
+'''
+
+SUM_CXX_STDIO = r'''
+#include <cstdint>
+#include <cstdio>
+#include <string>
+/* A C++ program (libstdc++ loaded) whose I/O is C stdio only. */
+int main()
+{
+    static char buf[65536];
+    std::uint64_t h = 1469598103934665603ULL, n = 0;
+    std::size_t r;
+    while ((r = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+        for (std::size_t i = 0; i < r; i++)
+            h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+        n += r;
+    }
+    std::string line = std::to_string(n) + " " + std::to_string(h) + "\n";
+    std::fputs(line.c_str(), stdout);
+    return 0;
+}
+'''
+
+
+@pytest.mark.parametrize("io", ["iostreams", "stdio"])
+def test_shell_hands_socket_to_cxx_program(shunt, tmp_path, start_server, io):
+    """A C++ program under shunt with the accelerated socket as stdin and
+    stdout.  Using std::cin and std::cout: libstdc++ keeps the FILE pointers
+    it saw at start-up, which shunt cannot swap, so the connection moves back
+    to kernel TCP at start-up (fallback reason stdio).  Using C stdio only
+    (libstdc++ loaded all the same): it stays accelerated.  Every byte
+    arrives either way."""
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if not cxx or not shutil.which("bash"):
+        pytest.skip("no C++ compiler or no bash")
+    (tmp_path / "sum.cc").write_text(SUM_CXX if io == "iostreams" else SUM_CXX_STDIO)
+    subprocess.run([cxx, "-O2", "-o", str(tmp_path / "sum_cxx"), str(tmp_path / "sum.cc")], check=True, timeout=120)
+    (tmp_path / "server.py").write_text(PIPE_SERVER)
+    env = env_for(tmp_path)
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py")]), env=env, name="server")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    script = "exec 3<>/dev/tcp/127.0.0.1/%d; read -r -n 1 x <&3; %s <&3 >&3" % (port, tmp_path / "sum_cxx")
+    r = subprocess.run(shunt.cmd(["bash", "-c", script]), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    srv.wait_for(r"^RESULT ok$")
+    log = logs(tmp_path)
+    assert "accelerated (server" in log, log[-3000:]
+    if io == "iostreams":
+        assert "stdio: moved back to kernel TCP: libstdc++" in log, log[-3000:]
+        assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
+    else:
+        assert "attached inherited connection" in log and "moved back" not in log, log[-3000:]

@@ -1,0 +1,57 @@
+/* stdio_std_fallback: what shunt's stdio streams cannot carry falls back to kernel TCP, byte for
+ * byte: an accelerated socket moved onto fd 1 under a wide-oriented stdout (wprintf: a cookie
+ * stream is byte-oriented only), and onto fd 0 under a stdin holding bytes pushed back with
+ * ungetc. The bytes arrive as without shunt (the pushed-back ones first), and in accelerated
+ * mode those connections are on kernel TCP afterwards, both ends. */
+#include "check.h"
+#include "handoff.h"
+#include "net.h"
+
+#include <wchar.h>
+
+int main(void)
+{
+	int c, s, saved;
+	char buf[64];
+
+	/* ---- wide stdout ---- */
+	tcp_pair_checked(AF_INET, &c, &s);
+	saved = CHECK_OK(fcntl(1, F_DUPFD_CLOEXEC, 10));
+	CHECK(fwide(stdout, 1), >, 0);
+	CHECK(dup2(c, 1), ==, 1);
+	CHECK(wprintf(L"wide %d\n", 42), ==, 8);
+	CHECK(fflush(stdout), ==, 0);
+	CHECK(dup2(saved, 1), ==, 1);
+	CHECK_OK(close(saved));
+	xread_exact(s, buf, 8);
+	CHECK(memcmp(buf, "wide 42\n", 8), ==, 0);
+	xwrite_all(s, "back", 4);
+	xread_exact(c, buf, 4);
+	CHECK(memcmp(buf, "back", 4), ==, 0);
+	expect_downgraded(c);
+	expect_downgraded(s);
+	CHECK_OK(close(c));
+	CHECK(recv(s, buf, 1, 0), ==, 0);
+	CHECK_OK(close(s));
+
+	/* ---- stdin with bytes pushed back ---- */
+	tcp_pair_checked(AF_INET, &c, &s);
+	saved = CHECK_OK(fcntl(0, F_DUPFD_CLOEXEC, 10));
+	CHECK(ungetc('B', stdin), ==, 'B');
+	CHECK(ungetc('A', stdin), ==, 'A');
+	CHECK(dup2(c, 0), ==, 0);
+	xwrite_all(s, "CD\n", 3);
+	CHECK(fgets(buf, sizeof(buf), stdin) != NULL, ==, 1);
+	CHECK(strcmp(buf, "ABCD\n"), ==, 0);
+	CHECK(dup2(saved, 0), ==, 0);
+	CHECK_OK(close(saved));
+	xwrite_all(c, "more", 4);
+	xread_exact(s, buf, 4);
+	CHECK(memcmp(buf, "more", 4), ==, 0);
+	expect_downgraded(c);
+	expect_downgraded(s);
+	CHECK_OK(close(c));
+	CHECK(recv(s, buf, 1, 0), ==, 0);
+	CHECK_OK(close(s));
+	PASS();
+}
