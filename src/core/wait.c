@@ -281,20 +281,31 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         crit_unlock(&wait_lock);
         if (others)
             futex_wake_all(&t->wait_gen);
-    } else if (!ready(t)) {
-        struct timespec tmo;
-        bool timed = socket_timeout(t, fd, for_write, &tmo);
-        crit_lock(&wait_lock);
-        t->futex_waiters++;
-        crit_unlock(&wait_lock);
-        int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
-        crit_lock(&wait_lock);
-        t->futex_waiters--;
-        crit_unlock(&wait_lock);
-        if (r == -ETIMEDOUT)
-            result = -EAGAIN;
-        else if (r == -EINTR)
-            result = -EINTR;
+    } else {
+        /* Our want is asked for too, though the kernel sleeper may wait for
+         * something else (a reader, while we wait for space): the peer's
+         * byte wakes it, and it wakes us.  Unasked, the peer would free
+         * space without a word while the reader waits for bytes the peer
+         * sends only after more of ours: both ends stuck. */
+        int what = for_write ? WANT_SPACE : WANT_DATA;
+        doorbell_enter(t, what);
+        atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+        if (!ready(t)) {
+            struct timespec tmo;
+            bool timed = socket_timeout(t, fd, for_write, &tmo);
+            crit_lock(&wait_lock);
+            t->futex_waiters++;
+            crit_unlock(&wait_lock);
+            int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+            crit_lock(&wait_lock);
+            t->futex_waiters--;
+            crit_unlock(&wait_lock);
+            if (r == -ETIMEDOUT)
+                result = -EAGAIN;
+            else if (r == -EINTR)
+                result = -EINTR;
+        }
+        doorbell_leave(t, fd, what);
     }
     return result;
 }
