@@ -464,7 +464,7 @@ void downgrade_before_exec(const char *path, int fd, char *const envp[], bool se
     fdt_for_each_object(0, ~0U, leave_if_survives, NULL);
 }
 
-void downgrade_sending(const int *fds, size_t n, int unix_fd)
+void downgrade_sending(const int *fds, size_t n, int unix_fd, bool named)
 {
     int verdict = -1;
     for (size_t i = 0; i < n; i++) {
@@ -473,7 +473,7 @@ void downgrade_sending(const int *fds, size_t n, int unix_fd)
             struct tcp_sock *t = tcp_of(f.sock);
             if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
                 if (verdict < 0)
-                    verdict = downgrade_receiver_runs_shunt(unix_fd);
+                    verdict = downgrade_receiver_runs_shunt(unix_fd, named);
                 if (!verdict)
                     downgrade_leave(t, fds[i]);
             }
