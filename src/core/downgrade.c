@@ -412,6 +412,11 @@ static void take_up(int fd, void *ctx)
     fdt_put(&f);
 }
 
+void downgrade_take_up_inherited(void)
+{
+    for_each_open_fd(take_up, NULL);
+}
+
 struct by_inode {
     uint64_t inode;
     struct tcp_sock *found;     /* with a reference */

@@ -55,6 +55,10 @@ short downgrade_poll(struct tcp_sock *t, int fd, short events);
  * TCP if the new program will not run shunt (arguments as below). */
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search);
 
+/* Looks up every open fd, so that an accelerated socket this image
+ * inherited and never used is attached (and may move back). */
+void downgrade_take_up_inherited(void);
+
 /* Before sendmsg with SCM_RIGHTS on unix_fd: every accelerated socket among
  * fds moves back to TCP unless the receiver is known to run shunt.  named:
  * the message has a destination address of its own (msg_name). */
