@@ -33,6 +33,8 @@
  * those bytes as it would for a slow sender.
  */
 #include <dirent.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
@@ -457,6 +459,110 @@ static void leave_in_vfork_child(int fd, void *ctx)
     }
 }
 
+/* Closes an fd this file opened (a peeked one), as the close wrapper would. */
+static void close_own(int fd)
+{
+    struct shunt_sock *s = fdt_close_begin(fd);
+    if (s && atomic_fetch_sub(&s->fds, 1) == 1) {
+        struct fdref f = { .fd = fd, .sock = s, .ops = s->ops };
+        s->ops->release_fd(&f);
+    }
+    shunt_real.close(fd);
+    fdt_close_end(fd);
+    if (s)
+        sock_put(s);
+}
+
+/* A socket found in a message still queued for this process: taken up as
+ * a received one (attached without counting: the sender counted its
+ * receiver in), moved back if accelerated (that hold goes then), closed. */
+static void leave_peeked(int fd)
+{
+    fdt_adopt_passed(fd);
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->ops == &tcp_ops) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
+            shunt_log(LOG_INFO, "fd %d: an accelerated socket waits in a Unix socket's queue for the program without shunt", fd);
+            downgrade_leave(t, fd);
+        }
+    }
+    fdt_put(&f);
+    close_own(fd);
+}
+
+#define PEEK_BYTES 65536
+#define PEEKS_MAX 4096
+
+/*
+ * A Unix socket that the new program keeps may hold messages sent to this
+ * process while it still ran shunt (the sender judged its receivers then):
+ * an accelerated socket among them would reach a program that reads its
+ * doorbells.  Every queued message is peeked (MSG_PEEK walks the queue with
+ * SO_PEEK_OFF, restored afterwards; the fds it installs are close-on-exec)
+ * and each accelerated socket found moves back first.  Nothing is taken
+ * off the queue.
+ */
+static void leave_queued(int fd, void *ctx)
+{
+    char *data = ctx;
+    int v = 0, fl = shunt_real.fcntl(fd, F_GETFD);
+    socklen_t l = sizeof v;
+    if (fl < 0 || (fl & FD_CLOEXEC) || shunt_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+        return;
+    l = sizeof v;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || v)
+        return;
+    int queued = 0;
+    if (shunt_real.ioctl(fd, SIOCINQ, &queued) < 0 || queued <= 0)
+        return;
+    int old_off = -1, zero = 0;
+    l = sizeof old_off;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old_off, &l) < 0)
+        old_off = -1;
+    bool walk = shunt_real.setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof zero) == 0;
+    union {
+        char b[CMSG_SPACE(253 * sizeof(int))];   /* SCM_MAX_FD */
+        struct cmsghdr align;
+    } ctl;
+    for (int i = 0; i < PEEKS_MAX; i++) {
+        struct iovec iov = { data, PEEK_BYTES };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+        ssize_t r = shunt_real.recvmsg(fd, &m, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        bool fds = false;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+                continue;
+            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t k = 0; k < n; k++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof got);
+                leave_peeked(got);
+                fds = true;
+            }
+        }
+        if (m.msg_flags & MSG_CTRUNC)
+            shunt_log(LOG_WARN, "fd %d: a queued message carries fds this process could not take to look at", fd);
+        if (!walk || (r == 0 && !fds))
+            break;
+    }
+    if (walk)
+        shunt_real.setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old_off, sizeof old_off);
+}
+
+void downgrade_queued_before_exec(void)
+{
+    char *data = malloc(PEEK_BYTES);
+    if (!data)
+        return;
+    for_each_open_fd(leave_queued, data);
+    free(data);
+}
+
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
     if (downgrade_exec_runs_shunt(path, fd, envp, search))
@@ -465,6 +571,7 @@ void downgrade_before_exec(const char *path, int fd, char *const envp[], bool se
         for_each_open_fd(leave_in_vfork_child, NULL);
         return;
     }
+    downgrade_queued_before_exec();
     for_each_open_fd(take_up, NULL);
     fdt_for_each_object(0, ~0U, leave_if_survives, NULL);
 }

@@ -55,6 +55,11 @@ short downgrade_poll(struct tcp_sock *t, int fd, short events);
  * TCP if the new program will not run shunt (arguments as below). */
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search);
 
+/* Before a program without shunt gets this process's Unix sockets (exec,
+ * posix_spawn): accelerated sockets in messages already queued on them
+ * move back to TCP (a vfork child cannot: it must not touch our table). */
+void downgrade_queued_before_exec(void);
+
 /* Looks up every open fd, so that an accelerated socket this image
  * inherited and never used is attached (and may move back). */
 void downgrade_take_up_inherited(void);

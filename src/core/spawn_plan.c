@@ -315,8 +315,10 @@ void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_fil
     struct action *a;
     size_t n;
     bool known = copy_actions(fa, &a, &n);
-    if (!runs)
+    if (!runs) {
+        downgrade_queued_before_exec();  /* messages waiting on the Unix sockets it gets */
         downgrade_take_up_inherited();   /* inherited accelerated sockets this image never used */
+    }
     else
         for (size_t i = 0; i < n; i++)
             if (a[i].kind == SPAWN_DUP2) {   /* a source this image never used */

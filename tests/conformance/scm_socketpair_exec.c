@@ -5,7 +5,9 @@
  * waiting and what follows, and its reply arrives intact. The same with a receiver exec'd under
  * shunt: the socket stays accelerated. And with two holders of the receiving end, one under
  * shunt (which reads) and one without (which only holds it): moved back, since either might
- * read, and every byte arrives at the one that reads. */
+ * read, and every byte arrives at the one that reads. Last, a message sent while the receiver
+ * still runs shunt (the socket stays accelerated), then the receiver exec's a program without
+ * shunt before reading it: the queued socket moves back at that exec. */
 #include "check.h"
 #include "handoff.h"
 #include "net.h"
@@ -57,16 +59,17 @@ static int recv_fd(int unix_sock)
 	return fd;
 }
 
-enum expect { NO_SHUNT, STAYS, MOVED_BACK };
+enum expect { NO_SHUNT, STAYS, MOVED_BACK, NO_SHUNT_QUEUED };
 
 /* The receiver: tells the parent it runs (after its exec), takes the socket, checks every byte. */
 static int receiver(int u, enum expect what, int seed)
 {
 	int fd;
 
-	if (what == NO_SHUNT)
+	if (what == NO_SHUNT || what == NO_SHUNT_QUEUED)
 		expect_no_shunt();
-	xwrite_all(u, "R", 1);
+	if (what != NO_SHUNT_QUEUED)
+		xwrite_all(u, "R", 1);
 	fd = recv_fd(u);
 	if (what == STAYS)
 		expect_accelerated(fd);
@@ -148,6 +151,8 @@ int main(int argc, char **argv)
 		return receiver(atoi(argv[2]), STAYS, atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "--shunt-receiver-moved") == 0)
 		return receiver(atoi(argv[2]), MOVED_BACK, atoi(argv[3]));
+	if (argc == 5 && strcmp(argv[1], "--plain-queued") == 0)
+		return receiver(atoi(argv[2]), NO_SHUNT_QUEUED, atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "--bystander") == 0)
 		return bystander(atoi(argv[2]), atoi(argv[4]));
 
@@ -187,6 +192,44 @@ int main(int argc, char **argv)
 	xwait_child_ok(pid);
 	CHECK_OK(close(p[1]));
 	xwait_child_ok(by);
+	CHECK_OK(close(sa));
+	CHECK_OK(close(sv[0]));
+
+	/* sent while the receiver runs shunt, read after it exec'd a program without it */
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	CHECK_OK(fcntl(sv[0], F_SETFD, FD_CLOEXEC));
+	CHECK_OK(pipe(p));
+	fflush(NULL);
+	pid = CHECK_OK(fork());
+	if (pid == 0) {
+		char c, uarg[16];
+
+		CHECK_OK(close(p[1]));
+		CHECK(read(p[0], &c, 1), ==, 0);   /* the socket is queued by now */
+		snprintf(uarg, sizeof(uarg), "%d", sv[1]);
+		exec_self_without_shunt((char *[]){ argv[0], "--plain-queued", uarg, "17", "-1", NULL });
+	}
+	CHECK_OK(close(p[0]));
+	CHECK_OK(close(sv[1]));
+	{
+		char small[2];
+		int a;
+
+		tcp_pair_checked(AF_INET, &a, &sa);
+		pattern_fill(17, 0, buf, PRE);
+		xwrite_all(sa, buf, PRE);
+		send_fd(sv[0], a);   /* its receiver runs shunt now: stays accelerated */
+		expect_accelerated(sa);
+		CHECK_OK(close(a));
+		CHECK_OK(close(p[1]));   /* now the receiver exec's */
+		pattern_fill(17, PRE, buf, BULK);
+		xwrite_all(sa, buf, BULK);
+		xread_exact(sa, buf, BULK);
+		CHECK_PATTERN(18, 0, buf, BULK);
+		CHECK(recv(sa, small, 1, 0), ==, 0);
+	}
+	expect_downgraded(sa);
+	xwait_child_ok(pid);
 	CHECK_OK(close(sa));
 	CHECK_OK(close(sv[0]));
 	PASS();
