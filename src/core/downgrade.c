@@ -563,10 +563,54 @@ void downgrade_queued_before_exec(void)
     free(data);
 }
 
+#define VFORK_HOLDS_MAX 64
+
+struct vfork_holds {
+    struct tcp_sock *t[VFORK_HOLDS_MAX];    /* with a reference each */
+    int n;
+};
+
+/* A vfork child about to exec a program under shunt: its parent counted
+ * the new program in for every channel with an fd that is not
+ * close-on-exec in the parent (vfork.c); one the child moved onto another
+ * fd (a close-on-exec socket dup2'd onto its stdin) is counted here, once
+ * per channel, so that it outlives the parent's close.  Should the exec
+ * fail, the hold stays (a hold never attached only delays the FIN marker). */
+static void hold_in_vfork_child(int fd, void *ctx)
+{
+    struct vfork_holds *h = ctx;
+    struct stat st;
+    int fl = shunt_real.fcntl(fd, F_GETFD);
+    if (fl < 0 || (fl & FD_CLOEXEC) || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return;
+    struct by_inode b = { (uint64_t)st.st_ino, NULL };
+    shunt_in_vfork_child = false;   /* read the parent's table, changing nothing */
+    fdt_for_each_object(0, ~0U, match_inode, &b);
+    shunt_in_vfork_child = true;
+    if (!b.found)
+        return;
+    bool counted = b.found->survives_exec;   /* by the parent, before vfork */
+    for (int i = 0; i < h->n && !counted; i++)
+        counted = h->t[i] == b.found;
+    if (counted || h->n == VFORK_HOLDS_MAX) {
+        sock_put(&b.found->base);
+        return;
+    }
+    atomic_fetch_add(&b.found->ch.self->holders, 1u);
+    h->t[h->n++] = b.found;
+}
+
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
-    if (downgrade_exec_runs_shunt(path, fd, envp, search))
+    if (downgrade_exec_runs_shunt(path, fd, envp, search)) {
+        if (shunt_in_vfork_child) {
+            struct vfork_holds h = { .n = 0 };
+            for_each_open_fd(hold_in_vfork_child, &h);
+            for (int i = 0; i < h.n; i++)
+                sock_put(&h.t[i]->base);   /* the parent's object: no reference may leave with the exec */
+        }
         return;
+    }
     if (shunt_in_vfork_child) {
         for_each_open_fd(leave_in_vfork_child, NULL);
         return;
