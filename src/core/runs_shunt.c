@@ -12,14 +12,15 @@
  * (secure execution ignores such preloads), and not a Go program (Go makes
  * its system calls itself).  A script is judged by its interpreter.
  *
- * SCM_RIGHTS: the receiver is the process at the other end of the Unix
- * socket (SO_PEERCRED); it runs shunt when libshunt is mapped in it.  A
- * socketpair reports its creator at both ends: when that is this process
- * the receiver is this process or one it forked, which runs shunt unless it
- * exec'd a program without it since (a limit in compatibility.md).
+ * SCM_RIGHTS: the receivers are the processes that hold the other end of
+ * the Unix socket (found by its inode, see downgrade_receiver_runs_shunt);
+ * each must run shunt: libshunt mapped in it, this user.
  */
+#include <dirent.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@
 
 #include "core/downgrade.h"
 #include "core/init.h"
+#include "core/log.h"
 #include "interpose/real.h"
+#include "registry/sockdiag.h"
 
 #define LIB_NAME "libshunt"
 
@@ -190,13 +193,144 @@ static bool pid_maps_shunt(pid_t pid)
     return found;
 }
 
-bool downgrade_receiver_runs_shunt(int unix_fd)
+/* The user a process runs as (its effective uid, from /proc/PID/status,
+ * which anybody may read); false if it is gone or the file is odd. */
+static bool pid_euid(int pid, uid_t *uid)
 {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long r, e;
+        if (!strncmp(line, "Uid:", 4) && sscanf(line + 4, "%lu %lu", &r, &e) == 2) {
+            *uid = (uid_t)e;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Does the fd table in dir (an open /proc/PID/fd) hold the socket whose
+ * link reads want ("socket:[INODE]")?  -1 when it cannot be read. */
+static int fds_hold(int dir, const char *want)
+{
+    DIR *d = fdopendir(dir);
+    if (!d) {
+        shunt_real.close(dir);
+        return -1;
+    }
+    int held = 0;
+    struct dirent *e;
+    errno = 0;
+    while (!held && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char link[64];
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n > 0) {
+            link[n] = 0;
+            held = !strcmp(link, want);
+        }
+    }
+    if (!held && errno == EACCES)
+        held = -1;
+    closedir(d);
+    return held;
+}
+
+/*
+ * SCM_RIGHTS: every process that holds the receiving end of the Unix
+ * socket must run shunt.  The kernel names that end (sock_diag's
+ * UNIX_DIAG_PEER: SO_PEERCRED would name whoever connected or made the
+ * socketpair, who may have forked and exec'd since); /proc tells who holds
+ * it.  The answer is no when:
+ *   - the message names its destination (a datagram to some address), the
+ *     socket has no peer, or the kernel does not answer (no unix_diag);
+ *   - nobody holds the receiving end: it is itself in flight in another
+ *     SCM_RIGHTS message, to a receiver nobody can judge now;
+ *   - a holder runs as another user (its registry is another one) or does
+ *     not map libshunt;
+ *   - the process SO_PEERCRED names (the peer's user must be ours) hides
+ *     its fds from us, or /proc cannot be read (nobody found).
+ * Other processes whose fds we may not read (another user's when we are not
+ * root, or more privileged than we are: not dumpable, more capabilities;
+ * pid 1 often is) are not seen: were one of them to hold the receiving end
+ * too, it would not be counted (a limit in compatibility.md).  The cost,
+ * one netlink question and a readlink per fd of each process we may look
+ * at, is paid only when an accelerated socket is about to leave by
+ * SCM_RIGHTS.
+ */
+bool downgrade_receiver_runs_shunt(int unix_fd, bool named)
+{
+    struct stat st;
     struct ucred cred;
     socklen_t len = sizeof cred;
-    if (shunt_real.getsockopt(unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0)
-        return false;   /* not connected: whoever reads it is unknown */
-    if (cred.pid == getpid())
-        return true;
-    return cred.uid == geteuid() && pid_maps_shunt(cred.pid);
+    uint64_t peer;
+    if (named || fstat(unix_fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return false;
+    if (shunt_real.getsockopt(unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid())
+        return false;
+    int r = sockdiag_unix_peer((uint64_t)st.st_ino, &peer);
+    if (r < 0) {
+        shunt_log(LOG_DEBUG, "fd %d: the receiving end of this Unix socket is unknown (%s)", unix_fd, strerror(-r));
+        return false;
+    }
+    char want[48];
+    snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)peer);
+
+    int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *proc = procfd >= 0 ? fdopendir(procfd) : NULL;
+    if (!proc) {
+        if (procfd >= 0)
+            shunt_real.close(procfd);
+        return false;
+    }
+    uid_t me = geteuid();
+    pid_t self = getpid();
+    unsigned holders = 0, hidden = 0;
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(proc))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || pid <= 0 || pid > INT_MAX)
+            continue;
+        char path[64];
+        snprintf(path, sizeof path, "%ld/fd", pid);
+        int dir = openat(dirfd(proc), path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int held = dir >= 0 ? fds_hold(dir, want) : (errno == EACCES ? -1 : 0);
+        uid_t uid;
+        if (held == 0)
+            continue;   /* gone, or not a holder */
+        if (held < 0) {
+            /* fds hidden from us (another user, or more privileged than
+             * we are: not dumpable, more capabilities): not seen, unless it
+             * is the process the kernel names as the peer */
+            hidden++;
+            if ((pid_t)pid == cred.pid)
+                ok = false;
+            continue;
+        }
+        if (!pid_euid((int)pid, &uid)) {
+            if (held > 0)
+                ok = false;   /* a holder that is gone now, or we cannot tell who it is */
+            continue;
+        }
+        holders++;
+        if ((pid_t)pid != self && (uid != me || !pid_maps_shunt((pid_t)pid)))
+            ok = false;
+        if (!ok)
+            shunt_log(LOG_DEBUG, "fd %d: the receiving end %s is held by pid %ld, which does not run shunt", unix_fd,
+                      want, pid);
+    }
+    closedir(proc);
+    if (hidden)
+        shunt_log(LOG_DEBUG, "fd %d: %u processes hide their fds from this one", unix_fd, hidden);
+    if (ok && holders == 0)
+        shunt_log(LOG_DEBUG, "fd %d: nobody holds the receiving end %s (in flight?)", unix_fd, want);
+    return ok && holders > 0;
 }

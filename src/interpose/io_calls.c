@@ -67,10 +67,11 @@ static void adopt(const int *fds, size_t n)
 /* The Unix socket a message with SCM_RIGHTS leaves by (the callback
  * signature has no room for it). */
 static SHUNT_TLS int passing_on;
+static SHUNT_TLS bool passing_named;
 
 static void leave_unless_shunt(const int *fds, size_t n)
 {
-    downgrade_sending(fds, n, passing_on);
+    downgrade_sending(fds, n, passing_on, passing_named);
 }
 
 static void hold_in_flight(const int *fds, size_t n)
@@ -163,6 +164,7 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     shunt_ensure_init();
     if (msg) {
         passing_on = fd;
+        passing_named = msg->msg_name != NULL && msg->msg_namelen > 0;
         for_passed_fds(msg, leave_unless_shunt);
         for_passed_fds(msg, hold_in_flight);
     }

@@ -8,6 +8,7 @@
 #include "core/downgrade.h"
 #include "core/epoll.h"
 #include "core/signals.h"
+#include "core/spawn_plan.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
 
@@ -18,10 +19,12 @@ extern char **environ;
 SHUNT_EXPORT pid_t fork(void)
 {
     shunt_ensure_init();
+    spawn_actions_before_fork();
     epoll_before_fork();
     tcp_sockets_before_fork();
     pid_t pid = shunt_real.fork();
     int err = errno;
+    spawn_actions_after_fork();
     if (pid == 0) {
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
@@ -115,30 +118,34 @@ SHUNT_EXPORT int execle(const char *path, const char *arg, ...)
 }
 
 /* posix_spawn is fork and exec in one: the new program gets the fds that
- * are not close-on-exec, and the parent counts it in as their holder (file
- * actions that close some of them only delay the FIN marker). */
+ * survive its file actions and are not close-on-exec (spawn_plan.c).  From
+ * a vfork child (which must change nothing of its parent's) only the
+ * exec rule applies. */
+static int spawn(bool search, pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *restrict attr, char *const argv[restrict], char *const envp[restrict])
+{
+    shunt_ensure_init();
+    struct spawn_plan plan = { 0 };
+    if (shunt_in_vfork_child)
+        downgrade_before_exec(path, -1, envp, search);
+    else
+        spawn_prepare(&plan, path, fa, envp, search);
+    int r = search ? shunt_real.posix_spawnp(pid, path, fa, attr, argv, envp)
+                   : shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
+    spawn_finish(&plan, r == 0);
+    return r;
+}
+
 SHUNT_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
                              const posix_spawnattr_t *restrict attr, char *const argv[restrict],
                              char *const envp[restrict])
 {
-    shunt_ensure_init();
-    downgrade_before_exec(path, -1, envp, false);
-    tcp_sockets_before_spawn();
-    int r = shunt_real.posix_spawn(pid, path, fa, attr, argv, envp);
-    if (r != 0)
-        tcp_sockets_spawn_failed();
-    return r;
+    return spawn(false, pid, path, fa, attr, argv, envp);
 }
 
 SHUNT_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, const posix_spawn_file_actions_t *fa,
                               const posix_spawnattr_t *restrict attr, char *const argv[restrict],
                               char *const envp[restrict])
 {
-    shunt_ensure_init();
-    downgrade_before_exec(file, -1, envp, true);
-    tcp_sockets_before_spawn();
-    int r = shunt_real.posix_spawnp(pid, file, fa, attr, argv, envp);
-    if (r != 0)
-        tcp_sockets_spawn_failed();
-    return r;
+    return spawn(true, pid, file, fa, attr, argv, envp);
 }

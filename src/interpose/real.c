@@ -127,6 +127,29 @@ static int boot_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file
     return ENOSYS;
 }
 #define boot_posix_spawnp boot_posix_spawn
+static int boot_fa(posix_spawn_file_actions_t *fa) { (void)fa; return ENOSYS; }
+static int boot_fa_fd(posix_spawn_file_actions_t *fa, int fd) { (void)fa; (void)fd; return ENOSYS; }
+static int boot_posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int nfd)
+{
+    (void)fa; (void)fd; (void)nfd;
+    return ENOSYS;
+}
+static int boot_posix_spawn_file_actions_addopen(posix_spawn_file_actions_t *fa, int fd, const char *p, int fl, mode_t m)
+{
+    (void)fa; (void)fd; (void)p; (void)fl; (void)m;
+    return ENOSYS;
+}
+static int boot_posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *p)
+{
+    (void)fa; (void)p;
+    return ENOSYS;
+}
+#define boot_posix_spawn_file_actions_init boot_fa
+#define boot_posix_spawn_file_actions_destroy boot_fa
+#define boot_posix_spawn_file_actions_addclose boot_fa_fd
+#define boot_posix_spawn_file_actions_addclosefrom_np boot_fa_fd
+#define boot_posix_spawn_file_actions_addfchdir_np boot_fa_fd
+#define boot_posix_spawn_file_actions_addtcsetpgrp_np boot_fa_fd
 static ssize_t boot___read_chk(int fd, void *b, size_t n, size_t bl) { (void)bl; return boot_read(fd, b, n); }
 static ssize_t boot___pread_chk(int fd, void *b, size_t n, off_t o, size_t bl) { (void)bl; return boot_pread(fd, b, n, o); }
 static ssize_t boot___pread64_chk(int fd, void *b, size_t n, off64_t o, size_t bl) { (void)bl; return boot_pread64(fd, b, n, o); }

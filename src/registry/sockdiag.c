@@ -1,6 +1,6 @@
 /*
  * sockdiag.c: one exact NETLINK_SOCK_DIAG lookup of a TCP socket by its
- * 4-tuple (see sockdiag.h).
+ * 4-tuple, or of a Unix socket's peer by inode (see sockdiag.h).
  *
  * Owns: building the inet_diag_req_v2, choosing the family, and reading the
  * kernel's answer, every length of which is checked before it is used.  A
@@ -21,6 +21,7 @@
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -209,4 +210,126 @@ int sockdiag_lookup(const struct reg_addr *src, const struct reg_addr *dst, uint
         shunt_log(LOG_DEBUG, "sockdiag: lookup failed: %s", strerror(-r));
     errno = saved;
     return r;
+}
+
+/* Unix sockets (UNIX_DIAG_PEER of one socket, asked by inode).  The answer
+ * is one unix_diag_msg with the attributes asked for; every length is
+ * checked as above. */
+int sockdiag_unix_peer(uint64_t ino, uint64_t *peer)
+{
+    static _Atomic uint32_t next_seq;
+    uint32_t seq = atomic_fetch_add(&next_seq, 1) + 1;
+    if (!peer || ino == 0 || ino > UINT32_MAX)
+        return -EINVAL;   /* the request carries 32 bits of inode */
+    int saved = errno;
+    int fd = shunt_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) {
+        int e = errno;
+        errno = saved;
+        return -e;
+    }
+    struct timeval tv = { .tv_sec = SOCKDIAG_TIMEOUT_MS / 1000, .tv_usec = (SOCKDIAG_TIMEOUT_MS % 1000) * 1000 };
+    struct {
+        struct nlmsghdr h;
+        struct unix_diag_req r;
+    } req;
+    memset(&req, 0, sizeof req);
+    req.h.nlmsg_len = sizeof req;
+    req.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.h.nlmsg_flags = NLM_F_REQUEST;
+    req.h.nlmsg_seq = seq;
+    req.r.sdiag_family = AF_UNIX;
+    req.r.udiag_states = ~0u;
+    req.r.udiag_ino = (uint32_t)ino;
+    req.r.udiag_show = UDIAG_SHOW_PEER;
+    req.r.udiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    req.r.udiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int res = -ETIMEDOUT;
+    ssize_t n;
+    if (shunt_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+        res = -errno;
+        goto out;
+    }
+    do
+        n = shunt_real.sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof req) {
+        res = n < 0 ? -errno : -EIO;
+        goto out;
+    }
+    union {
+        struct nlmsghdr h;
+        char b[4096];
+    } buf;
+    for (int reads = 0; reads < SOCKDIAG_MAX_READS; reads++) {
+        struct sockaddr_nl from;
+        struct iovec iov = { .iov_base = buf.b, .iov_len = sizeof buf.b };
+        struct msghdr msg = { .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1 };
+        n = shunt_real.recvmsg(fd, &msg, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            res = (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -errno;
+            goto out;
+        }
+        if (msg.msg_flags & MSG_TRUNC) {
+            res = -EPROTO;
+            goto out;
+        }
+        if (msg.msg_namelen < sizeof from || from.nl_family != AF_NETLINK || from.nl_pid != 0)
+            continue;
+        size_t len = (size_t)n;
+        for (struct nlmsghdr *h = &buf.h; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+            if (h->nlmsg_seq != seq)
+                continue;
+            if (h->nlmsg_type == NLMSG_DONE) {
+                res = -ENOENT;
+                goto out;
+            }
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *e = NLMSG_DATA(h);
+                res = h->nlmsg_len < NLMSG_LENGTH(sizeof *e) ? -EPROTO
+                      : e->error == 0                         ? -ENOENT
+                      : (e->error < 0 && e->error > -4096)    ? e->error
+                                                              : -EPROTO;
+                goto out;
+            }
+            if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+                continue;
+            if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg))) {
+                res = -EPROTO;
+                goto out;
+            }
+            const struct unix_diag_msg *m = NLMSG_DATA(h);
+            if (m->udiag_family != AF_UNIX || m->udiag_ino != (uint32_t)ino) {
+                res = -EPROTO;
+                goto out;
+            }
+            res = -ENOENT;   /* no UNIX_DIAG_PEER: nobody at the other end */
+            size_t alen = h->nlmsg_len - NLMSG_LENGTH(sizeof *m);
+            const struct nlattr *a = (const struct nlattr *)((const char *)m + NLMSG_ALIGN(sizeof *m));
+            while (alen >= sizeof *a && a->nla_len >= sizeof *a && a->nla_len <= alen) {
+                if ((a->nla_type & NLA_TYPE_MASK) == UNIX_DIAG_PEER && a->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+                    uint32_t p;
+                    memcpy(&p, (const char *)a + NLA_HDRLEN, sizeof p);
+                    if (p != 0) {
+                        *peer = p;
+                        res = 0;
+                    }
+                    break;
+                }
+                size_t step = NLA_ALIGN(a->nla_len);
+                if (step >= alen)
+                    break;
+                alen -= step;
+                a = (const struct nlattr *)((const char *)a + step);
+            }
+            goto out;
+        }
+    }
+out:
+    shunt_real.close(fd);
+    errno = saved;
+    return res;
 }
