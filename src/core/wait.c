@@ -210,7 +210,6 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
  * without it, a millisecond at a time.  So a wake is never lost and a
  * stale one makes nobody spin.
  */
-enum { LW_NONE, LW_ON, LW_BUSY };
 static int lw_fd = -1;          /* wait_lock */
 static unsigned lw_pollers;     /* wait_lock */
 static bool lw_dirty;           /* wait_lock */
@@ -379,7 +378,7 @@ bool wait_call_done(struct tcp_sock *t)
 
 /* Announces a sleep (as doorbell_enter) and registers for the local wake,
  * in one section of wait_lock. */
-static int sleeper_enter(struct tcp_sock *t, int what, int *efd)
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd)
 {
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
@@ -391,7 +390,7 @@ static int sleeper_enter(struct tcp_sock *t, int what, int *efd)
     return lw;
 }
 
-static void sleeper_leave(struct tcp_sock *t, int fd, int what, int lw)
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw)
 {
     doorbell_disarm(t, what);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
@@ -457,13 +456,13 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
     int efd = -1;
-    int lw = sleeper_enter(t, what, &efd);
+    int lw = doorbell_enter_local(t, what, &efd);
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t))
         result = kernel_wait(t, fd, for_write, lw, efd);
-    sleeper_leave(t, tcp_call_fd(t, fd), what, lw);
+    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw);
     return result;
 }
 

@@ -61,6 +61,14 @@ void wake_peer(struct tcp_sock *t, int fd, int what);
 void doorbell_enter(struct tcp_sock *t, int what);
 void doorbell_leave(struct tcp_sock *t, int fd, int what);
 
+/* The same, also registering for the local wake (wait_wake_local): LW_ON,
+ * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
+ * emptied: sleep at most a millisecond and look again; LW_NONE, there is
+ * none.  leave takes the registration back (the value enter returned). */
+enum { LW_NONE, LW_ON, LW_BUSY };
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd);
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw);
+
 /* As doorbell_leave, for an fd that may be closed already: nothing drained. */
 void doorbell_forget(struct tcp_sock *t, int what);
 

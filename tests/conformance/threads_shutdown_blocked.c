@@ -30,6 +30,18 @@ static void *recv_blocked(void *arg)
 	return NULL;
 }
 
+static void *poll_blocked(void *arg)
+{
+	struct blocked *b = arg;
+	struct pollfd p = { .fd = b->fd, .events = POLLIN | POLLRDHUP };
+
+	errno = 0;
+	b->ret = poll(&p, 1, -1);
+	b->err = p.revents;
+	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 /* Sends until a send blocks (nobody reads the other end), then reports how that send ended. */
 static void *send_until_blocked(void *arg)
 {
@@ -105,6 +117,26 @@ static void shutdown_wr_wakes_send(void)
 	CHECK_OK(close(s));
 }
 
+static void shutdown_rd_wakes_poll(void)
+{
+	struct blocked b = { 0 };
+	pthread_t th;
+	int c, s;
+
+	tcp_pair_checked(AF_INET, &c, &s);
+	b.fd = c;
+	CHECK(pthread_create(&th, NULL, poll_blocked, &b), ==, 0);
+	sleep_ms(100);
+	CHECK(finished(&b), ==, 0);
+	CHECK_OK(shutdown(c, SHUT_RD));
+	wait_finished(&b);
+	CHECK(pthread_join(th, NULL), ==, 0);
+	CHECK(b.ret, ==, 1);
+	CHECK(b.err & (POLLIN | POLLRDHUP), ==, POLLIN | POLLRDHUP);
+	CHECK_OK(close(c));
+	CHECK_OK(close(s));
+}
+
 static void close_leaves_recv_waiting(void)
 {
 	struct blocked b = { 0 };
@@ -139,6 +171,7 @@ int main(void)
 	shutdown_wakes_recv(SHUT_RD);
 	shutdown_wakes_recv(SHUT_RDWR);
 	shutdown_wr_wakes_send();
+	shutdown_rd_wakes_poll();
 	close_leaves_recv_waiting();
 	PASS();
 }
