@@ -230,6 +230,8 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
          * are never restarted */
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
                           : kernel_ppoll(k, n + 1, sleep_for, mask);
+        if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
+            wait_local_lost(k[n].fd);
         int count2 = 0;
         for (nfds_t i = 0; i < n; i++) {
             /* left as entered, even if the socket left the channel meanwhile */

@@ -298,6 +298,19 @@ void wait_wake_local(struct tcp_sock *t)
         futex_wake_all(&t->wait_gen);
 }
 
+void wait_local_lost(int efd)
+{
+    crit_lock(&wait_lock);
+    if (lw_fd == efd) {
+        /* closed behind libc's back (a raw close system call): a new one at
+         * the next sleep, rather than a sleep that never blocks */
+        shunt_log(LOG_WARN, "local wake: fd %d was closed under shunt; making another", efd);
+        __atomic_store_n(&lw_fd, -1, __ATOMIC_RELAXED);
+        lw_dirty = false;
+    }
+    crit_unlock(&wait_lock);
+}
+
 bool wait_relocate_local(int fd)
 {
     bool moved = false;
@@ -438,6 +451,8 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     }
     if (n == 0)
         return capped ? 0 : -EAGAIN;   /* the socket's timeout */
+    if (p[1].revents & POLLNVAL)
+        wait_local_lost(efd);
     if (p[0].revents & POLLNVAL) {
         if (tcp_call_fd(t, fd) == fd)   /* else the program closed it meanwhile: look again */
             atomic_store(&t->peer_gone, true);

@@ -45,6 +45,9 @@ int wait_private_dup(int fd);
 int wait_local_fd(void);
 bool wait_relocate_local(int fd);
 
+/* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
+void wait_local_lost(int efd);
+
 /* In the child after fork: an eventfd of its own, no sleeper registered;
  * and, per socket, the counts of the parent's threads forgotten. */
 void wait_after_fork_child(void);

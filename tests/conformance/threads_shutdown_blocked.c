@@ -9,7 +9,10 @@
 #include "check.h"
 #include "net.h"
 
+#include <linux/close_range.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 struct blocked {
 	int fd;
@@ -77,17 +80,29 @@ static void wait_finished(struct blocked *b)
 	CHECK(finished(b), ==, 1);
 }
 
+static double cpu_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static void shutdown_wakes_recv(int how)
 {
 	struct blocked b = { 0 };
 	pthread_t th;
+	double cpu;
 	int c, s;
 
 	tcp_pair_checked(AF_INET, &c, &s);
 	b.fd = c;
 	CHECK(pthread_create(&th, NULL, recv_blocked, &b), ==, 0);
-	sleep_ms(100);
+	sleep_ms(20);
+	cpu = cpu_sec();
+	sleep_ms(200);
 	CHECK(finished(&b), ==, 0);   /* it really blocks */
+	CHECK(cpu_sec() - cpu < 0.1, ==, 1);   /* asleep, not spinning */
 	CHECK_OK(shutdown(c, how));
 	wait_finished(&b);
 	CHECK(pthread_join(th, NULL), ==, 0);
@@ -166,12 +181,29 @@ static void close_leaves_recv_waiting(void)
 	CHECK_OK(close(s));
 }
 
+/* A program that closes every fd it does not know (as daemons do) takes nothing away
+ * that the next wake needs. */
+static void close_unknown_fds(void)
+{
+	struct rlimit rl;
+	long top;
+
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &rl));
+	top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536 ? 65536 : (long)rl.rlim_cur;
+	for (long fd = 64; fd < top; fd++)
+		close((int)fd);
+	close_range(64, ~0U, 0);
+}
+
 int main(void)
 {
 	shutdown_wakes_recv(SHUT_RD);
 	shutdown_wakes_recv(SHUT_RDWR);
 	shutdown_wr_wakes_send();
 	shutdown_rd_wakes_poll();
+	close_leaves_recv_waiting();
+	close_unknown_fds();
+	shutdown_wakes_recv(SHUT_RD);
 	close_leaves_recv_waiting();
 	PASS();
 }
