@@ -399,6 +399,8 @@ static void for_each_open_fd(void (*fn)(int fd, void *ctx), void *ctx)
             long fd = strtol(e->d_name, &end, 10);
             if (*end || end == e->d_name || fd == dir || fd < 0 || fd > INT_MAX)
                 continue;
+            if (tcp_private_fd((int)fd))
+                continue;   /* shunt's own (a closed socket's private copy, the local wake) */
             fn((int)fd, ctx);
         }
     }

@@ -34,13 +34,21 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 static inline ssize_t channel_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     ssize_t r = stream_recv(t, f, c);
-    return r == STREAM_DOWNGRADED ? downgrade_recv(t, f, c) : r;
+    if (r == STREAM_DOWNGRADED)
+        r = downgrade_recv(t, f, c);
+    if (__builtin_expect(f->blocked, 0))
+        tcp_call_done(t, f);
+    return r;
 }
 
 static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     ssize_t r = stream_send(t, f, c);
-    return r == STREAM_DOWNGRADED ? downgrade_send(t, f, c) : r;
+    if (r == STREAM_DOWNGRADED)
+        r = downgrade_send(t, f, c);
+    if (__builtin_expect(f->blocked, 0))
+        tcp_call_done(t, f);
+    return r;
 }
 
 /* For wait.c's drain: this end is the one that left (it drains nothing

@@ -130,15 +130,19 @@ static int wants(short events)
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
-    struct pollfd stack_k[STACK_FDS];
+    struct pollfd stack_k[STACK_FDS + 1];
+    int stack_lw[STACK_FDS];
     struct fdref *refs = stack_refs;
-    struct pollfd *k = stack_k;
+    struct pollfd *k = stack_k;   /* the fds as the kernel waits on them, and the local wake last */
+    int *lw = stack_lw;
     if (n > STACK_FDS) {
         refs = malloc(n * sizeof *refs);
-        k = malloc(n * sizeof *k);
-        if (!refs || !k) {
+        k = malloc((n + 1) * sizeof *k);
+        lw = malloc(n * sizeof *lw);
+        if (!refs || !k || !lw) {
             free(refs);
             free(k);
+            free(lw);
             return kernel_ppoll(fds, n, tmo, mask);
         }
     }
@@ -193,11 +197,19 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         }
 
         bool ready = false;
+        bool busy = false;   /* the local wake is being emptied: look again soon */
+        k[n] = (struct pollfd){ .fd = -1, .events = POLLIN };
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             k[i] = fds[i];
+            lw[i] = -1;   /* not entered */
             if (t) {
-                doorbell_enter(t, wants(fds[i].events));
+                /* another thread's shutdown of t wakes us through the local wake */
+                int efd = -1;
+                lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd);
+                if (lw[i] == LW_ON)
+                    k[n].fd = efd;
+                busy |= lw[i] == LW_BUSY;
                 k[i].events = POLLIN | POLLRDHUP;
             } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
                 ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */
@@ -209,16 +221,23 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             ready = t && stream_poll(t, fds[i].fd, fds[i].events);
         }
         struct timespec left;
+        const struct timespec *sleep_for = deadline_left(&dl, &left);
+        static const struct timespec busy_cap = { 0, 1000000 };
+        if (busy && k[n].fd < 0 && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > busy_cap.tv_nsec))
+            sleep_for = &busy_cap;
         /* a handler that ran meanwhile (deferred to the end of a critical
          * section) ends the call as the kernel's sleep would: poll and select
          * are never restarted */
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
-                          : kernel_ppoll(k, n, deadline_left(&dl, &left), mask);
+                          : kernel_ppoll(k, n + 1, sleep_for, mask);
+        if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
+            wait_local_lost(k[n].fd);
         int count2 = 0;
         for (nfds_t i = 0; i < n; i++) {
-            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            /* left as entered, even if the socket left the channel meanwhile */
+            struct tcp_sock *t = lw[i] >= 0 ? tcp_of(refs[i].sock) : NULL;
             if (t) {
-                doorbell_leave(t, fds[i].fd, wants(fds[i].events));
+                doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i]);
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_peer(t, fds[i].fd);
             } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
@@ -252,6 +271,7 @@ out:
     if (refs != stack_refs) {
         free(refs);
         free(k);
+        free(lw);
     }
     return result;
 }

@@ -31,6 +31,7 @@ struct fdref {
     int fd;
     struct shunt_sock *sock;
     const struct sock_ops *ops;
+    bool blocked;       /* this call waited in wait_channel (counted in tcp_sock.blocked_calls) */
 };
 
 /* The data calls, described once so that each kind needs one recv and one send. */

@@ -93,7 +93,8 @@ static bool rx_ready(struct tcp_sock *t)
 
 static bool tx_ready(struct tcp_sock *t)
 {
-    return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t);
+    return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t) ||
+           (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
 }
 
 static int broken(struct tcp_sock *t, int fd)
@@ -253,7 +254,8 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 continue;
             return got ? (ssize_t)got : -EAGAIN;
         }
-        int w = wait_channel(t, f->fd, rx_ready, false);
+        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked);
+        f->fd = tcp_call_fd(t, f->fd);   /* closed meanwhile: go on with shunt's copy */
         if (w < 0)
             return got ? (ssize_t)got : w;
     }
@@ -394,7 +396,8 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : send_failed(flags);
         if (nonblocking(t, f->fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;
-        int w = wait_channel(t, f->fd, tx_ready, true);
+        int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked);
+        f->fd = tcp_call_fd(t, f->fd);
         if (w < 0)
             return sent ? (ssize_t)sent : w;
     }
@@ -402,7 +405,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 int stream_wait_writable(struct tcp_sock *t, int fd)
 {
-    return wait_channel(t, fd, tx_ready, true);
+    return wait_channel(t, fd, tx_ready, true, NULL);
 }
 
 /* FIN goes into the ring once, after whatever a send in progress (in any
@@ -428,6 +431,9 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
     if (how != SHUT_RD)
         write_fin(t);
     wake_peer(t, fd, WANT_ANY);
+    /* as the kernel's shutdown, it wakes our own threads blocked on the
+     * socket: a reader returns 0 after SHUT_RD, a writer EPIPE after SHUT_WR */
+    wait_wake_local(t);
     return 0;
 }
 

@@ -76,6 +76,12 @@ struct tcp_sock {
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
     pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
+    unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
+    unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */
+    bool close_deferred;                /* the program closed its last fd meanwhile (wait_lock) */
+    _Atomic int own_fd;                 /* after such a close: shunt's private copy of the socket, or -1 */
+    struct timeval rcvtimeo;            /* SO_RCVTIMEO as last read or set (rcvtimeo_known) */
+    bool rcvtimeo_known;
     unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
     unsigned exec_epoch;
     bool survives_exec;
@@ -120,6 +126,31 @@ static inline void dir_unlock(pthread_mutex_t *local, pthread_mutex_t *shared, i
     crit_unlock(local);
 }
 
+/* The fd an in-flight call goes on with: the program's, or, once the
+ * program closed it while the call was blocked, shunt's private copy of
+ * the socket (the kernel's file outlives the fd number the same way). */
+static inline int tcp_call_fd(struct tcp_sock *t, int fd)
+{
+    int own = atomic_load_explicit(&t->own_fd, memory_order_relaxed);
+    return own >= 0 ? own : fd;
+}
+
+/* A call that waited ends (f->blocked): the last such call after a close
+ * of the socket's last fd finishes that close (tcp_socket.c). */
+void tcp_call_done(struct tcp_sock *t, struct fdref *f);
+
+/* Whether fd is one shunt keeps for itself (the local wake, private copies
+ * of closed sockets): the program's close of it fails with EBADF, as it
+ * would without shunt, and close_range leaves it alone. */
+bool tcp_private_fd(int fd);
+
+/* shunt's private fds, sorted, at most max of them. */
+int tcp_private_fds(int *out, int max);
+
+/* The program's dup2/dup3 onto fd, one of shunt's private fds: moves it to
+ * another number first (true if it was one and moved). */
+bool tcp_relocate_private(int fd);
+
 /* True for the (domain, type, protocol) of a socket shunt manages. */
 bool tcp_socket_wanted(int domain, int type, int protocol);
 
@@ -156,6 +187,7 @@ void tcp_sockets_after_fork(void);
 void tcp_sockets_before_spawn(void);
 void tcp_sockets_spawn_failed(void);
 void tcp_sockets_fork_failed(void);
+void tcp_sockets_after_fork_child(void);
 void tcp_sockets_before_exec(void);
 void tcp_sockets_exec_failed(void);
 

@@ -17,6 +17,8 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +32,8 @@
 
 static long online_cpus = 1;
 static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void drain_locked(struct tcp_sock *t, int fd);
 
 void wait_init(void)
 {
@@ -164,14 +168,23 @@ static void futex_wake_all(atomic_uint *word)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* The socket's own timeout for this direction, if it has one. */
+/* The socket's own timeout for this direction, if it has one.  SO_RCVTIMEO
+ * is asked of the kernel once (an accepted socket inherits the listener's)
+ * and kept up to date by setsockopt; while another process holds the
+ * socket, which may change it, it is asked every time. */
 static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct timespec *out)
 {
     struct timeval tv = t->sndtimeo;
     if (!for_write) {
-        socklen_t len = sizeof tv;
-        if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
-            return false;
+        bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+        if (!t->rcvtimeo_known || shared) {
+            socklen_t len = sizeof tv;
+            if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
+                return false;
+            t->rcvtimeo = tv;
+            t->rcvtimeo_known = true;
+        }
+        tv = t->rcvtimeo;
     }
     if (!tv.tv_sec && !tv.tv_usec)
         return false;
@@ -180,48 +193,291 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
     return true;
 }
 
+/*
+ * The local wake.  A thread asleep in the kernel for a socket wakes for a
+ * doorbell from the peer, but shutdown by another thread of this process
+ * must wake it too (the kernel's shutdown wakes every waiter of the
+ * socket).  So a kernel sleeper watches, beside its companion, one
+ * eventfd of the process (made at the first sleep, close-on-exec, kept at
+ * a high fd number that the program's close and dup2 never take).  A
+ * sleeper registers (lw_pollers, the socket's local_sleepers) under
+ * wait_lock before its last look at the rings; shutdown, having changed
+ * the state, writes the eventfd if that socket has a registered sleeper
+ * and it is not written already (lw_dirty): every registered sleeper then
+ * wakes and looks again.  The eventfd is read empty when the last
+ * registered sleeper leaves; until then nobody registers anew (a new
+ * sleeper would wake at once, again and again): such a sleeper sleeps
+ * without it, a millisecond at a time.  So a wake is never lost and a
+ * stale one makes nobody spin.
+ */
+static int lw_fd = -1;          /* wait_lock */
+static unsigned lw_pollers;     /* wait_lock */
+static bool lw_dirty;           /* wait_lock */
+static bool lw_failed;          /* wait_lock */
+
+/* Private fds live near the top of the fd limit, away from the low numbers
+ * a program expects its next socket or file to get. */
+int wait_private_dup(int fd)
+{
+    struct rlimit rl;
+    long floor = 3;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        long cur = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1 << 20) ? (1 << 20) : (long)rl.rlim_cur;
+        floor = cur > 256 ? cur - 64 : cur / 2;
+    }
+    int hi = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, floor > 3 ? floor : 3);
+    if (hi < 0)
+        hi = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    return hi;
+}
+
+int wait_local_fd(void)
+{
+    return __atomic_load_n(&lw_fd, __ATOMIC_RELAXED);
+}
+
+static void lw_drain(void)
+{
+    uint64_t v;
+    if (shunt_real.read(lw_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+        shunt_log(LOG_DEBUG, "local wake: read: %s", strerror(errno));
+    lw_dirty = false;
+}
+
+/* Under wait_lock. */
+static int lw_register(struct tcp_sock *t, int *efd)
+{
+    if (lw_fd < 0) {
+        if (lw_failed)
+            return LW_NONE;
+        int e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        int hi = e >= 0 ? wait_private_dup(e) : -1;
+        if (e >= 0)
+            shunt_real.close(e);
+        if (hi < 0) {
+            lw_failed = true;
+            shunt_log(LOG_WARN, "local wake: no eventfd (%s): a shutdown by one thread will not wake "
+                      "another blocked on the socket", strerror(errno));
+            return LW_NONE;
+        }
+        __atomic_store_n(&lw_fd, hi, __ATOMIC_RELAXED);
+    }
+    if (lw_dirty && lw_pollers == 0)
+        lw_drain();
+    if (lw_dirty)
+        return LW_BUSY;
+    lw_pollers++;
+    t->local_sleepers++;
+    *efd = lw_fd;
+    return LW_ON;
+}
+
+/* Under wait_lock. */
+static void lw_unregister(struct tcp_sock *t, int lw)
+{
+    if (lw != LW_ON)
+        return;
+    lw_pollers--;
+    t->local_sleepers--;
+    if (lw_pollers == 0 && lw_dirty)
+        lw_drain();
+}
+
+void wait_wake_local(struct tcp_sock *t)
+{
+    crit_lock(&wait_lock);
+    if (t->local_sleepers > 0 && !lw_dirty && lw_fd >= 0) {
+        uint64_t one = 1;
+        if (shunt_real.write(lw_fd, &one, sizeof one) == (ssize_t)sizeof one)
+            lw_dirty = true;
+    }
+    atomic_fetch_add(&t->wait_gen, 1);
+    bool others = t->futex_waiters > 0;
+    crit_unlock(&wait_lock);
+    if (others)
+        futex_wake_all(&t->wait_gen);
+}
+
+void wait_local_lost(int efd)
+{
+    crit_lock(&wait_lock);
+    if (lw_fd == efd) {
+        /* closed behind libc's back (a raw close system call): a new one at
+         * the next sleep, rather than a sleep that never blocks */
+        shunt_log(LOG_WARN, "local wake: fd %d was closed under shunt; making another", efd);
+        __atomic_store_n(&lw_fd, -1, __ATOMIC_RELAXED);
+        lw_dirty = false;
+    }
+    crit_unlock(&wait_lock);
+}
+
+bool wait_relocate_local(int fd)
+{
+    bool moved = false;
+    crit_lock(&wait_lock);
+    if (lw_fd >= 0 && lw_fd == fd) {
+        /* the same eventfd under another number: a sleeper that watches
+         * the old one still sees every wake */
+        int hi = wait_private_dup(fd);
+        if (hi >= 0) {
+            __atomic_store_n(&lw_fd, hi, __ATOMIC_RELAXED);
+            moved = true;
+        }
+    }
+    crit_unlock(&wait_lock);
+    return moved;
+}
+
+void wait_after_fork_child(void)
+{
+    /* the parent's threads are not here, and its eventfd is its own */
+    lw_pollers = 0;
+    lw_dirty = false;
+    if (lw_fd >= 0) {
+        int e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (e < 0 || shunt_real.dup3(e, lw_fd, O_CLOEXEC) < 0) {
+            shunt_real.close(lw_fd);
+            lw_fd = -1;
+        }
+        if (e >= 0)
+            shunt_real.close(e);
+    }
+}
+
+void wait_forget_threads(struct tcp_sock *t)
+{
+    t->kernel_sleeper = false;
+    t->futex_waiters = 0;
+    t->local_sleepers = 0;
+    t->blocked_calls = 0;
+    t->close_deferred = false;
+}
+
+bool wait_defer_close(struct tcp_sock *t, int fd)
+{
+    crit_lock(&wait_lock);
+    bool defer = t->blocked_calls > 0 && !t->close_deferred;
+    if (defer) {
+        int own = wait_private_dup(fd);
+        if (own < 0) {
+            shunt_log_sock(LOG_WARN, t, fd, "closed while a call waits on it, and no fd left to keep it "
+                           "(%s): the peer sees the end at once", strerror(errno));
+            defer = false;
+        } else {
+            atomic_store(&t->own_fd, own);
+            t->close_deferred = true;
+        }
+    }
+    crit_unlock(&wait_lock);
+    return defer;
+}
+
+void wait_undefer_close(struct tcp_sock *t)
+{
+    crit_lock(&wait_lock);
+    t->close_deferred = false;
+    crit_unlock(&wait_lock);
+}
+
+bool wait_call_done(struct tcp_sock *t)
+{
+    crit_lock(&wait_lock);
+    bool finish = t->blocked_calls > 0 && --t->blocked_calls == 0 && t->close_deferred;
+    if (finish)
+        t->close_deferred = false;
+    crit_unlock(&wait_lock);
+    return finish;
+}
+
+/* Announces a sleep (as doorbell_enter) and registers for the local wake,
+ * in one section of wait_lock. */
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd)
+{
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    atomic_fetch_add(&t->ch.self->waiters, 1);
+    doorbell_arm(t, what);
+    if (lk < 0)
+        return LW_NONE;   /* the lock is not held: the local state is left alone */
+    int lw = lw_register(t, efd);
+    dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    return lw;
+}
+
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw)
+{
+    doorbell_disarm(t, what);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    if (lk >= 0)
+        lw_unregister(t, lw);
+    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
+        drain_locked(t, fd);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+}
+
+/* The kernel wait itself: the companion (a doorbell, the peer's death) and
+ * the local wake, with the socket's timeout for this direction. */
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd)
+{
+    if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
+        return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
+    bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+    if (shared) {
+        /* another holder may have made the open file non-blocking */
+        int fl = shunt_real.fcntl(fd, F_GETFL);
+        if (fl >= 0 && (fl & O_NONBLOCK)) {
+            atomic_store(&t->nonblock, 1);
+            return -EAGAIN;
+        }
+    }
+    struct timespec tmo, cap = { 0, 1000000 };
+    bool timed = socket_timeout(t, fd, for_write, &tmo);
+    bool capped = false;
+    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+        tmo = cap;   /* the local wake is being emptied: look again soon */
+        capped = true;
+    }
+    struct pollfd p[2] = {
+        { .fd = fd, .events = POLLIN | POLLRDHUP },
+        { .fd = lw == LW_ON ? efd : -1, .events = POLLIN },
+    };
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    int n = shunt_real.ppoll(p, 2, timed || capped ? &tmo : NULL, NULL);
+    if (n < 0) {
+        if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
+            return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed);
+        atomic_store(&t->peer_gone, true);
+        return 0;
+    }
+    if (n == 0)
+        return capped ? 0 : -EAGAIN;   /* the socket's timeout */
+    if (p[1].revents & POLLNVAL)
+        wait_local_lost(efd);
+    if (p[0].revents & POLLNVAL) {
+        if (tcp_call_fd(t, fd) == fd)   /* else the program closed it meanwhile: look again */
+            atomic_store(&t->peer_gone, true);
+    } else if (p[0].revents & (POLLHUP | POLLERR | POLLRDHUP)) {
+        doorbell_check_peer(t, fd);   /* the end, or doorbells still ahead of it */
+    }
+    return 0;
+}
+
 /* The one thread of this process that sleeps in the kernel for this
- * endpoint: entered (armed), it blocks in recv(MSG_PEEK) until a doorbell
- * is queued, the peer goes away, a signal or the socket's timeout. */
+ * endpoint: it asks for a doorbell, looks at the rings a last time and
+ * waits in the kernel until a doorbell is queued, the peer goes away,
+ * another thread shuts the socket down, a signal or the socket's timeout. */
 static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
 {
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
-    doorbell_enter(t, what);
+    int efd = -1;
+    int lw = doorbell_enter_local(t, what, &efd);
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
-    if (!ready(t)) {
-        unsigned char b;
-        ssize_t r;
-        struct timeval tv = t->sndtimeo;
-        if (for_write && (tv.tv_sec || tv.tv_usec)) {
-            /* recv would time out by SO_RCVTIMEO: wait by the send timeout */
-            struct pollfd p = { .fd = fd, .events = POLLIN };
-            int ms = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
-            int n = shunt_real.poll(&p, 1, ms > 0 ? ms : 1);
-            r = n > 0 ? shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
-            if (n == 0)
-                errno = EAGAIN;
-        } else {
-            r = shunt_real.recv(fd, &b, 1, MSG_PEEK);   /* sleeps in the kernel until a doorbell */
-        }
-        if (r == 0) {
-            atomic_store(&t->peer_gone, true);
-        } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            /* For a reader this is SO_RCVTIMEO or O_NONBLOCK set meanwhile.
-             * A writer without SO_SNDTIMEO only stops for O_NONBLOCK. */
-            int fl = shunt_real.fcntl(fd, F_GETFL);
-            bool nb = fl >= 0 && (fl & O_NONBLOCK);
-            atomic_store(&t->nonblock, nb);
-            result = for_write && !(tv.tv_sec || tv.tv_usec) && !nb ? 0 : -EAGAIN;
-        } else if (r < 0 && errno == EINTR) {
-            result = -EINTR;
-        } else if (r < 0) {
-            atomic_store(&t->peer_gone, true);
-        }
-    }
-    doorbell_leave(t, fd, what);
+    if (!ready(t))
+        result = kernel_wait(t, fd, for_write, lw, efd);
+    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw);
     return result;
 }
 
@@ -232,8 +488,9 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
  * are woken, all of them, whenever that one wakes.  futex waits restart
  * under SA_RESTART like recv does, and take the socket's timeout.
  */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked)
 {
+    fd = tcp_call_fd(t, fd);
     unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
     if (spin(t, ready))
         return 0;
@@ -253,6 +510,12 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
         return 0;
     }
     crit_lock(&wait_lock);
+    if (blocked && !*blocked) {
+        /* this call now waits: a close of the socket meanwhile leaves the
+         * connection open until it returns (tcp_call_done) */
+        *blocked = true;
+        t->blocked_calls++;
+    }
     unsigned gen = atomic_load(&t->wait_gen);
     /* The kernel sleeper's own signal handler, waiting on the same socket,
      * sleeps in the kernel too: on the futex it would wait for itself. */

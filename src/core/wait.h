@@ -16,8 +16,42 @@ enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
 
 /* Waits until ready(t) may have become true.  0: check again; -EAGAIN:
  * the socket's timeout ran out; -EINTR: a signal the program asked to
- * interrupt calls.  Sets t->peer_gone when the companion closes. */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write);
+ * interrupt calls.  Sets t->peer_gone when the companion closes.  blocked
+ * (may be NULL): the call's flag, set and counted in t->blocked_calls the
+ * first time it sleeps, so that a close meanwhile waits for it. */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked);
+
+/* Another thread of this process changed what this socket's waiters wait
+ * for (shutdown): wakes every thread of ours blocked on it, in the kernel
+ * (through the local wake, an eventfd) or on the futex. */
+void wait_wake_local(struct tcp_sock *t);
+
+/* The program closes the last fd of t while calls of its threads wait on
+ * it: keeps a private copy of the socket (t->own_fd) for them and returns
+ * true, and the close of the channel waits for the last of them.  False:
+ * nobody waits (or no fd was left for the copy): close now. */
+bool wait_defer_close(struct tcp_sock *t, int fd);
+void wait_undefer_close(struct tcp_sock *t);   /* it could not be remembered after all */
+
+/* A call that waited (f->blocked) returns; true if it was the last one
+ * and the socket was closed meanwhile: the caller finishes the close. */
+bool wait_call_done(struct tcp_sock *t);
+
+/* A close-on-exec duplicate of fd near the top of the fd limit, or -1. */
+int wait_private_dup(int fd);
+
+/* The local wake's fd (-1 before the first sleep); moves it to another
+ * number if it is fd (the program's dup2 onto it): true if it moved. */
+int wait_local_fd(void);
+bool wait_relocate_local(int fd);
+
+/* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
+void wait_local_lost(int efd);
+
+/* In the child after fork: an eventfd of its own, no sleeper registered;
+ * and, per socket, the counts of the parent's threads forgotten. */
+void wait_after_fork_child(void);
+void wait_forget_threads(struct tcp_sock *t);
 
 /* After producing into (WANT_DATA), consuming from (WANT_SPACE) a ring, or
  * closing (WANT_ANY): rings the peer's doorbell if it asked for that. */
@@ -29,6 +63,14 @@ void wake_peer(struct tcp_sock *t, int fd, int what);
  * on them (setting peer_gone on EOF or error).  Always in pairs. */
 void doorbell_enter(struct tcp_sock *t, int what);
 void doorbell_leave(struct tcp_sock *t, int fd, int what);
+
+/* The same, also registering for the local wake (wait_wake_local): LW_ON,
+ * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
+ * emptied: sleep at most a millisecond and look again; LW_NONE, there is
+ * none.  leave takes the registration back (the value enter returned). */
+enum { LW_NONE, LW_ON, LW_BUSY };
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd);
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw);
 
 /* As doorbell_leave, for an fd that may be closed already: nothing drained. */
 void doorbell_forget(struct tcp_sock *t, int what);

@@ -7,6 +7,7 @@
 #include <linux/close_range.h>
 
 #include "core/sockstat.h"
+#include "core/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
@@ -14,6 +15,10 @@ SHUNT_EXPORT int close(int fd)
 {
     int saved = errno;
     shunt_ensure_init();
+    if (__builtin_expect(tcp_private_fd(fd), 0)) {
+        errno = EBADF;   /* not an fd the program opened: as without shunt */
+        return -1;
+    }
     struct shunt_sock *s = fdt_close_begin(fd);
     if (s)
         release_fd(fd, s);
@@ -58,6 +63,25 @@ static void release_cb(int fd, void *ctx)
     fdt_put(&f);
 }
 
+/* close_range over [first, last] except shunt's private fds. */
+static int close_range_around_private(unsigned first, unsigned last, int flags)
+{
+    int priv[72];
+    int n = tcp_private_fds(priv, (int)(sizeof priv / sizeof priv[0]));
+    unsigned from = first;
+    for (int i = 0; i < n; i++) {
+        unsigned p = (unsigned)priv[i];
+        if (p < from || p > last)
+            continue;
+        if (p > from && shunt_real.close_range(from, p - 1, flags) < 0)
+            return -1;
+        from = p + 1;
+        if (from == 0)
+            return 0;
+    }
+    return from <= last ? shunt_real.close_range(from, last, flags) : 0;
+}
+
 SHUNT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
     int saved = errno;
@@ -65,7 +89,7 @@ SHUNT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     if (flags & CLOSE_RANGE_CLOEXEC)
         return shunt_real.close_range(first, last, flags);   /* nothing closes before exec */
     fdt_for_each_object(first, last, release_cb, NULL);
-    int r = shunt_real.close_range(first, last, flags);
+    int r = close_range_around_private(first, last, flags);
     if (r < 0)
         return -1;
     fdt_forget_range(first, last);
@@ -81,7 +105,8 @@ SHUNT_EXPORT void closefrom(int lowfd)
     if (lowfd < 0)
         lowfd = 0;
     fdt_for_each_object((unsigned)lowfd, ~0U, release_cb, NULL);
-    shunt_real.closefrom(lowfd);
+    if (close_range_around_private((unsigned)lowfd, ~0U, 0) < 0)
+        shunt_real.closefrom(lowfd);   /* a kernel without close_range: ours go too */
     fdt_forget_range((unsigned)lowfd, ~0U);
     stdio_std_changed_range((unsigned)lowfd, ~0U);
     errno = saved;
@@ -119,6 +144,8 @@ static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
     if (fd == fd2)   /* dup2: nothing changes; dup3: EINVAL.  The kernel says which. */
         return is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     struct fdref f = fdt_get(fd);
+    if (__builtin_expect(tcp_private_fd(fd2), 0))
+        tcp_relocate_private(fd2);   /* fd2 is free as far as the program knows */
     struct shunt_sock *old = fdt_close_begin(fd2);
     int r = is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     int err = errno;

@@ -28,6 +28,7 @@ SHUNT_EXPORT pid_t fork(void)
     if (pid == 0) {
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
+        tcp_sockets_after_fork_child();
     }
     tcp_sockets_after_fork();
     if (pid < 0)
