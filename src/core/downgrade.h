@@ -21,9 +21,14 @@ void downgrade_leave(struct tcp_sock *t, int fd);
 
 /* The channel's downgrade word is set: bring this object along.  A holder
  * of the leaving end just goes to TCP; the other end first puts back into
- * TCP what the leaver never read, and goes to TCP once its own ring is
- * read and the leaver's doorbells are gone.  Returns the path now. */
+ * TCP what the leaver never read, and goes to TCP once the leaver's
+ * doorbells and the copies of what it read after the leaver's snapshot are
+ * off its socket.  Returns the path now. */
 int downgrade_observe(struct tcp_sock *t, int fd);
+
+/* downgrade_observe until this object is on kernel TCP (the caller has no
+ * server prefix left to read).  Returns the path. */
+int downgrade_until_tcp(struct tcp_sock *t, int fd);
 
 /* The calls that found the channel gone under them (STREAM_DOWNGRADED). */
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
