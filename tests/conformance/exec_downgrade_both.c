@@ -3,7 +3,8 @@
  * after the other's new program already runs). Before the exec each end sent bytes the other
  * had not read (from a few bytes to more than the ring holds: a non-blocking send fills it, the
  * new program sends the rest) and read a part of what it was sent; the end that goes second
- * keeps reading during the skew. Each new program checks every byte it receives, in order,
+ * keeps reading during the skew (each piece peeked, then read), or reads all that is left with
+ * one MSG_WAITALL recv that starts on the ring and ends after the other's exec. Each new program checks every byte it receives, in order,
  * from where its old image stopped, sends the rest of its own stream, and after both shut down
  * sees EOF at exactly the end: no byte lost, repeated or added (a doorbell would be an added
  * byte). Many rounds, so that the two execs race in different ways. */
@@ -14,7 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#define ROUNDS 30
+#define ROUNDS 36
 #define AFTER 5000          /* sent by every new program: the stream goes on after the exec */
 #define CHUNK 65536
 #define BIG 1500000         /* more than the ring holds (SHUNT_RING_SIZE 1M by default) */
@@ -23,7 +24,7 @@ static char buf[CHUNK];
 
 static const size_t sizes[] = { 7, 3000, 100000, BIG, 1 };
 
-enum { SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER };
+enum { SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER, WAITALL_LATE };
 
 static uint64_t seed_of(int round, int role)
 {
@@ -46,7 +47,8 @@ static int plain_child(char **argv)
 	}
 	set_nonblocking(fd, 1);
 	while (out < total_out || in < total_in) {
-		struct pollfd p = { .fd = fd, .events = POLLIN | (out < total_out ? POLLOUT : 0) };
+		struct pollfd p = { .fd = fd, .events = (in < total_in ? POLLIN : 0) |
+							(out < total_out ? POLLOUT : 0) };
 
 		if (now_sec() > end)
 			FAIL("round %d role %d: stuck at out %zu/%zu in %zu/%zu", round, role, out,
@@ -64,7 +66,7 @@ static int plain_child(char **argv)
 			if (w > 0)
 				out += (size_t)w;
 		}
-		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+		if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && in < total_in) {
 			ssize_t r = recv(fd, buf, CHUNK, 0);
 
 			if (r == -1 && (errno == EAGAIN || errno == EINTR))
@@ -87,21 +89,46 @@ static int plain_child(char **argv)
 	return 0;
 }
 
-/* Reads what is there now (non-blocking), checking it; returns the new count. */
+/* Reads what is there now (non-blocking; each piece peeked first, then read), checking it;
+ * returns the new count. */
 static size_t take_available(int fd, uint64_t seed, size_t in, size_t total_in)
 {
-	for (;;) {
-		ssize_t r = recv(fd, buf, CHUNK, MSG_DONTWAIT);
+	static char peeked[CHUNK];
 
-		if (r == -1 && errno == EINTR)
+	for (;;) {
+		ssize_t p = recv(fd, peeked, CHUNK, MSG_PEEK | MSG_DONTWAIT), r;
+
+		if (p == -1 && errno == EINTR)
 			continue;
-		if (r == -1 && errno == EAGAIN)
+		if (p == -1 && errno == EAGAIN)
 			return in;
-		CHECK(r, >, 0);
-		CHECK(in + (size_t)r, <=, total_in);
-		CHECK_PATTERN(seed, in, buf, (size_t)r);
+		CHECK(p, >, 0);
+		CHECK(in + (size_t)p, <=, total_in);
+		CHECK_PATTERN(seed, in, peeked, (size_t)p);
+		r = recv(fd, buf, (size_t)p, MSG_DONTWAIT);   /* what was peeked is there */
+		CHECK(r, ==, p);
+		CHECK(memcmp(buf, peeked, (size_t)p), ==, 0);
 		in += (size_t)r;
 	}
+}
+
+/* One blocking MSG_WAITALL recv of everything that is left: what the ring holds, then what
+ * the other end's new program sends by TCP. */
+static size_t take_rest_waitall(int fd, uint64_t seed, size_t in, size_t total_in)
+{
+	size_t want = total_in - in;
+	char *all = malloc(want);
+	ssize_t r;
+
+	CHECK(all != NULL, ==, 1);
+	set_nonblocking(fd, 0);
+	do
+		r = recv(fd, all, want, MSG_WAITALL);
+	while (r == -1 && errno == EINTR);
+	CHECK(r, ==, want);
+	CHECK_PATTERN(seed, in, all, want);
+	free(all);
+	return total_in;
 }
 
 struct round {
@@ -118,6 +145,7 @@ static void old_image(char *self, int fd, int role, const struct round *r, int r
 	size_t out = 0, in = 0;
 	int skew = (r->kind == CLIENT_LATE && role == 0) || (r->kind == SERVER_LATE && role == 1) ? 2 : 0;
 	bool late = r->kind == ONE_THEN_OTHER && role != r->first;
+	bool waitall = r->kind == WAITALL_LATE && role != r->first;
 	char c, a[10][24];
 
 	expect_accelerated(fd);
@@ -150,6 +178,11 @@ static void old_image(char *self, int fd, int role, const struct round *r, int r
 		/* the other end's new program runs: its downgrade is done; our next call sees it */
 		CHECK(read(ran_r, &c, 1), ==, 1);
 		in = take_available(fd, seed_in, in, total_in);
+		expect_downgraded(fd);
+	}
+	if (waitall) {
+		/* blocks across the other end's exec: starts on the ring, ends on TCP */
+		in = take_rest_waitall(fd, seed_in, in, total_in);
 		expect_downgraded(fd);
 	}
 	if (r->kind == ONE_THEN_OTHER && role == r->first) {
@@ -203,12 +236,13 @@ static void one_round(char *self, const struct round *r)
 
 int main(int argc, char **argv)
 {
-	static const int kinds[] = { SIMULTANEOUS, SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER };
+	static const int kinds[] = { SIMULTANEOUS, SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER,
+				     WAITALL_LATE };
 
 	if (argc == 10 && strcmp(argv[1], "--plain-child") == 0)
 		return plain_child(argv);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct round r = { .n = i, .kind = kinds[i % 5], .first = (i / 5) % 2 };
+		struct round r = { .n = i, .kind = kinds[i % 6], .first = (i / 6) % 2 };
 
 		r.pre_out[0] = sizes[i % 5];
 		r.pre_out[1] = sizes[(i / 5 + i) % 5];
