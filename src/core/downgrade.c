@@ -11,16 +11,17 @@
  * that writer still runs shunt: the leaver re-sends its outgoing ring
  * before it goes (the other end may be on its way out too, and then nobody
  * would be left to do it), the other end re-sends its own at its next call.
- * Rings are left as they are; a reader that took bytes from its ring after
- * the leaver's snapshot removes their copies from its socket.
+ * Rings are left as they are; the reader of a re-sent ring removes from its
+ * socket the copies of what it read from the ring after the snapshot.
  *
  * The leaver L, holding its end's rx, tx and wait locks (no copy, drain or
  * sleep announcement of any holder of its end is under way):
  *   1. sets the downgrade word to DOWN_SET | its side, by one
  *      compare-exchange from 0: of two ends leaving at once, the one that
  *      fails is "the other end" P below and does P's part before its own
- *      exec.  From now on no holder of either end reads its incoming ring
- *      or writes its outgoing one (both look at the word under those locks);
+ *      exec.  From now on no holder of either end writes its outgoing ring
+ *      (both look at the word under the tx lock), and L's end reads nothing
+ *      more from its incoming one;
  *   2. freezes P's doorbell count (chan_side.bells): P sends no doorbell
  *      any more, and the count is exactly the doorbells it sent;
  *   3. records its rx tail (down_tail): P re-sends from there;
@@ -45,31 +46,34 @@
  *   a. under its tx lock, once for all its holders (DOWN_RESENT): sends
  *      over TCP the handed-back prefix, then its ring's bytes from down_tail
  *      to its head; every later send of its goes to TCP, after them;
- *   b. once its server prefix is read and no thread of its end is asleep on
- *      the doorbells (a sleeper must see the last doorbell or the re-sent
- *      bytes first), under its rx and wait locks, once for all its holders
- *      (DOWN_DUPS): removes L's frozen count of doorbells minus those its
- *      end already drained, then (its rx tail now - T) bytes, the copies of
- *      what it took from the ring after the snapshot (a read that was under
- *      way then included), waiting a bounded time for bytes known to be on
- *      their way;
- *   c. is on kernel TCP: the next byte in its socket is the first it never
+ *   b. lets its program read the server prefix and what is left in its rx
+ *      ring (it may have peeked at those bytes: a read after a peek finds
+ *      them at once, as in the kernel's queue);
+ *   c. then, once no thread of its end is asleep on the doorbells (a
+ *      sleeper must see the last doorbell or the re-sent bytes first), under
+ *      its rx and wait locks, once for all its holders (DOWN_DUPS): removes
+ *      L's frozen count of doorbells minus those its end already drained,
+ *      then (its rx tail now - T) bytes, the copies of what it read from the
+ *      ring after the snapshot (a read that was under way then included),
+ *      waiting a bounded time for bytes known to be on their way;
+ *   d. is on kernel TCP: the next byte in its socket is the first it never
  *      read.
  * A second leaver, which finds DOWN_SET of the other side, waits for
- * DOWN_READY and does a and b at once (not waiting for sleepers of its
- * own: its exec ends them) before its exec.
+ * DOWN_READY and does a and c at once, reading nothing more (the new
+ * program gets the rest from its socket) and not waiting for sleepers of
+ * its own (its exec ends them), before its exec.
  *
  * Why the counts are the whole story: on each socket every doorbell is
  * sent before its end's count freezes and every re-sent byte after it.
  * Nothing read from the segment sizes a copy: T, down_tail and back_len are
  * checked against the ring's size and the file's, and bytes are taken off
  * a socket through a fixed buffer.  Single copy: a posted send's bytes are
- * not in the ring and move none of its indexes; the reader stops taking
- * them together with the ring, and the sender withdraws the rest after its
- * idle bound and sends it by TCP, after the re-sent bytes (it needs the tx
- * lock).  A peer that makes no call on the socket (and sleeps in no wait
- * on it) delays step a: the new program waits for those bytes as it would
- * for a slow sender.
+ * not in the ring and move none of its indexes; the reader takes none once
+ * the word is set and its ring is empty, and the sender withdraws the rest
+ * after its idle bound and sends it by TCP, after the re-sent bytes (it
+ * needs the tx lock).  A peer that makes no call on the socket (and sleeps
+ * in no wait on it) delays step a: the new program waits for those bytes as
+ * it would for a slow sender.
  */
 #include <dirent.h>
 #include <sys/stat.h>
@@ -420,12 +424,13 @@ static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
 }
 
 /* The other end's step b; false while it cannot happen yet (the program
- * has a server prefix to read, or a thread of this end sleeps on the
- * doorbells).  leaving: a second leaver, whose sleepers its exec ends. */
+ * has a server prefix or bytes of the ring to read, or a thread of this end
+ * sleeps on the doorbells).  leaving: a second leaver, which reads nothing
+ * more and whose sleepers its exec ends. */
 static bool finish(struct tcp_sock *t, int fd, bool leaving)
 {
-    if (!leaving && stream_prefix_left(t) > 0)
-        return false;   /* the doorbells are queued behind it */
+    if (!leaving && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
+        return false;   /* the doorbells are queued behind the prefix; the ring goes first */
     int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
     if (rx < 0)
         return false;
@@ -511,8 +516,9 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     for (;;) {
         if (downgrade_observe(t, f->fd) != PATH_SHM)
             return pt_recv(f, c);
-        if (stream_prefix_left(t) > 0) {
-            /* the program reads a server's TCP prefix first */
+        if (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0) {
+            /* the program reads a server's TCP prefix, then what is left
+             * in the ring, first */
             ssize_t r = stream_recv(t, f, c);
             if (r != STREAM_DOWNGRADED)
                 return r;
@@ -530,7 +536,6 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 short downgrade_poll(struct tcp_sock *t, int fd, short events)
 {
-    /* the ring's unread bytes all come by TCP (they are not read from it) */
     short rev = ring_readable(&t->ch.rx) > 0 ? (short)(events & (POLLIN | POLLRDNORM)) : 0;
     struct pollfd p = { .fd = fd, .events = (short)(events & ~(POLLIN | POLLRDNORM)) };
     if (shunt_real.poll(&p, 1, 0) > 0)

@@ -222,9 +222,11 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 return avail < 0 ? broken(t, f->fd) : 0;
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
-        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
-            /* the connection goes back to TCP: the ring is read no more,
-             * every byte not read from it comes by TCP (downgrade.c) */
+        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
+            (downgrade_leaving_side(t) || ring_readable(&t->ch.rx) == 0)) {
+            /* the connection went back to TCP: the rest of it is there
+             * (what is left in the ring is read first: the program may
+             * have peeked at it; downgrade.c) */
             dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
             if (got && (flags & MSG_WAITALL) && !(flags & MSG_PEEK))
                 return recv_rest_by_tcp(t, f->fd, &b, got, flags);

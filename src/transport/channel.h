@@ -42,12 +42,13 @@
 /* The downgrade word (chan_hdr.down), protocol in downgrade.c: 0 while the
  * channel carries the bytes.  DOWN_SET | the side that leaves, set first
  * (one compare-exchange from 0, so of two ends leaving at once exactly one
- * is the leaver): from then on neither end reads its incoming ring or puts
- * bytes into its outgoing one.  DOWN_READY once the leaver has recorded its
- * tails and removed the doorbells queued for it: the other end may act.
- * DOWN_RESENT once the other end has put back into TCP the bytes the
- * leaver never read; DOWN_DUPS once it has removed from its socket the
- * leaver's doorbells and the re-sent bytes it had already read. */
+ * is the leaver): from then on neither end puts bytes into its outgoing
+ * ring, and only the other end reads what is left in its incoming one.
+ * DOWN_READY once the leaver has recorded its tails and removed the
+ * doorbells queued for it: the other end may act.  DOWN_RESENT once the
+ * other end has put back into TCP the bytes the leaver never read;
+ * DOWN_DUPS once it has removed from its socket the leaver's doorbells and
+ * the re-sent bytes it had read from the ring. */
 #define DOWN_SIDE     1u
 #define DOWN_SET      4u
 #define DOWN_RESENT   8u
