@@ -112,6 +112,11 @@ bool downgrade_leaving_side(struct tcp_sock *t)
     return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == t->ch.side;
 }
 
+bool downgrade_ring_done(struct tcp_sock *t)
+{
+    return downgrade_leaving_side(t) || (atomic_load(&t->ch.hdr->down) & DOWN_DUPS);
+}
+
 uint64_t downgrade_bells_left(struct tcp_sock *t)
 {
     uint64_t sent = atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK;
@@ -429,7 +434,7 @@ static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
  * more and whose sleepers its exec ends. */
 static bool finish(struct tcp_sock *t, int fd, bool leaving)
 {
-    if (!leaving && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
+    if (!leaving && !downgrade_ring_done(t) && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
         return false;   /* the doorbells are queued behind the prefix; the ring goes first */
     int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
     if (rx < 0)
@@ -516,7 +521,7 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     for (;;) {
         if (downgrade_observe(t, f->fd) != PATH_SHM)
             return pt_recv(f, c);
-        if (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0) {
+        if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
             /* the program reads a server's TCP prefix, then what is left
              * in the ring, first */
             ssize_t r = stream_recv(t, f, c);

@@ -51,6 +51,12 @@ static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct i
 /* For wait.c's drain: this end is the one that left (it drains nothing
  * more); the doorbells of the peer still queued for this end. */
 bool downgrade_leaving_side(struct tcp_sock *t);
+
+/* The downgrade word is set and this end reads nothing more from its ring:
+ * it is the leaving end, or the copies were taken off its socket already
+ * (by a second leaver: the rest of the ring is in its socket, for the new
+ * program and any other holder alike). */
+bool downgrade_ring_done(struct tcp_sock *t);
 uint64_t downgrade_bells_left(struct tcp_sock *t);
 
 /* readiness of an object whose downgrade is not finished yet */

@@ -223,7 +223,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
-            (downgrade_leaving_side(t) || ring_readable(&t->ch.rx) == 0)) {
+            (downgrade_ring_done(t) || ring_readable(&t->ch.rx) == 0)) {
             /* the connection went back to TCP: the rest of it is there
              * (what is left in the ring is read first: the program may
              * have peeked at it; downgrade.c) */
