@@ -316,6 +316,10 @@ static void leave_first(struct tcp_sock *t, int fd)
     if (took != due)
         shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
                   (unsigned long long)took, (unsigned long long)due);
+    int64_t unread = ring_readable(&t->ch.rx);
+    if (unread > 0 && (atomic_load(&t->ch.peer->state) & SIDE_CLOSED) && atomic_load(&t->ch.peer->holders) == 0)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer closed; the %lld bytes it sent that were not read are lost "
+                  "(nobody under shunt is left to re-send them; see compatibility.md)", fd, (long long)unread);
     uint64_t snap = atomic_load(&t->ch.tx.hdr->tail);
     atomic_store(&h->down_txtail, snap);
     wait_peer_drain(t, fd);
