@@ -3,7 +3,7 @@
  * after the other's new program already runs). Before the exec each end sent bytes the other
  * had not read (from a few bytes to more than the ring holds: a non-blocking send fills it, the
  * new program sends the rest) and read a part of what it was sent; the end that goes second
- * keeps reading during the skew (each piece peeked, then read), or reads all that is left with
+ * keeps reading during the skew (each piece peeked, then read; or spliced into a pipe), or reads all that is left with
  * one MSG_WAITALL recv that starts on the ring and ends after the other's exec. Each new program checks every byte it receives, in order,
  * from where its old image stopped, sends the rest of its own stream, and after both shut down
  * sees EOF at exactly the end: no byte lost, repeated or added (a doorbell would be an added
@@ -113,6 +113,25 @@ static size_t take_available(int fd, uint64_t seed, size_t in, size_t total_in)
 	}
 }
 
+/* The same through splice into a pipe (the ring's bytes go straight into the pipe). */
+static size_t splice_available(int fd, int pipe_r, int pipe_w, uint64_t seed, size_t in, size_t total_in)
+{
+	for (;;) {
+		ssize_t n = splice(fd, NULL, pipe_w, NULL, CHUNK, SPLICE_F_NONBLOCK), r;
+
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			return in;
+		CHECK(n, >, 0);
+		CHECK(in + (size_t)n, <=, total_in);
+		r = read_exact(pipe_r, buf, (size_t)n);
+		CHECK(r, ==, n);
+		CHECK_PATTERN(seed, in, buf, (size_t)n);
+		in += (size_t)n;
+	}
+}
+
 /* One blocking MSG_WAITALL recv of everything that is left: what the ring holds, then what
  * the other end's new program sends by TCP. */
 static size_t take_rest_waitall(int fd, uint64_t seed, size_t in, size_t total_in)
@@ -172,9 +191,16 @@ static void old_image(char *self, int fd, int role, const struct round *r, int r
 	CHECK(read(go_r, &c, 1), ==, 1);
 	if (skew) {
 		double end = now_sec() + skew / 1000.0;
+		int pp[2];
 
-		while (now_sec() < end)
-			in = take_available(fd, seed_in, in, total_in);
+		CHECK_OK(pipe2(pp, O_CLOEXEC));
+		CHECK_OK(fcntl(pp[0], F_SETPIPE_SZ, CHUNK));
+		CHECK_OK(fcntl(pp[1], F_SETPIPE_SZ, CHUNK));
+		while (now_sec() < end)   /* the client peeks and reads, the server splices */
+			in = role == 0 ? take_available(fd, seed_in, in, total_in)
+				       : splice_available(fd, pp[0], pp[1], seed_in, in, total_in);
+		CHECK_OK(close(pp[0]));
+		CHECK_OK(close(pp[1]));
 	}
 	if (late) {
 		/* the other end's new program runs: its downgrade is done; our next call sees it */
