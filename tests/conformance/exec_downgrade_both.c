@@ -4,7 +4,9 @@
  * had not read (from a few bytes to more than the ring holds: a non-blocking send fills it, the
  * new program sends the rest) and read a part of what it was sent; the end that goes second
  * keeps reading during the skew (each piece peeked, then read; or spliced into a pipe), or reads all that is left with
- * one MSG_WAITALL recv that starts on the ring and ends after the other's exec. Each new program checks every byte it receives, in order,
+ * one MSG_WAITALL recv that starts on the ring and ends after the other's exec, or sends the rest
+ * of its own stream with one blocking send (big enough for single copy) across the other's exec.
+ * Each new program checks every byte it receives, in order,
  * from where its old image stopped, sends the rest of its own stream, and after both shut down
  * sees EOF at exactly the end: no byte lost, repeated or added (a doorbell would be an added
  * byte). In some rounds the test's parent holds both ends as well (forked holders, which stay
@@ -16,7 +18,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#define ROUNDS 36
+#define ROUNDS 42
 #define AFTER 5000          /* sent by every new program: the stream goes on after the exec */
 #define CHUNK 65536
 #define BIG 1500000         /* more than the ring holds (SHUNT_RING_SIZE 1M by default) */
@@ -25,7 +27,9 @@ static char buf[CHUNK];
 
 static const size_t sizes[] = { 7, 3000, 100000, BIG, 1 };
 
-enum { SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER, WAITALL_LATE };
+enum { SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER, WAITALL_LATE, SEND_LATE };
+
+#define LATE_SEND 600000    /* more than SHUNT_ZCOPY_THRESHOLD (256K): may go by single copy */
 
 static uint64_t seed_of(int round, int role)
 {
@@ -158,15 +162,23 @@ struct round {
 	size_t pre_in[2];    /* what each old image reads before the barrier */
 };
 
+/* The whole stream one end sends: what its old image may send, what its new program sends
+ * anyway, and in SEND_LATE rounds what the later end sends with one blocking send. */
+static size_t total_of(const struct round *r, int role)
+{
+	return r->pre_out[role] + AFTER + (r->kind == SEND_LATE && role != r->first ? LATE_SEND : 0);
+}
+
 static void old_image(char *self, int fd, int role, const struct round *r, int ready_w, int go_r,
 		      int ran_r, int ran_w)
 {
 	uint64_t seed_out = seed_of(r->n, role), seed_in = seed_of(r->n, !role);
-	size_t total_out = r->pre_out[role] + AFTER, total_in = r->pre_out[!role] + AFTER;
+	size_t total_out = total_of(r, role), total_in = total_of(r, !role);
 	size_t out = 0, in = 0;
 	int skew = (r->kind == CLIENT_LATE && role == 0) || (r->kind == SERVER_LATE && role == 1) ? 2 : 0;
 	bool late = r->kind == ONE_THEN_OTHER && role != r->first;
 	bool waitall = r->kind == WAITALL_LATE && role != r->first;
+	bool send_late = r->kind == SEND_LATE && role != r->first;
 	char c, a[10][24];
 
 	expect_accelerated(fd);
@@ -212,6 +224,17 @@ static void old_image(char *self, int fd, int role, const struct round *r, int r
 		/* blocks across the other end's exec: starts on the ring, ends on TCP */
 		in = take_rest_waitall(fd, seed_in, in, total_in);
 		expect_downgraded(fd);
+	}
+	if (send_late) {
+		/* one blocking send of all the rest, across the other end's exec */
+		char *all = malloc(total_out - out);
+
+		CHECK(all != NULL, ==, 1);
+		pattern_fill(seed_out, out, all, total_out - out);
+		set_nonblocking(fd, 0);
+		xwrite_all(fd, all, total_out - out);
+		out = total_out;
+		free(all);
 	}
 	if (r->kind == ONE_THEN_OTHER && role == r->first) {
 		int fl = CHECK_OK(fcntl(ran_w, F_GETFD));
@@ -271,12 +294,12 @@ static void one_round(char *self, const struct round *r)
 int main(int argc, char **argv)
 {
 	static const int kinds[] = { SIMULTANEOUS, SIMULTANEOUS, CLIENT_LATE, SERVER_LATE, ONE_THEN_OTHER,
-				     WAITALL_LATE };
+				     WAITALL_LATE, SEND_LATE };
 
 	if (argc == 10 && strcmp(argv[1], "--plain-child") == 0)
 		return plain_child(argv);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct round r = { .n = i, .kind = kinds[i % 6], .first = (i / 6) % 2, .keep = i % 4 == 1 };
+		struct round r = { .n = i, .kind = kinds[i % 7], .first = (i / 7) % 2, .keep = i % 4 == 1 };
 
 		r.pre_out[0] = sizes[i % 5];
 		r.pre_out[1] = sizes[(i / 5 + i) % 5];
