@@ -369,7 +369,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     }
     crit_unlock(&t->lock);
     if (!first && atomic_load(&t->path) == PATH_SHM) {
-        shunt_log(LOG_DEBUG, "fd %d: leaving after the other end (down %#x)", fd, atomic_load(&t->ch.hdr->down));
+        shunt_log(LOG_DEBUG, "fd %d: leaving after another (down %#x)", fd, atomic_load(&t->ch.hdr->down));
         observe(t, fd, true);
     }
 }
@@ -394,7 +394,7 @@ static void resend(struct tcp_sock *t, int fd)
     dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
 }
 
-/* Step b's removal, under the rx and wait locks; sent: the leaver's
+/* Step c's removal, under the rx and wait locks; sent: the leaver's
  * frozen count of doorbells. */
 static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
 {
@@ -432,7 +432,7 @@ static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
               (unsigned long long)dtook, (unsigned long long)from);
 }
 
-/* The other end's step b; false while it cannot happen yet (the program
+/* The other end's step c; false while it cannot happen yet (the program
  * has a server prefix or bytes of the ring to read, or a thread of this end
  * sleeps on the doorbells).  leaving: a second leaver, which reads nothing
  * more and whose sleepers its exec ends. */
