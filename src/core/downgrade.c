@@ -1,36 +1,79 @@
 /*
  * downgrade.c: an accelerated connection goes back to kernel TCP because
- * one end (the leaver) is handed to a program that does not run shunt.
+ * one end (the leaver) is handed to a program that does not run shunt, or
+ * both ends are, at the same moment.
  *
- * The program will read the leaver's TCP socket directly, so two things
- * must be true before it can: no doorbell byte is left in that socket's
- * queue, and every byte the leaver's end never read from its ring arrives
- * there, in order.  Only the peer can put bytes into that queue, so:
+ * Each program will read its TCP socket directly, so before it can: no
+ * doorbell byte may be left in that socket's queue, and every byte its end
+ * never read from its ring must arrive there, in order, once.  Only the
+ * writer of a ring can put bytes into its reader's socket, so each
+ * direction's unread bytes are re-sent over TCP by their own writer while
+ * that writer still runs shunt: the leaver re-sends its outgoing ring
+ * before it goes (the other end may be on its way out too, and then nobody
+ * would be left to do it), the other end re-sends its own at its next call.
+ * Rings are left as they are; the reader of a re-sent ring removes from its
+ * socket the copies of what it read from the ring after the snapshot.
  *
- * The leaver, holding its end's rx, tx and wait locks (no copy or drain of
- * any holder of its end is in progress):
- *   1. freezes the peer's doorbell count (chan_side.bells): from now on the
- *      peer sends no doorbell, and the count is exactly what it sent;
- *   2. records its rx ring's tail: the peer re-sends from there;
- *   3. a server whose client's TCP prefix is not all read takes it off the
+ * The leaver L, holding its end's rx, tx and wait locks (no copy, drain or
+ * sleep announcement of any holder of its end is under way):
+ *   1. sets the downgrade word to DOWN_SET | its side, by one
+ *      compare-exchange from 0: of two ends leaving at once, the one that
+ *      fails is "the other end" P below and does P's part before its own
+ *      exec.  From now on no holder of either end writes its outgoing ring
+ *      (both look at the word under the tx lock), and L's end reads nothing
+ *      more from its incoming one;
+ *   2. freezes P's doorbell count (chan_side.bells): P sends no doorbell
+ *      any more, and the count is exactly the doorbells it sent;
+ *   3. records its rx tail (down_tail): P re-sends from there;
+ *   4. a server whose client's TCP prefix is not all read takes it off the
  *      socket and hands it back in a file beside the segment (it must come
- *      before the ring's bytes);
- *   4. removes exactly (peer's frozen count - doorbells its end already
- *      removed) bytes from its socket: the doorbells, no more;
- *   5. publishes the downgrade word (DOWN_SET | its side), sends one last
- *      doorbell to wake a sleeping peer, and freezes its own count.
- * The peer, at its next call on the socket (or woken by that doorbell):
- *   a. under its tx lock, sends over TCP the handed-back prefix, then its
- *      ring's bytes from the recorded tail to its head (DOWN_RESENT); its
- *      sends from then on go to TCP, after them;
- *   b. reads what is left in its own rx ring (the leaver wrote it before
- *      leaving), then removes the leaver's frozen count of doorbells from
- *      its socket, minus those already drained;
- *   c. is on kernel TCP.
- * Doorbells before the freeze precede every byte the new program sends, so
- * the counts are the whole story.  A peer that makes no call on the socket
- * (and sleeps in no wait on it) delays step a: the new program waits for
- * those bytes as it would for a slow sender.
+ *      before the ring's bytes); P re-sends it first;
+ *   5. removes exactly (P's frozen count - doorbells its end removed
+ *      already) bytes from its socket: the doorbells, no more;
+ *   6. records P's rx tail T (down_txtail): the snapshot it re-sends from;
+ *   7. waits until no holder of P's end is in an unbounded drain of
+ *      doorbells (chan_side.draining is set before a drain looks at the
+ *      word: either that drain sees DOWN_SET and takes at most the counted
+ *      doorbells, or we see the flag and wait for the drain to end), and
+ *      publishes DOWN_READY;
+ *   8. sends one last doorbell (counted; not while P's socket holds a
+ *      client's unread prefix, ahead of which it could not be removed),
+ *      freezes its own count (every doorbell of its end is now ahead in P's
+ *      queue), and sends over TCP its tx ring's bytes from T to its head;
+ *   9. lets go of its hold on the channel and is on kernel TCP.
+ * The other end P, at its next call on the socket (or woken by that
+ * doorbell or those bytes), once DOWN_READY is there:
+ *   a. under its tx lock, once for all its holders (DOWN_RESENT): sends
+ *      over TCP the handed-back prefix, then its ring's bytes from down_tail
+ *      to its head; every later send of its goes to TCP, after them;
+ *   b. lets its program read the server prefix and what is left in its rx
+ *      ring (it may have peeked at those bytes: a read after a peek finds
+ *      them at once, as in the kernel's queue);
+ *   c. then, once no thread of its end is asleep on the doorbells (a
+ *      sleeper must see the last doorbell or the re-sent bytes first), under
+ *      its rx and wait locks, once for all its holders (DOWN_DUPS): removes
+ *      L's frozen count of doorbells minus those its end already drained,
+ *      then (its rx tail now - T) bytes, the copies of what it read from the
+ *      ring after the snapshot (a read that was under way then included),
+ *      waiting a bounded time for bytes known to be on their way;
+ *   d. is on kernel TCP: the next byte in its socket is the first it never
+ *      read.
+ * A second leaver, which finds DOWN_SET of the other side, waits for
+ * DOWN_READY and does a and c at once, reading nothing more (the new
+ * program gets the rest from its socket) and not waiting for sleepers of
+ * its own (its exec ends them), before its exec.
+ *
+ * Why the counts are the whole story: on each socket every doorbell is
+ * sent before its end's count freezes and every re-sent byte after it.
+ * Nothing read from the segment sizes a copy: T, down_tail and back_len are
+ * checked against the ring's size and the file's, and bytes are taken off
+ * a socket through a fixed buffer.  Single copy: a posted send's bytes are
+ * not in the ring and move none of its indexes; the reader takes none once
+ * the word is set and its ring is empty, and the sender withdraws the rest
+ * after its idle bound and sends it by TCP, after the re-sent bytes (it
+ * needs the tx lock).  A peer that makes no call on the socket (and sleeps
+ * in no wait on it) delays step a: the new program waits for those bytes as
+ * it would for a slow sender.
  */
 #include <dirent.h>
 #include <linux/sockios.h>
@@ -61,6 +104,9 @@
 /* How long to wait for bytes known to be on their way over loopback (sent
  * already, counted) before deciding the connection is dead. */
 #define ARRIVAL_MS 5000
+/* How long the other end waits for the leaver's DOWN_READY (each wait of
+ * the leaver before it is bounded by ARRIVAL_MS) before taking it for dead. */
+#define READY_MS (4 * ARRIVAL_MS)
 
 bool downgrade_leaving_side(struct tcp_sock *t)
 {
@@ -68,11 +114,24 @@ bool downgrade_leaving_side(struct tcp_sock *t)
     return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == t->ch.side;
 }
 
+bool downgrade_ring_done(struct tcp_sock *t)
+{
+    return downgrade_leaving_side(t) || (atomic_load(&t->ch.hdr->down) & DOWN_DUPS);
+}
+
 uint64_t downgrade_bells_left(struct tcp_sock *t)
 {
     uint64_t sent = atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK;
     uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
     return sent > eaten ? sent - eaten : 0;
+}
+
+/* A short pause: blocked behind another thread's sleep on the doorbells,
+ * or waiting for the other end's step. */
+static void pause_briefly(void)
+{
+    struct timespec ts = { 0, 100000 };
+    nanosleep(&ts, NULL);
 }
 
 /* Stops an end's doorbells and returns how many it sent.  A sender that
@@ -97,17 +156,18 @@ static uint64_t bells_freeze(_Atomic uint64_t *w)
  * are known to be queued or on their way.  Returns what it took. */
 static uint64_t take_exact(int fd, uint64_t n, char *buf)
 {
-    char scratch[256];
+    char scratch[4096];
     uint64_t got = 0;
     int waited = 0;
     while (got < n) {
-        size_t want = n - got;
+        uint64_t want = n - got;
         char *dst = buf ? buf + got : scratch;
         if (!buf && want > sizeof scratch)
             want = sizeof scratch;
-        ssize_t r = shunt_real.recv(fd, dst, want, MSG_DONTWAIT);
+        ssize_t r = shunt_real.recv(fd, dst, (size_t)want, MSG_DONTWAIT);
         if (r > 0) {
             got += (uint64_t)r;
+            waited = 0;   /* bounded is the time without progress */
             continue;
         }
         if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || waited >= ARRIVAL_MS / 10)
@@ -135,6 +195,24 @@ static int send_all(int fd, const char *buf, size_t len)
         shunt_real.poll(&p, 1, 100);
     }
     return 0;
+}
+
+/* Sends the bytes [from, head) of a ring this end produces over TCP.  The
+ * caller holds the tx lock: head stays, and nothing is overwritten (the
+ * consumer only reads).  from comes from the segment: checked. */
+static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head)
+{
+    uint64_t size = ring_size_now(r);   /* rings grow: the size in use, not the capacity */
+    if (size == 0 || head - from > size)
+        return -EIO;   /* a tail the ring never had: the peer scribbled */
+    int err = 0;
+    while (!err && from != head) {
+        uint64_t at = from & (size - 1);
+        uint64_t len = head - from < size - at ? head - from : size - at;
+        err = send_all(fd, (const char *)r->data + at, (size_t)len);
+        from += len;
+    }
+    return err;
 }
 
 static void back_path(const struct tcp_sock *t, char *out, size_t len)
@@ -165,6 +243,34 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
     free(buf);
 }
 
+/* The other end re-sends the prefix handed back to it, through a fixed
+ * buffer: back_len comes from the segment, and must be the file's size. */
+static int resend_prefix(struct tcp_sock *t, int fd)
+{
+    uint32_t back = atomic_load(&t->ch.hdr->back_len);
+    if (back == 0)
+        return 0;
+    char path[128];
+    back_path(t, path, sizeof path);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int err = in < 0 || fstat(in, &st) < 0 || st.st_size != (off_t)back ? -EIO : 0;
+    char buf[4096];
+    for (uint32_t left = back; !err && left > 0;) {
+        ssize_t n = shunt_real.read(in, buf, left < sizeof buf ? left : sizeof buf);
+        if (n <= 0)
+            err = -EIO;
+        else {
+            err = send_all(fd, buf, (size_t)n);
+            left -= (uint32_t)n;
+        }
+    }
+    if (in >= 0)
+        shunt_real.close(in);
+    unlink(path);
+    return err;
+}
+
 /* This object is on TCP from now on, and this process lets go of its hold
  * on the channel (the mapping stays until the object goes: another thread
  * may still be looking at it).  Under t->lock. */
@@ -186,6 +292,58 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
     sockstat_publish(t, fd, 0, 0, NULL, 0);   /* shunt stat: on TCP, and why */
 }
 
+/* Step 7: no holder of the other end drains its socket without a bound. */
+static void wait_peer_drain(struct tcp_sock *t, int fd)
+{
+    for (int i = 0; atomic_load(&t->ch.peer->draining); i++) {
+        if (i >= ARRIVAL_MS * 10) {
+            shunt_log(LOG_WARN, "fd %d: downgrade: the peer's drain of doorbells did not end", fd);
+            return;
+        }
+        pause_briefly();
+    }
+}
+
+/* The leaver's steps 2 to 8, under its rx, tx and wait locks. */
+static void leave_first(struct tcp_sock *t, int fd)
+{
+    struct chan_hdr *h = t->ch.hdr;
+    uint64_t peer_bells = bells_freeze(&t->ch.peer->bells);
+    atomic_store(&h->down_tail, atomic_load(&t->ch.rx.hdr->tail));
+    hand_back_prefix(t, fd);
+    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
+    uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
+    uint64_t took = take_exact(fd, due, NULL);
+    doorbell_ate(t, (size_t)took);
+    if (took != due)
+        shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
+                  (unsigned long long)took, (unsigned long long)due);
+    int64_t unread = ring_readable(&t->ch.rx);
+    if (unread > 0 && (atomic_load(&t->ch.peer->state) & SIDE_CLOSED) && atomic_load(&t->ch.peer->holders) == 0)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer closed; the %lld bytes it sent that were not read are lost "
+                  "(nobody under shunt is left to re-send them; see compatibility.md)", fd, (long long)unread);
+    uint64_t snap = atomic_load(&t->ch.tx.hdr->tail);
+    atomic_store(&h->down_txtail, snap);
+    wait_peer_drain(t, fd);
+    atomic_fetch_or(&h->down, DOWN_READY);
+    if (!(t->ch.side == 0 && (atomic_load(&h->neg) & NEG_PREFIX_MASK)))
+        doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
+    bells_freeze(&t->ch.self->bells);
+    uint64_t head = atomic_load(&t->ch.tx.hdr->head);
+    int err = send_ring_span(fd, &t->ch.tx, snap, head);
+    if (err) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
+                  strerror(-err));
+        atomic_store(&t->broken, true);
+    }
+    shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu (took %llu), resent %llu from %llu",
+              fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->tail),
+              (unsigned long long)atomic_load(&t->ch.rx.hdr->head), (unsigned long long)peer_bells,
+              (unsigned long long)took, (unsigned long long)(head - snap), (unsigned long long)snap);
+}
+
+static int observe(struct tcp_sock *t, int fd, bool leaving);
+
 void downgrade_leave(struct tcp_sock *t, int fd)
 {
     if (negotiate_settle(t, fd) != PATH_SHM || !t->ch.hdr)
@@ -195,30 +353,12 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     int tx = rx < 0 ? -1 : dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
     int w = tx < 0 ? -1 : doorbell_lock(t);
     unsigned expect = 0;
-    bool first = w >= 0 && atomic_load(&t->path) == PATH_SHM && atomic_load(&t->ch.hdr->down) == 0;
-    if (first) {
-        uint64_t peer_bells = bells_freeze(&t->ch.peer->bells);
-        atomic_store(&t->ch.hdr->down_tail, atomic_load(&t->ch.rx.hdr->tail));
-        hand_back_prefix(t, fd);
-        uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
-        uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
-        uint64_t took = take_exact(fd, due, NULL);
-        doorbell_ate(t, (size_t)took);
-        shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu, took %llu", fd,
-                  (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
-                  (unsigned long long)peer_bells, (unsigned long long)took);
-        if (took != due)
-            shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
-                      (unsigned long long)took, (unsigned long long)due);
-        /* Both ends may leave at once: the first one wins, the other then
-         * takes the peer's part below (what it had not read is lost then,
-         * as nobody under shunt is left to re-send it; see compatibility.md). */
-        first = atomic_compare_exchange_strong(&t->ch.hdr->down, &expect, DOWN_SET | (unsigned)t->ch.side);
-        if (first) {
-            doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
-            bells_freeze(&t->ch.self->bells);
-        }
-    }
+    /* Both ends may leave at once: the first one is the leaver, the other
+     * then does the other end's part (observe) before its exec. */
+    bool first = w >= 0 && atomic_load(&t->path) == PATH_SHM &&
+                 atomic_compare_exchange_strong(&t->ch.hdr->down, &expect, DOWN_SET | (unsigned)t->ch.side);
+    if (first)
+        leave_first(t, fd);
     if (w >= 0)
         doorbell_unlock(t, w);
     if (tx >= 0)
@@ -230,11 +370,13 @@ void downgrade_leave(struct tcp_sock *t, int fd)
         shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
     }
     crit_unlock(&t->lock);
-    if (!first && atomic_load(&t->path) == PATH_SHM)
-        downgrade_observe(t, fd);
+    if (!first && atomic_load(&t->path) == PATH_SHM) {
+        shunt_log(LOG_DEBUG, "fd %d: leaving after another (down %#x)", fd, atomic_load(&t->ch.hdr->down));
+        observe(t, fd, true);
+    }
 }
 
-/* The peer's step a: under the tx lock, once for all holders of this end. */
+/* The other end's step a: under the tx lock, once for all holders. */
 static void resend(struct tcp_sock *t, int fd)
 {
     int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
@@ -242,34 +384,9 @@ static void resend(struct tcp_sock *t, int fd)
         return;
     struct chan_hdr *h = t->ch.hdr;
     if (!(atomic_load(&h->down) & DOWN_RESENT)) {
-        int err = 0;
-        uint32_t back = atomic_load(&h->back_len);
-        if (back > 0) {
-            char path[128];
-            back_path(t, path, sizeof path);
-            int in = open(path, O_RDONLY | O_CLOEXEC);
-            char *buf = malloc(back);
-            if (in < 0 || !buf || shunt_real.read(in, buf, back) != (ssize_t)back)
-                err = -EIO;
-            else
-                err = send_all(fd, buf, back);
-            free(buf);
-            if (in >= 0)
-                shunt_real.close(in);
-            unlink(path);
-        }
-        uint64_t from = atomic_load(&h->down_tail), head = atomic_load(&t->ch.tx.hdr->head);
-        uint64_t size = ring_size_now(&t->ch.tx);   /* rings grow: the size in use, not the capacity */
-        if (size == 0 || head - from > size) {
-            err = -EIO;   /* a tail the ring never had: the peer scribbled */
-        } else {
-            while (!err && from != head) {
-                uint64_t at = from & (size - 1);
-                uint64_t len = head - from < size - at ? head - from : size - at;
-                err = send_all(fd, (const char *)t->ch.tx.data + at, (size_t)len);
-                from += len;
-            }
-        }
+        int err = resend_prefix(t, fd);
+        if (!err)
+            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), atomic_load(&t->ch.tx.hdr->head));
         if (err) {
             shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
             atomic_store(&t->broken, true);
@@ -279,34 +396,91 @@ static void resend(struct tcp_sock *t, int fd)
     dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
 }
 
-/* The peer's steps b and c; false while they cannot happen yet (its ring
- * still has bytes, or a thread of its end sleeps on the doorbells). */
-static bool finish(struct tcp_sock *t, int fd)
+/* Step c's removal, under the rx and wait locks; sent: the leaver's
+ * frozen count of doorbells. */
+static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
 {
-    if (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0)
+    struct chan_hdr *h = t->ch.hdr;
+    if (atomic_load(&h->down) & DOWN_DUPS)
+        return;   /* another holder of this end did it */
+    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
+    uint64_t due = sent > eaten ? sent - eaten : 0;
+    uint64_t from = atomic_load(&h->down_txtail), tail = atomic_load(&t->ch.rx.hdr->tail);
+    uint64_t dups = tail - from;
+    if (dups > ring_size_now(&t->ch.rx)) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's snapshot %llu is not in the ring (tail %llu)", fd,
+                  (unsigned long long)from, (unsigned long long)tail);
+        atomic_store(&t->broken, true);
+        dups = 0;
+    }
+    uint64_t took = 0, dtook = 0;
+    if (stream_prefix_left(t) > 0 && (due || dups)) {
+        /* only a second leaver gets here: what is queued behind the prefix
+         * cannot be taken out without it */
+        shunt_log(LOG_ERROR, "fd %d: downgrade: %llu doorbells and %llu copies are queued behind the unread TCP prefix",
+                  fd, (unsigned long long)due, (unsigned long long)dups);
+    } else {
+        took = take_exact(fd, due, NULL);
+        doorbell_ate(t, (size_t)took);
+        dtook = took == due ? take_exact(fd, dups, NULL) : 0;
+        if (took != due || dtook != dups)
+            shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells and %llu of %llu copies arrived (the peer is gone?)",
+                      fd, (unsigned long long)took, (unsigned long long)due, (unsigned long long)dtook,
+                      (unsigned long long)dups);
+    }
+    atomic_fetch_or(&h->down, DOWN_DUPS);
+    shunt_log(LOG_DEBUG, "fd %d: the peer left: its doorbells %llu, %llu eaten before, %llu now; copies %llu from %llu",
+              fd, (unsigned long long)sent, (unsigned long long)eaten, (unsigned long long)took,
+              (unsigned long long)dtook, (unsigned long long)from);
+}
+
+/* The other end's step c; false while it cannot happen yet (the program
+ * has a server prefix or bytes of the ring to read, or a thread of this end
+ * sleeps on the doorbells).  leaving: a second leaver, which reads nothing
+ * more and whose sleepers its exec ends. */
+static bool finish(struct tcp_sock *t, int fd, bool leaving)
+{
+    if (!leaving && !downgrade_ring_done(t) && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
+        return false;   /* the doorbells are queued behind the prefix; the ring goes first */
+    int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+    if (rx < 0)
         return false;
     uint64_t sent = bells_freeze(&t->ch.peer->bells);
     int w = doorbell_lock(t);
-    if (w < 0)
-        return false;
     bool done = false;
     /* A sleeper must see the last doorbell before it goes: it wakes on it,
      * leaves its wait (draining then), and the next look finishes. */
-    if (atomic_load(&t->ch.self->waiters) == 0) {
-        uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
-        uint64_t due = sent > eaten ? sent - eaten : 0;
-        uint64_t took = take_exact(fd, due, NULL);
-        doorbell_ate(t, (size_t)took);
-        shunt_log(LOG_DEBUG, "fd %d: the peer left: its doorbells %llu, %llu eaten before, %llu now", fd,
-                  (unsigned long long)sent, (unsigned long long)eaten, (unsigned long long)took);
+    if (w >= 0 && (leaving || atomic_load(&t->ch.self->waiters) == 0)) {
+        take_copies(t, fd, sent);
         done = true;
     }
-    doorbell_unlock(t, w);
+    if (w >= 0)
+        doorbell_unlock(t, w);
+    dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
     return done;
 }
 
-int downgrade_observe(struct tcp_sock *t, int fd)
+/* The other end waits for the leaver's records (a few system calls away,
+ * or at most the leaver's bounded waits); false if they never come. */
+static bool wait_ready(struct tcp_sock *t)
 {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!(atomic_load(&t->ch.hdr->down) & DOWN_READY)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
+            return false;
+        pause_briefly();
+    }
+    return true;
+}
+
+static int observe(struct tcp_sock *t, int fd, bool leaving)
+{
+    bool ready = true;
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
+        !downgrade_leaving_side(t))
+        ready = wait_ready(t);
     crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
         if (downgrade_leaving_side(t)) {
@@ -318,9 +492,13 @@ int downgrade_observe(struct tcp_sock *t, int fd)
             if (tx >= 0)
                 dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
             settle_on_tcp(t, fd);
+        } else if (!ready) {
+            shunt_log(LOG_ERROR, "fd %d: downgrade: the peer started to leave and never finished; connection reset", fd);
+            atomic_store(&t->broken, true);
+            settle_on_tcp(t, fd);
         } else {
             resend(t, fd);
-            if (finish(t, fd)) {
+            if (finish(t, fd, leaving)) {
                 settle_on_tcp(t, fd);
                 shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
             }
@@ -331,11 +509,17 @@ int downgrade_observe(struct tcp_sock *t, int fd)
     return path;
 }
 
-/* Blocked behind another thread's sleep on the doorbells: a short pause. */
-static void pause_briefly(void)
+int downgrade_observe(struct tcp_sock *t, int fd)
 {
-    struct timespec ts = { 0, 100000 };
-    nanosleep(&ts, NULL);
+    return observe(t, fd, false);
+}
+
+int downgrade_until_tcp(struct tcp_sock *t, int fd)
+{
+    int path;
+    while ((path = downgrade_observe(t, fd)) == PATH_SHM)
+        pause_briefly();
+    return path;
 }
 
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
@@ -343,7 +527,9 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     for (;;) {
         if (downgrade_observe(t, f->fd) != PATH_SHM)
             return pt_recv(f, c);
-        if (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0) {
+        if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
+            /* the program reads a server's TCP prefix, then what is left
+             * in the ring, first */
             ssize_t r = stream_recv(t, f, c);
             if (r != STREAM_DOWNGRADED)
                 return r;

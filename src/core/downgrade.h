@@ -21,9 +21,14 @@ void downgrade_leave(struct tcp_sock *t, int fd);
 
 /* The channel's downgrade word is set: bring this object along.  A holder
  * of the leaving end just goes to TCP; the other end first puts back into
- * TCP what the leaver never read, and goes to TCP once its own ring is
- * read and the leaver's doorbells are gone.  Returns the path now. */
+ * TCP what the leaver never read, and goes to TCP once the leaver's
+ * doorbells and the copies of what it read after the leaver's snapshot are
+ * off its socket.  Returns the path now. */
 int downgrade_observe(struct tcp_sock *t, int fd);
+
+/* downgrade_observe until this object is on kernel TCP (the caller has no
+ * server prefix left to read).  Returns the path. */
+int downgrade_until_tcp(struct tcp_sock *t, int fd);
 
 /* The calls that found the channel gone under them (STREAM_DOWNGRADED). */
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
@@ -54,6 +59,12 @@ static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct i
 /* For wait.c's drain: this end is the one that left (it drains nothing
  * more); the doorbells of the peer still queued for this end. */
 bool downgrade_leaving_side(struct tcp_sock *t);
+
+/* The downgrade word is set and this end reads nothing more from its ring:
+ * it is the leaving end, or the copies were taken off its socket already
+ * (by a second leaver: the rest of the ring is in its socket, for the new
+ * program and any other holder alike). */
+bool downgrade_ring_done(struct tcp_sock *t);
 uint64_t downgrade_bells_left(struct tcp_sock *t);
 
 /* readiness of an object whose downgrade is not finished yet */

@@ -151,6 +151,36 @@ static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t d
     return r;
 }
 
+/* The iovecs of b from byte skip on (at most IOV_MAX of them). */
+static int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part)
+{
+    int n = 0;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (skip >= b->iov[i].iov_len) {
+            skip -= b->iov[i].iov_len;
+            continue;
+        }
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = b->iov[i].iov_len - skip;
+        n++;
+        skip = 0;
+    }
+    return n;
+}
+
+/* MSG_WAITALL met the downgrade after some bytes came from the ring: the
+ * call goes on by TCP, where the rest of the stream is, as the kernel's
+ * would (it returns short only for a signal, an error or EOF). */
+static ssize_t recv_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t got, int flags)
+{
+    if (downgrade_until_tcp(t, fd) != PATH_TCP)
+        return (ssize_t)got;
+    struct iovec part[IOV_MAX];
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, got, part) };
+    ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_WAITALL | MSG_DONTWAIT));
+    return r > 0 ? (ssize_t)got + r : (ssize_t)got;
+}
+
 ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     struct iobuf b;
@@ -194,9 +224,13 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
-            (downgrade_leaving_side(t) || ring_readable(&t->ch.rx) == 0)) {
-            /* the connection went back to TCP: the rest of it is there */
+            (downgrade_ring_done(t) || ring_readable(&t->ch.rx) == 0)) {
+            /* the connection went back to TCP: the rest of it is there
+             * (what is left in the ring is read first: the program may
+             * have peeked at it; downgrade.c) */
             dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+            if (got && (flags & MSG_WAITALL) && !(flags & MSG_PEEK))
+                return recv_rest_by_tcp(t, f->fd, &b, got, flags);
             return got ? (ssize_t)got : STREAM_DOWNGRADED;
         }
         ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
@@ -298,19 +332,7 @@ static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *
 {
     downgrade_observe(t, fd);
     struct iovec part[IOV_MAX];
-    int n = 0;
-    size_t skip = sent;
-    for (int i = 0; i < b->iovcnt; i++) {
-        if (skip >= b->iov[i].iov_len) {
-            skip -= b->iov[i].iov_len;
-            continue;
-        }
-        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
-        part[n].iov_len = b->iov[i].iov_len - skip;
-        n++;
-        skip = 0;
-    }
-    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, sent, part) };
     ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);
     return r > 0 ? (ssize_t)sent + r : (ssize_t)sent;
 }

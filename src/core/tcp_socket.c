@@ -337,8 +337,11 @@ static int tcp_shutdown(struct fdref *f, int how)
 {
     struct tcp_sock *t = tcp_of(f->sock);
     /* A FIN on the TCP path would end the doorbells a later claim needs. */
-    if (negotiate_settle(t, f->fd) == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down))
+    int path = negotiate_settle(t, f->fd);
+    if (path == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down))
         return stream_shutdown(t, f->fd, how);
+    if (path == PATH_SHM && t->ch.hdr)
+        downgrade_observe(t, f->fd);   /* the other end left: our unread bytes go before a FIN */
     return pt_shutdown(f, how);
 }
 

@@ -629,9 +629,15 @@ static void drain_locked(struct tcp_sock *t, int fd)
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
     /* After a downgrade the program's bytes follow the doorbells: only the
-     * doorbells the peer froze may go (the leaving side drains none). */
+     * doorbells the peer counted may go (the leaving side drains none).
+     * Before it, everything queued is a doorbell; the flag says so to a
+     * peer that starts to leave meanwhile, which re-sends its own bytes
+     * into this socket only once the flag is clear (seq_cst store, then
+     * load: either we see its downgrade word or it sees our flag). */
     uint64_t limit = SIZE_MAX;
+    atomic_store(&t->ch.self->draining, 1);
     if (atomic_load(&t->ch.hdr->down)) {
+        atomic_store_explicit(&t->ch.self->draining, 0, memory_order_release);
         if (downgrade_leaving_side(t))
             return;
         limit = downgrade_bells_left(t);
@@ -654,6 +660,8 @@ static void drain_locked(struct tcp_sock *t, int fd)
         }
         break;
     }
+    /* release: our recv calls are done before a leaver sees the flag clear */
+    atomic_store_explicit(&t->ch.self->draining, 0, memory_order_release);
 }
 
 /* Announcing a sleep and draining doorbells exclude each other among all

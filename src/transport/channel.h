@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 5u
+#define CHANNEL_VERSION 6u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -39,13 +39,21 @@
 #define BELLS_COUNT_MASK (BELLS_BUSY - 1)
 #define BELLS_BUSY_MASK (BELLS_FROZEN - BELLS_BUSY)
 
-/* The downgrade word (chan_hdr.down): 0 while the channel carries the
- * bytes; DOWN_SET | the side that leaves once that side has frozen its
- * state and removed the doorbells queued for it; DOWN_RESENT once the
- * other side has put the bytes the leaver never read back into TCP. */
-#define DOWN_SET      4u
+/* The downgrade word (chan_hdr.down), protocol in downgrade.c: 0 while the
+ * channel carries the bytes.  DOWN_SET | the side that leaves, set first
+ * (one compare-exchange from 0, so of two ends leaving at once exactly one
+ * is the leaver): from then on neither end puts bytes into its outgoing
+ * ring, and only the other end reads what is left in its incoming one.
+ * DOWN_READY once the leaver has recorded its tails and removed the
+ * doorbells queued for it: the other end may act.  DOWN_RESENT once the
+ * other end has put back into TCP the bytes the leaver never read;
+ * DOWN_DUPS once it has removed from its socket the leaver's doorbells and
+ * the re-sent bytes it had read from the ring. */
 #define DOWN_SIDE     1u
+#define DOWN_SET      4u
 #define DOWN_RESENT   8u
+#define DOWN_READY    16u
+#define DOWN_DUPS     32u
 
 /* Endpoint state bits (chan_side.state). */
 #define SIDE_SHUT_WR  1u    /* wrote FIN into its outgoing ring */
@@ -108,6 +116,10 @@ struct chan_side {
      * their TCP socket (under wait_lock). */
     alignas(64) _Atomic uint64_t bells;
     _Atomic uint64_t bells_eaten;
+    /* A holder of this end is taking doorbells off its socket without a
+     * bound (no downgrade seen yet): a leaver re-sends its own bytes into
+     * that socket only once this is clear (downgrade.c, wait.c). */
+    atomic_uint draining;
     /* Single copy out of this end (core/zcopy.c): sends and bytes that went
      * by it, and zc_off, set by the receiving end when the kernel refused
      * (enum zc_off_reason): from then on this direction uses the ring. */
@@ -136,7 +148,8 @@ struct chan_hdr {
      * once, so it shares the read-mostly line of neg. */
     _Atomic uint32_t down;              /* DOWN_* */
     _Atomic uint32_t back_len;          /* server's unread TCP prefix handed back, in "<name>-back" */
-    _Atomic uint64_t down_tail;         /* the leaver's rx tail when it left: resend from here */
+    _Atomic uint64_t down_tail;         /* the leaver's rx tail when it left: the other end resends from here */
+    _Atomic uint64_t down_txtail;       /* the other end's rx tail when the leaver left: the leaver resent from here */
     struct chan_side side[2];
     struct ring_hdr ring[2];
 };

@@ -31,21 +31,34 @@ def first_segment(pid):
     return "/dev/shm/" + sorted(names)[0][1] if names else None
 
 
-@pytest.mark.parametrize("how", ["head-beyond-size", "random-header"])
+@pytest.mark.parametrize("how", ["head-beyond-size", "random-header", "downgrade-records"])
 def test_corrupted_segment_fails_one_connection(victim, shunt_build, how):
+    """downgrade-records: a peer that claims to have left for a program without shunt,
+    with tails the rings never had and a handed-back prefix of 4 GiB: the victim follows
+    it to TCP without sizing anything by those values (it may still carry the next bytes)."""
     env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
-    p = subprocess.Popen([victim], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    args = [victim] + (["lenient"] if how == "downgrade-records" else [])
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = p.stdout.readline()
         if line.startswith("not accelerated"):
             pytest.fail("the victim's connections were not accelerated")
-        m = re.match(r"ready (\d+) (\d+) (\d+) (\d+)", line)
+        m = re.match(r"ready (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", line)
         assert m, line
-        pid, head, tail, fin = map(int, m.groups())
+        pid, head, tail, fin, down, down_tail, down_txtail, back_len = map(int, m.groups())
         seg = first_segment(pid)
         assert seg, "no channel segment mapped by the victim"
         with open(seg, "r+b") as f:
-            if how == "head-beyond-size":
+            if how == "downgrade-records":
+                rnd = random.Random(99)
+                for off in (down_tail, down_txtail):
+                    f.seek(off)
+                    f.write(struct.pack("<Q", rnd.getrandbits(64)))
+                f.seek(back_len)
+                f.write(struct.pack("<I", 0xFFFFFFF0))
+                f.seek(down)
+                f.write(struct.pack("<I", 4 | 16))   # DOWN_SET (the client's side) | DOWN_READY
+            elif how == "head-beyond-size":
                 f.seek(tail)
                 (t,) = struct.unpack("<Q", f.read(8))
                 f.seek(head)
