@@ -235,6 +235,8 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
         char b;
         struct io_call c = { .kind = IO_RECV, .buf = &b, .len = 1, .flags = MSG_PEEK };
         ssize_t r = stream_recv(t, in, &c);
+        if (in->blocked)
+            tcp_call_done(t, in);   /* the wait was counted: a close meanwhile finishes now */
         if (r <= 0)
             return r;
     }

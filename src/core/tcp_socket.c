@@ -484,6 +484,7 @@ static bool deferred_add(struct tcp_sock *t)
     crit_lock(&deferred_lock);
     for (int i = 0; i < DEFERRED_MAX && !ok; i++) {
         if (!deferred[i]) {
+            sock_get(&t->base);   /* the list's own reference: dropped when the close is finished */
             deferred[i] = t;
             atomic_fetch_add(&deferred_count, 1);
             ok = true;
@@ -579,6 +580,7 @@ static void finish_deferred(struct tcp_sock *t)
     if (deferred_remove(t)) {
         atomic_store(&t->own_fd, -1);
         shunt_real.close(own);
+        sock_put(&t->base);   /* the list's reference; t may be gone after this */
     }
 }
 
@@ -801,6 +803,7 @@ void tcp_sockets_after_fork_child(void)
             int own = atomic_exchange(&t->own_fd, -1);
             if (own >= 0)
                 shunt_real.close(own);
+            sock_put(&t->base);   /* the list's reference */
         }
     }
     atomic_store(&deferred_count, 0);
