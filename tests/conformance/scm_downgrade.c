@@ -5,6 +5,7 @@
  * kernel TCP afterwards. Sent the same way to a process that runs shunt, a socket stays
  * accelerated (the receiver is known by SO_PEERCRED). */
 #include "check.h"
+#include "scm.h"
 #include "handoff.h"
 #include "net.h"
 
@@ -23,44 +24,6 @@ static socklen_t unix_addr(struct sockaddr_un *un)
 	un->sun_family = AF_UNIX;
 	snprintf(un->sun_path, sizeof(un->sun_path), "handoff.sock");
 	return sizeof(*un);
-}
-
-static void send_fd(int unix_sock, int fd)
-{
-	char byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-
-	memset(u.buf, 0, sizeof(u.buf));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	CHECK(sendmsg(unix_sock, &mh, 0), ==, 1);
-}
-
-static int recv_fd(int unix_sock)
-{
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	int fd;
-
-	CHECK(recvmsg(unix_sock, &mh, 0), ==, 1);
-	CHECK(CMSG_FIRSTHDR(&mh) != NULL, ==, 1);
-	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
-	return fd;
 }
 
 static int receiver(bool with_shunt)

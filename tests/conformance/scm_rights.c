@@ -4,52 +4,15 @@
  * the sender have closed it the peer sees an orderly EOF, also when the child closes right
  * after its last write. */
 #include "check.h"
+#include "scm.h"
 #include "net.h"
 
 #include <sys/un.h>
 
-static void send_fd(int unix_sock, int fd)
+static int recv_fd_cloexec(int unix_sock)
 {
-	char byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fd = recv_fd_flags(unix_sock, MSG_CMSG_CLOEXEC);
 
-	memset(u.buf, 0, sizeof(u.buf));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	CHECK(sendmsg(unix_sock, &mh, 0), ==, 1);
-}
-
-static int recv_fd(int unix_sock)
-{
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
-	int fd;
-
-	CHECK(recvmsg(unix_sock, &mh, MSG_CMSG_CLOEXEC), ==, 1);
-	CHECK(byte, ==, 'F');
-	CHECK(mh.msg_flags & MSG_CTRUNC, ==, 0);
-	cm = CMSG_FIRSTHDR(&mh);
-	CHECK(cm != NULL, ==, 1);
-	CHECK(cm->cmsg_level, ==, SOL_SOCKET);
-	CHECK(cm->cmsg_type, ==, SCM_RIGHTS);
-	CHECK(cm->cmsg_len, ==, CMSG_LEN(sizeof(int)));
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 	CHECK(CHECK_OK(fcntl(fd, F_GETFD)) & FD_CLOEXEC, ==, FD_CLOEXEC);
 	return fd;
 }
@@ -57,7 +20,7 @@ static int recv_fd(int unix_sock)
 static int child(int unix_sock, int quick_close)
 {
 	char buf[8];
-	int fd = recv_fd(unix_sock);
+	int fd = recv_fd_cloexec(unix_sock);
 	int type = 0;
 	socklen_t len = sizeof(type);
 

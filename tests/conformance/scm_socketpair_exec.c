@@ -9,6 +9,7 @@
  * still runs shunt (the socket stays accelerated), then the receiver exec's a program without
  * shunt before reading it: the queued socket moves back at that exec. */
 #include "check.h"
+#include "scm.h"
 #include "handoff.h"
 #include "net.h"
 
@@ -19,45 +20,6 @@
 #define BULK 200000
 
 static char buf[PRE + BULK];
-
-static void send_fd(int unix_sock, int fd)
-{
-	char byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-
-	memset(u.buf, 0, sizeof(u.buf));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	CHECK(sendmsg(unix_sock, &mh, 0), ==, 1);
-}
-
-static int recv_fd(int unix_sock)
-{
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	int fd;
-
-	CHECK(recvmsg(unix_sock, &mh, 0), ==, 1);
-	CHECK(byte, ==, 'F');
-	CHECK(CMSG_FIRSTHDR(&mh) != NULL, ==, 1);
-	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
-	return fd;
-}
 
 enum expect { NO_SHUNT, STAYS, MOVED_BACK, NO_SHUNT_QUEUED };
 
