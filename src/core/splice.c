@@ -237,6 +237,8 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
         ssize_t r = stream_recv(t, in, &c);
         if (in->blocked)
             tcp_call_done(t, in);   /* the wait was counted: a close meanwhile finishes now */
+        if (r == STREAM_DOWNGRADED)
+            return bounce_from_socket(t, in, out_fd, len);   /* moved back to TCP while it waited */
         if (r <= 0)
             return r;
     }
