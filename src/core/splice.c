@@ -230,15 +230,13 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
                 wake_peer(t, in->fd, WANT_SPACE);
             return w >= 0 ? w : -err;
         }
-        /* Empty (or broken): the stream's own recv waits, and says EOF,
-         * EAGAIN or the error exactly as a recv would. */
+        /* Empty (or broken): a recv's own wait (counted for a close
+         * meanwhile, and going on by TCP if the connection moves back),
+         * which says EOF, EAGAIN or the error exactly as a recv would; the
+         * loop then looks again (a move back goes to bounce_from_socket). */
         char b;
         struct io_call c = { .kind = IO_RECV, .buf = &b, .len = 1, .flags = MSG_PEEK };
-        ssize_t r = stream_recv(t, in, &c);
-        if (in->blocked)
-            tcp_call_done(t, in);   /* the wait was counted: a close meanwhile finishes now */
-        if (r == STREAM_DOWNGRADED)
-            return bounce_from_socket(t, in, out_fd, len);   /* moved back to TCP while it waited */
+        ssize_t r = channel_recv(t, in, &c);
         if (r <= 0)
             return r;
     }

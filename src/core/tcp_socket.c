@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 
+#include "core/deferred_close.h"
 #include "core/downgrade.h"
 #include "core/epoll.h"
 #include "core/fdtable.h"
@@ -430,7 +431,7 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
 
 /* Let go of the channel, and when no process holds this end any more,
  * close it as TCP would. */
-static void release_channel(struct fdref *f)
+void tcp_release_channel(struct fdref *f)
 {
     struct tcp_sock *t = tcp_of(f->sock);
     /* the other end left for a program without shunt: our unread bytes go
@@ -464,151 +465,13 @@ static void release_channel(struct fdref *f)
     crit_unlock(&t->lock);
 }
 
-/*
- * Sockets closed by the program while calls of its threads waited on them
- * (wait_defer_close): the kernel keeps a socket open until the last call
- * using it returns, so the connection stays whole (no FIN, bytes still
- * flow) until then, on a private copy of the socket (t->own_fd, close-on-
- * exec, near the top of the fd limit).  The last of those calls finishes
- * the close (tcp_call_done); exit finishes them all; a forked child closes
- * its inherited copies, which the program never held.
- */
-#define DEFERRED_MAX 64
-static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tcp_sock *deferred[DEFERRED_MAX];
-static atomic_int deferred_count;
-
-static bool deferred_add(struct tcp_sock *t)
-{
-    bool ok = false;
-    crit_lock(&deferred_lock);
-    for (int i = 0; i < DEFERRED_MAX && !ok; i++) {
-        if (!deferred[i]) {
-            sock_get(&t->base);   /* the list's own reference: dropped when the close is finished */
-            deferred[i] = t;
-            atomic_fetch_add(&deferred_count, 1);
-            ok = true;
-        }
-    }
-    crit_unlock(&deferred_lock);
-    return ok;
-}
-
-static bool deferred_remove(struct tcp_sock *t)
-{
-    bool found = false;
-    crit_lock(&deferred_lock);
-    for (int i = 0; i < DEFERRED_MAX; i++) {
-        if (deferred[i] == t) {
-            deferred[i] = NULL;
-            atomic_fetch_sub(&deferred_count, 1);
-            found = true;
-        }
-    }
-    crit_unlock(&deferred_lock);
-    return found;
-}
-
-bool tcp_private_fd(int fd)
-{
-    if (fd < 0)
-        return false;
-    if (fd == wait_local_fd())
-        return true;
-    if (atomic_load_explicit(&deferred_count, memory_order_relaxed) == 0)
-        return false;
-    bool found = false;
-    crit_lock(&deferred_lock);
-    for (int i = 0; i < DEFERRED_MAX && !found; i++)
-        found = deferred[i] && atomic_load(&deferred[i]->own_fd) == fd;
-    crit_unlock(&deferred_lock);
-    return found;
-}
-
-int tcp_private_fds(int *out, int max)
-{
-    int n = 0;
-    int lw = wait_local_fd();
-    if (lw >= 0 && n < max)
-        out[n++] = lw;
-    if (atomic_load_explicit(&deferred_count, memory_order_relaxed) != 0) {
-        crit_lock(&deferred_lock);
-        for (int i = 0; i < DEFERRED_MAX && n < max; i++) {
-            int own = deferred[i] ? atomic_load(&deferred[i]->own_fd) : -1;
-            if (own >= 0)
-                out[n++] = own;
-        }
-        crit_unlock(&deferred_lock);
-    }
-    for (int i = 1; i < n; i++)   /* sorted, for close_range */
-        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-            int x = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = x;
-        }
-    return n;
-}
-
-bool tcp_relocate_private(int fd)
-{
-    if (wait_relocate_local(fd))
-        return true;
-    bool moved = false;
-    crit_lock(&deferred_lock);
-    for (int i = 0; i < DEFERRED_MAX && !moved; i++) {
-        if (deferred[i] && atomic_load(&deferred[i]->own_fd) == fd) {
-            int hi = wait_private_dup(fd);
-            if (hi >= 0) {
-                atomic_store(&deferred[i]->own_fd, hi);
-                moved = true;
-            }
-        }
-    }
-    crit_unlock(&deferred_lock);
-    return moved;
-}
-
-/* Closes the channel on shunt's private copy, then the copy. */
-static void finish_deferred(struct tcp_sock *t)
-{
-    int own = atomic_load(&t->own_fd);
-    if (own < 0)
-        return;
-    struct fdref g = { .fd = own, .sock = &t->base, .ops = t->base.ops };
-    release_channel(&g);
-    shunt_log_sock(LOG_DEBUG, t, own, "the last call that waited returned: closed");
-    if (deferred_remove(t)) {
-        atomic_store(&t->own_fd, -1);
-        shunt_real.close(own);
-        sock_put(&t->base);   /* the list's reference; t may be gone after this */
-    }
-}
-
-void tcp_call_done(struct tcp_sock *t, struct fdref *f)
-{
-    f->blocked = false;
-    if (wait_call_done(t))
-        finish_deferred(t);
-}
-
 /* The last fd of this process closes.  Calls of other threads that wait on
  * the socket keep it open until the last of them returns, as the kernel's
- * file outlives the fd; otherwise the channel closes now. */
+ * file outlives the fd (deferred_close.c); otherwise the channel closes now. */
 static void tcp_release_fd(struct fdref *f)
 {
-    struct tcp_sock *t = tcp_of(f->sock);
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && wait_defer_close(t, f->fd)) {
-        if (deferred_add(t)) {
-            shunt_log_sock(LOG_DEBUG, t, f->fd, "closed while calls wait on it: the connection stays open "
-                           "until they return");
-            return;
-        }
-        /* no room to remember it: close now, as before */
-        int own = atomic_exchange(&t->own_fd, -1);
-        wait_undefer_close(t);
-        shunt_real.close(own);
-    }
-    release_channel(f);
+    if (!deferred_close_hold(tcp_of(f->sock), f->fd))
+        tcp_release_channel(f);
 }
 
 static void tcp_destroy(struct shunt_sock *s)
@@ -714,18 +577,7 @@ static void release_at_exit(int fd, void *ctx)
 void tcp_sockets_at_exit(void)
 {
     fdt_for_each_object(0, ~0U, release_at_exit, NULL);
-    /* exit ends the calls that still wait: their sockets close now */
-    for (int i = 0; i < DEFERRED_MAX; i++) {
-        crit_lock(&deferred_lock);
-        struct tcp_sock *t = deferred[i];
-        if (t)
-            sock_get(&t->base);
-        crit_unlock(&deferred_lock);
-        if (t) {
-            finish_deferred(t);
-            sock_put(&t->base);
-        }
-    }
+    deferred_close_at_exit();   /* exit ends the calls that still wait: their sockets close now */
 }
 
 void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
@@ -796,17 +648,7 @@ void tcp_sockets_after_fork_child(void)
 {
     wait_after_fork_child();
     fdt_for_each_object(0, ~0U, forget_threads, NULL);
-    for (int i = 0; i < DEFERRED_MAX; i++) {
-        struct tcp_sock *t = deferred[i];
-        if (t) {
-            deferred[i] = NULL;
-            int own = atomic_exchange(&t->own_fd, -1);
-            if (own >= 0)
-                shunt_real.close(own);
-            sock_put(&t->base);   /* the list's reference */
-        }
-    }
-    atomic_store(&deferred_count, 0);
+    deferred_close_after_fork_child();
 }
 
 /* The new program holds what survives exec: counted in by the parent. */

@@ -136,8 +136,12 @@ static inline int tcp_call_fd(struct tcp_sock *t, int fd)
 }
 
 /* A call that waited ends (f->blocked): the last such call after a close
- * of the socket's last fd finishes that close (tcp_socket.c). */
+ * of the socket's last fd finishes that close (deferred_close.c). */
 void tcp_call_done(struct tcp_sock *t, struct fdref *f);
+
+/* Lets go of the channel of f's socket; the last holder of the end closes
+ * it as TCP would. */
+void tcp_release_channel(struct fdref *f);
 
 /* Whether fd is one shunt keeps for itself (the local wake, private copies
  * of closed sockets): the program's close of it fails with EBADF, as it

@@ -133,19 +133,36 @@ static int read_answer(int fd, uint32_t seq, const struct reg_addr *src, const s
     return -ETIMEDOUT;
 }
 
-int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq)
+/* A NETLINK_SOCK_DIAG socket with a receive timeout, REQ (LEN bytes, a
+ * netlink header first) sent on it: its fd, or -errno. */
+static int diag_request(const void *req, size_t len)
 {
     int fd = shunt_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
         return -errno;
     struct timeval tv = { .tv_sec = SOCKDIAG_TIMEOUT_MS / 1000,
                           .tv_usec = (SOCKDIAG_TIMEOUT_MS % 1000) * 1000 };
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    ssize_t n = 0;
+    int e = 0;
     if (shunt_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
-        int e = errno;
+        e = errno;
+    } else {
+        do
+            n = shunt_real.sendto(fd, req, len, 0, (struct sockaddr *)&kernel, sizeof kernel);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 || (size_t)n != len)
+            e = n < 0 ? errno : EIO;
+    }
+    if (e) {
         shunt_real.close(fd);
         return -e;
     }
+    return fd;
+}
 
+int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq)
+{
     struct {
         struct nlmsghdr h;
         struct inet_diag_req_v2 r;
@@ -157,18 +174,7 @@ int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq
     req.h.nlmsg_seq = seq;
     req.r = *r;
     req.r.sdiag_protocol = IPPROTO_TCP;
-
-    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-    ssize_t n;
-    do
-        n = shunt_real.sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 || (size_t)n != sizeof req) {
-        int e = n < 0 ? errno : EIO;
-        shunt_real.close(fd);
-        return -e;
-    }
-    return fd;
+    return diag_request(&req, sizeof req);
 }
 
 static int query(int family, const struct reg_addr *src, const struct reg_addr *dst,
@@ -222,13 +228,6 @@ int sockdiag_unix_peer(uint64_t ino, uint64_t *peer)
     if (!peer || ino == 0 || ino > UINT32_MAX)
         return -EINVAL;   /* the request carries 32 bits of inode */
     int saved = errno;
-    int fd = shunt_real.socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0) {
-        int e = errno;
-        errno = saved;
-        return -e;
-    }
-    struct timeval tv = { .tv_sec = SOCKDIAG_TIMEOUT_MS / 1000, .tv_usec = (SOCKDIAG_TIMEOUT_MS % 1000) * 1000 };
     struct {
         struct nlmsghdr h;
         struct unix_diag_req r;
@@ -244,20 +243,13 @@ int sockdiag_unix_peer(uint64_t ino, uint64_t *peer)
     req.r.udiag_show = UDIAG_SHOW_PEER;
     req.r.udiag_cookie[0] = INET_DIAG_NOCOOKIE;
     req.r.udiag_cookie[1] = INET_DIAG_NOCOOKIE;
-    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int fd = diag_request(&req, sizeof req);
+    if (fd < 0) {
+        errno = saved;
+        return fd;
+    }
     int res = -ETIMEDOUT;
     ssize_t n;
-    if (shunt_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
-        res = -errno;
-        goto out;
-    }
-    do
-        n = shunt_real.sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof req) {
-        res = n < 0 ? -errno : -EIO;
-        goto out;
-    }
     union {
         struct nlmsghdr h;
         char b[4096];
