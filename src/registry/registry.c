@@ -513,6 +513,16 @@ static int reg_create(const char *dir, const char *path, uid_t uid, uint64_t net
     return r;
 }
 
+/* The layout's version is part of the name: processes of two versions of
+ * shunt (an upgrade while programs run, two builds side by side) use two
+ * files and never meet, instead of the newer refusing the older's file and
+ * every connection of that namespace falling back. */
+static int reg_name(char *out, size_t len, const char *dir, uid_t uid, uint64_t netns)
+{
+    return snprintf(out, len, "%s/shunt-%u-%llu-r%u.reg", dir, (unsigned)uid,
+                    (unsigned long long)netns, REG_VERSION);
+}
+
 /* Opens and checks an existing registry.  -ENOENT if there is none. */
 static int reg_map_existing(const char *path, uid_t uid, uint64_t netns, struct reg_file **out)
 {
@@ -576,8 +586,7 @@ int reg_open_at(const char *dir)
         return -ENOENT;
     }
     char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/shunt-%u-%llu.reg", dir ? dir : "/dev/shm",
-                     (unsigned)uid, (unsigned long long)netns);
+    int n = reg_name(path, sizeof path, dir ? dir : "/dev/shm", uid, netns);
     if (n < 0 || (size_t)n >= sizeof path) {
         errno = saved;
         return -ENAMETOOLONG;
@@ -637,8 +646,7 @@ int reg_file_path(char *out, size_t len)
     uint64_t netns = reg_netns();
     if (netns == 0)
         return -ENOENT;
-    int n = snprintf(out, len, "%s/shunt-%u-%llu.reg", reg_directory(), (unsigned)geteuid(),
-                     (unsigned long long)netns);
+    int n = reg_name(out, len, reg_directory(), geteuid(), netns);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 

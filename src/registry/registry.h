@@ -2,7 +2,7 @@
  * registry.h: the host-local rendezvous of shunt processes.
  *
  * One shared-memory file per user and network namespace
- * (/dev/shm/shunt-<uid>-<netns inode>.reg, mode 0600), created by whichever
+ * (/dev/shm/shunt-<uid>-<netns inode>-r<layout version>.reg, mode 0600), created by whichever
  * process needs it first: no daemon.  Fixed-size tables, so it never grows;
  * entries of processes that died are reclaimed when space runs short and by
  * a sweep at open.  Changes go under a process-shared robust mutex, so a

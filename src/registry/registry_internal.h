@@ -3,7 +3,7 @@
  * unit test and (read-only) tools.  Not part of the negotiation contract:
  * that is registry.h.
  *
- * The file (/dev/shm/shunt-<euid>-<netns inode>.reg, mode 0600):
+ * The file (/dev/shm/shunt-<euid>-<netns inode>-r<REG_VERSION>.reg, mode 0600):
  *
  *   struct reg_header                 magic, version, sizes, the robust mutex
  *   struct reg_listener[REG_LISTENERS]

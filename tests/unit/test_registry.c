@@ -42,7 +42,8 @@ static char dir[128];
 
 static void reg_path(const char *d, char *out, size_t len)
 {
-    snprintf(out, len, "%s/shunt-%u-%llu.reg", d, (unsigned)geteuid(), (unsigned long long)reg_netns());
+    snprintf(out, len, "%s/shunt-%u-%llu-r%u.reg", d, (unsigned)geteuid(), (unsigned long long)reg_netns(),
+             REG_VERSION);
 }
 
 static void rm_dir(const char *d)
