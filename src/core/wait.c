@@ -27,6 +27,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/downgrade.h"
+#include "core/epoll.h"
 #include "core/wait.h"
 #include "interpose/real.h"
 
@@ -326,6 +327,12 @@ bool wait_relocate_local(int fd)
     }
     crit_unlock(&wait_lock);
     return moved;
+}
+
+void wait_wake_shutdown(struct tcp_sock *t, int fd)
+{
+    wait_wake_local(t);
+    epoll_socket_changed(t, fd);
 }
 
 void wait_after_fork_child(void)

@@ -26,6 +26,11 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
  * (through the local wake, an eventfd) or on the futex. */
 void wait_wake_local(struct tcp_sock *t);
 
+/* shutdown of t (on the program's fd): wakes whatever waits on it, as the
+ * kernel's shutdown does: our threads (wait_wake_local) and our epoll sets
+ * (epoll_socket_changed). */
+void wait_wake_shutdown(struct tcp_sock *t, int fd);
+
 /* The program closes the last fd of t while calls of its threads wait on
  * it: keeps a private copy of the socket (t->own_fd) for them and returns
  * true, and the close of the channel waits for the last of them.  False:
