@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/call_marks.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -123,6 +124,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         wait_cpu_relax();
         if ((i & 63) == 0) {
             if (wait_now_ns() > deadline || shunt_sig_ran != handlers_ran ||
+                atomic_load_explicit(&t->close_waiting, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
@@ -358,6 +360,33 @@ void wait_forget_threads(struct tcp_sock *t)
     t->local_sleepers = 0;
     t->blocked_calls = 0;
     t->close_deferred = false;
+}
+
+void wait_calls_settle(struct tcp_sock *t)
+{
+    atomic_store(&t->close_waiting, true);
+    uint64_t give_up = wait_now_ns() + 2000000000ull;
+    for (unsigned i = 0;; i++) {
+        crit_lock(&wait_lock);
+        bool settled = call_marks_on(&t->base) <= t->blocked_calls;
+        crit_unlock(&wait_lock);
+        /* after a downgrade a call may wait in the kernel's TCP: the close
+         * is downgrade.c's then */
+        if (settled || atomic_load(&t->path) != PATH_SHM || atomic_load(&t->ch.hdr->down))
+            break;
+        if (wait_now_ns() > give_up) {
+            shunt_log_sock(LOG_WARN, t, -1, "closed while a call of another thread is under way, "
+                           "which neither returned nor slept for 2 s: the peer sees the end now");
+            break;
+        }
+        if (i < 64) {
+            sched_yield();
+        } else {
+            struct timespec pause = { 0, 100000 };
+            nanosleep(&pause, NULL);
+        }
+    }
+    atomic_store(&t->close_waiting, false);
 }
 
 bool wait_defer_close(struct tcp_sock *t, int fd)

@@ -36,6 +36,12 @@ void wait_wake_shutdown(struct tcp_sock *t, int fd);
  * true, and the close of the channel waits for the last of them.  False:
  * nobody waits (or no fd was left for the copy): close now. */
 bool wait_defer_close(struct tcp_sock *t, int fd);
+
+/* Before wait_defer_close: waits until every call of another thread of
+ * ours that is under way on t (call_marks.h) is either asleep (counted in
+ * t->blocked_calls, so the close waits for it) or has returned.  Calls
+ * that are awake are short (a spin, which this ends, or a copy). */
+void wait_calls_settle(struct tcp_sock *t);
 void wait_undefer_close(struct tcp_sock *t);   /* it could not be remembered after all */
 
 /* A call that waited (f->blocked) returns; true if it was the last one
