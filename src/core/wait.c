@@ -30,6 +30,7 @@
 #include "core/downgrade.h"
 #include "core/epoll.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "interpose/real.h"
 
 static long online_cpus = 1;
@@ -335,6 +336,7 @@ void wait_wake_shutdown(struct tcp_sock *t, int fd)
 {
     wait_wake_local(t);
     epoll_socket_changed(t, fd);
+    xwake_send(t);
 }
 
 void wait_after_fork_child(void)
@@ -425,35 +427,45 @@ bool wait_call_done(struct tcp_sock *t)
     return finish;
 }
 
-/* Announces a sleep (as doorbell_enter) and registers for the local wake,
- * in one section of wait_lock. */
-int doorbell_enter_local(struct tcp_sock *t, int what, int *efd)
+/* Announces a sleep (as doorbell_enter) and registers for the local wake
+ * and the end's wake across processes, in one section of the wait locks. */
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd)
 {
+    int x = xwake_open(t);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
     doorbell_arm(t, what);
-    if (lk < 0)
+    if (lk < 0) {
+        xwake_close(x);
+        *xfd = -1;
         return LW_NONE;   /* the lock is not held: the local state is left alone */
+    }
     int lw = lw_register(t, efd);
+    *xfd = xwake_register(t, lk, x);
     dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
     return lw;
 }
 
-void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw)
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 {
     doorbell_disarm(t, what);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    if (lk >= 0)
+    if (lk >= 0) {
         lw_unregister(t, lw);
+        xwake_unregister(t, lk, xfd);
+    }
     if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
         drain_locked(t, fd);
     if (lk >= 0)
         dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    xwake_close(xfd);
 }
 
-/* The kernel wait itself: the companion (a doorbell, the peer's death) and
- * the local wake, with the socket's timeout for this direction. */
-static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd)
+
+/* The kernel wait itself: the companion (a doorbell, the peer's death),
+ * the local wake and the end's wake from other processes, with the
+ * socket's timeout for this direction. */
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
@@ -469,16 +481,17 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     struct timespec tmo, cap = { 0, 1000000 };
     bool timed = socket_timeout(t, fd, for_write, &tmo);
     bool capped = false;
-    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
-        tmo = cap;   /* the local wake is being emptied: look again soon */
+    if ((lw == LW_BUSY || xfd == XWAKE_BUSY) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+        tmo = cap;   /* a wake is being emptied: look again soon */
         capped = true;
     }
-    struct pollfd p[2] = {
+    struct pollfd p[3] = {
         { .fd = fd, .events = POLLIN | POLLRDHUP },
         { .fd = lw == LW_ON ? efd : -1, .events = POLLIN },
+        { .fd = xfd, .events = POLLIN },
     };
     unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
-    int n = shunt_real.ppoll(p, 2, timed || capped ? &tmo : NULL, NULL);
+    int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
     if (n < 0) {
         if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
             return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed);
@@ -506,14 +519,14 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
 {
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
-    int efd = -1;
-    int lw = doorbell_enter_local(t, what, &efd);
+    int efd = -1, xfd = -1;
+    int lw = doorbell_enter_local(t, what, &efd, &xfd);
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t))
-        result = kernel_wait(t, fd, for_write, lw, efd);
-    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd);
+    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
     return result;
 }
 

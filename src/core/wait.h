@@ -27,8 +27,9 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
 void wait_wake_local(struct tcp_sock *t);
 
 /* shutdown of t (on the program's fd): wakes whatever waits on it, as the
- * kernel's shutdown does: our threads (wait_wake_local) and our epoll sets
- * (epoll_socket_changed). */
+ * kernel's shutdown does: our threads (wait_wake_local), our epoll sets
+ * (epoll_socket_changed), and the sleepers of other processes holding the
+ * same end (xwake_send). */
 void wait_wake_shutdown(struct tcp_sock *t, int fd);
 
 /* The program closes the last fd of t while calls of its threads wait on
@@ -78,10 +79,12 @@ void doorbell_leave(struct tcp_sock *t, int fd, int what);
 /* The same, also registering for the local wake (wait_wake_local): LW_ON,
  * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
  * emptied: sleep at most a millisecond and look again; LW_NONE, there is
- * none.  leave takes the registration back (the value enter returned). */
+ * none.  And for the wake from other processes holding the end (xwake.c):
+ * *xfd to watch too, XWAKE_BUSY (sleep at most a millisecond) or -1.
+ * leave takes both registrations back (the values enter gave). */
 enum { LW_NONE, LW_ON, LW_BUSY };
-int doorbell_enter_local(struct tcp_sock *t, int what, int *efd);
-void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw);
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd);
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd);
 
 /* As doorbell_leave, for an fd that may be closed already: nothing drained. */
 void doorbell_forget(struct tcp_sock *t, int what);
