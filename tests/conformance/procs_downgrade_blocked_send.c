@@ -26,7 +26,7 @@ static int plain_child(int fd)
 int main(int argc, char **argv)
 {
 	char fdarg[16];
-	long long filled = 0, got = 0;
+	long long filled, got = 0;
 	pid_t sender, leaver;
 	ssize_t n;
 	int c, s;
@@ -35,11 +35,7 @@ int main(int argc, char **argv)
 		return plain_child(atoi(argv[2]));
 	alarm(60);
 	tcp_pair_checked(AF_INET, &c, &s);
-	set_nonblocking(c, 1);
-	while ((n = send(c, buf, sizeof buf, MSG_NOSIGNAL)) > 0)
-		filled += n;
-	CHECK(errno, ==, EAGAIN);
-	set_nonblocking(c, 0);
+	filled = xfill(c);
 	sender = CHECK_OK(fork());
 	if (sender == 0) {
 		CHECK_OK(close(s));

@@ -12,17 +12,6 @@
 
 enum blocked_in { IN_RECV, IN_SEND, IN_POLL };
 
-static void fill(int fd)
-{
-	static char chunk[64 * 1024];
-
-	set_nonblocking(fd, 1);
-	while (send(fd, chunk, sizeof chunk, MSG_NOSIGNAL) > 0)
-		;
-	CHECK(errno, ==, EAGAIN);
-	set_nonblocking(fd, 0);
-}
-
 static int child(int fd, enum blocked_in in)
 {
 	static char buf[64 * 1024];
@@ -51,7 +40,7 @@ static void one(enum blocked_in in, int how)
 
 	tcp_pair_checked(AF_INET, &c, &s);
 	if (in == IN_SEND)
-		fill(c);
+		xfill(c);
 	pid = CHECK_OK(fork());
 	if (pid == 0) {
 		alarm(20);

@@ -87,18 +87,6 @@ static void shutdown_wakes(struct waiter *w, int fd, int how)
 	CHECK(w->ret, ==, 1);
 }
 
-/* The socket's buffer fills up: the peer reads nothing. */
-static void fill(int fd)
-{
-	static char chunk[64 * 1024];
-
-	set_nonblocking(fd, 1);
-	while (send(fd, chunk, sizeof chunk, MSG_NOSIGNAL) > 0)
-		;
-	CHECK(errno, ==, EAGAIN);
-	set_nonblocking(fd, 0);
-}
-
 static void one_socket(int how, uint32_t et, enum variant v)
 {
 	struct waiter w = { .how = v };
@@ -110,7 +98,7 @@ static void one_socket(int how, uint32_t et, enum variant v)
 
 	tcp_pair_checked(AF_INET, &c, &s);
 	if (how == SHUT_WR)
-		fill(c);
+		xfill(c);
 	w.epfd = CHECK_OK(epoll_create1(EPOLL_CLOEXEC));
 	add(w.epfd, c, want | et);
 	shutdown_wakes(&w, c, how);
