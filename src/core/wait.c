@@ -675,6 +675,9 @@ void doorbell_unlock(struct tcp_sock *t, int token)
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
 static void drain_locked(struct tcp_sock *t, int fd)
 {
+    /* the program may have closed fd since the caller looked: the close
+     * kept its copy under this lock (wait_defer_close) */
+    fd = tcp_call_fd(t, fd);
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
     /* After a downgrade the program's bytes follow the doorbells: only the
