@@ -140,7 +140,10 @@ void tcp_call_done(struct tcp_sock *t, struct fdref *f)
 
 bool deferred_close_hold(struct tcp_sock *t, int fd)
 {
-    if (atomic_load(&t->path) != PATH_SHM || !t->ch.hdr || !wait_defer_close(t, fd))
+    if (atomic_load(&t->path) != PATH_SHM || !t->ch.hdr)
+        return false;
+    wait_calls_settle(t);
+    if (!wait_defer_close(t, fd))
         return false;
     if (deferred_add(t)) {
         shunt_log_sock(LOG_DEBUG, t, fd, "closed while calls wait on it: the connection stays open "

@@ -98,6 +98,7 @@
 #include "core/passthrough.h"
 #include "core/stream.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "interpose/real.h"
 #include "registry/registry.h"
 
@@ -366,6 +367,10 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     if (rx >= 0)
         dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
     if (first) {
+        /* a holder of this end in another process, asleep for ring space,
+         * gets no doorbell any more: it goes on by TCP, after our re-sent
+         * bytes (the tx lock it waits for) */
+        xwake_send(t);
         settle_on_tcp(t, fd);
         shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
     }

@@ -179,9 +179,7 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
         kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
         return -ENOMEM;
     }
-    sock_get(s);
-    e->s = s;
-    e->kind = (uint8_t)kind;
+    entry_hold(e, s, kind);
     if (kind == M_EPOLL)
         ep->nested++;
     member_reset(e, ev);
@@ -224,6 +222,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         return r;
     }
     crit_lock(&ep->lock);
+    ep->kfd = epfd;
     struct ep_entry *e = slot_for_fd(ep, fd);
     if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
         /* a stale entry: that fd number was closed and now names another
@@ -245,9 +244,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         r = ev ? kernel_ctl(epfd, op, fd, ev) : -EFAULT;
         struct ep_entry *p = r ? NULL : new_slot(ep, fd);
         if (p) {
-            sock_get(s);
-            p->s = s;
-            p->kind = M_SOCKET;
+            entry_hold(p, s, M_SOCKET);
             p->pending = true;
             ep->pending++;
             member_reset(p, ev);
@@ -265,6 +262,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
         if (!r)
             r = kernel_ctl(epfd, op, fd, e->pending ? ev : &k);
         if (!r) {
+            e->poked = false;   /* the registration is the usual one again */
             member_reset(e, ev);
             make_hot(ep, e);
             if (e->kind == M_SOCKET)
@@ -273,6 +271,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
         if (!r) {
+            e->poked = false;
             if (e->pending && ep->kernel_members)
                 ep->kernel_members--;
             else if (e->kind == M_SOCKET)
@@ -614,6 +613,113 @@ static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bo
     return false;
 }
 
+/*
+ * A local shutdown (another thread of this process) changed what a member
+ * reports, and the kernel's shutdown would wake every wait on the socket.
+ * A cold member waits for a doorbell that will not come (the peer did
+ * nothing), so its kernel registration is made ready for a moment:
+ * EPOLLOUT added to it (the companion is always writable) queues its tag
+ * and wakes whoever sleeps on this set, on a set that holds this one, or in
+ * poll on it.  The tag's report puts the registration back (filter_kernel).
+ * A hot member needs nothing: a wait looks at it anyway.
+ */
+static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)
+{
+    struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
+    k.events |= extra;
+    if (!(e->events & EPOLLEXCLUSIVE))
+        return kernel_ctl(ep->kfd, EPOLL_CTL_MOD, e->fd, &k);
+    /* EPOLL_CTL_MOD is refused for EPOLLEXCLUSIVE: the kernel looks at a
+     * member it adds, and queues it if it is ready */
+    kernel_ctl(ep->kfd, EPOLL_CTL_DEL, e->fd, NULL);
+    return kernel_ctl(ep->kfd, EPOLL_CTL_ADD, e->fd, &k);
+}
+
+static bool names(int fd, struct shunt_sock *s)
+{
+    struct fdref f = fdt_get(fd);
+    bool same = f.sock == s;
+    fdt_put(&f);
+    return same;
+}
+
+static void poke(struct epoll_obj *ep, struct ep_entry *e)
+{
+    /* the set's fd and the member's key must still be what they were: the
+     * program may have closed them, and the numbers name other files now */
+    if (!e->armed || e->poked || e->pending || !names(ep->kfd, &ep->base) || !names(e->fd, e->s))
+        return;
+    if (reregister(ep, e, EPOLLOUT) == 0)
+        e->poked = true;
+}
+
+static void unpoke(struct epoll_obj *ep, struct ep_entry *e)
+{
+    e->poked = false;
+    if (names(ep->kfd, &ep->base) && names(e->fd, e->s))
+        reregister(ep, e, 0);
+}
+
+/* Takes a reference to ep unless it is already being destroyed. */
+static bool set_get(struct epoll_obj *ep)
+{
+    int r = atomic_load(&ep->base.refs);
+    while (r > 0 && !atomic_compare_exchange_weak(&ep->base.refs, &r, r + 1))
+        ;
+    return r > 0;
+}
+
+void epoll_socket_changed(struct tcp_sock *t, int fd)
+{
+    unsigned entries = atomic_load(&t->epoll_entries);
+    if (entries == 0)
+        return;
+    /* The sets are taken out of the list with a reference each: ep->lock is
+     * never taken under all_lock (destroying a nested set takes all_lock
+     * under its outer set's lock). */
+    struct epoll_obj *stack[16], **sets = stack;
+    size_t n = 0, cap = 16;
+    pthread_mutex_lock(&all_lock);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        if (n == cap) {
+            struct epoll_obj **more = malloc(2 * cap * sizeof *more);
+            if (!more)
+                break;
+            memcpy(more, sets, n * sizeof *more);
+            if (sets != stack)
+                free(sets);
+            sets = more;
+            cap *= 2;
+        }
+        if (set_get(ep))
+            sets[n++] = ep;
+    }
+    pthread_mutex_unlock(&all_lock);
+    /* by the fd of the shutdown first, then (a duplicate was registered) by
+     * looking at every member, only as long as some are still unfound */
+    unsigned found = 0;
+    for (int pass = 0; pass < 2 && found < entries; pass++) {
+        for (size_t i = 0; i < n && found < entries; i++) {
+            struct epoll_obj *ep = sets[i];
+            crit_lock(&ep->lock);
+            for (uint32_t j = 0; j < ep->nv; j++) {
+                struct ep_entry *e = pass == 0 ? slot_for_fd(ep, fd) : &ep->v[j];
+                if (e && e->s == &t->base && e->kind == M_SOCKET && (pass == 0 || e->fd != fd)) {
+                    found++;
+                    poke(ep, e);
+                }
+                if (pass == 0)
+                    break;
+            }
+            crit_unlock(&ep->lock);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        sock_put(&sets[i]->base);
+    if (sets != stack)
+        free(sets);
+}
+
 /* Removes our tagged events from what the kernel returned: each names a
  * member that needs a look (made hot); returns how many of the program's
  * events remain, moved to the front. */
@@ -631,6 +737,8 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
         if (!e)
             continue;
         struct tcp_sock *t = sock_of(e);
+        if (e->poked)
+            unpoke(ep, e);
         if (t && t->ch.hdr && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
             doorbell_check_peer(t, e->io_fd);
         if (e->armed || e->hot_pos == NO_SLOT) {
@@ -770,6 +878,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
     int result;
     for (;;) {
         crit_lock(&ep->lock);
+        ep->kfd = epfd;
         int n = gather(epfd, ep, evs, max, zero_wait);
         if (n == 0 && !zero_wait)
             n = spin_phase(epfd, ep, evs, max, &dl);
@@ -822,6 +931,7 @@ int epoll_poll_events(struct shunt_sock *s, int fd, short events)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
     crit_lock(&ep->lock);
+    ep->kfd = fd;
     bool r = ep->members && has_ready(ep, fd);
     crit_unlock(&ep->lock);
     return r ? (events & (POLLIN | POLLRDNORM)) : 0;

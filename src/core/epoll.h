@@ -23,6 +23,12 @@ int epoll_poll_events(struct shunt_sock *s, int fd, short events);
 bool epoll_has_members(struct shunt_sock *s);
 bool epoll_before_sleep(struct shunt_sock *s);
 
+/* A shutdown of t by this process (fd: the program's fd for it): every set
+ * of this process holding t as a cold member is woken, so that a wait
+ * asleep on it looks again (as the kernel's shutdown wakes its waiters). */
+struct tcp_sock;
+void epoll_socket_changed(struct tcp_sock *t, int fd);
+
 /* fork (before it, and in the child after it), exec and exit. */
 void epoll_before_fork(void);
 void epoll_after_fork_child(void);

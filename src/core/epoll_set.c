@@ -113,12 +113,23 @@ void make_cold(struct epoll_obj *ep, struct ep_entry *e)
     ep->cold++;
 }
 
+void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind)
+{
+    sock_get(s);
+    e->s = s;
+    e->kind = (uint8_t)kind;
+    if (kind == M_SOCKET)
+        atomic_fetch_add(&tcp_of(s)->epoll_entries, 1);
+}
+
 void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
 {
     disarm(ep, e, fd_valid);
     hot_remove(ep, e);
     if (e->kind == M_EPOLL)
         ep->nested--;
+    else
+        atomic_fetch_sub(&tcp_of(e->s)->epoll_entries, 1);
     if (e->pending)
         ep->pending--;
     if (slot_for_fd(ep, e->fd) == e)
@@ -226,9 +237,7 @@ static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
         struct fdref f = fdt_get(r->fd);
         if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->inode == r->inode &&
             atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = new_slot(ep, r->fd))) {
-            sock_get(f.sock);
-            e->s = f.sock;
-            e->kind = M_SOCKET;
+            entry_hold(e, f.sock, M_SOCKET);
             member_reset(e, &ev);
             hot_add(ep, e);
         }

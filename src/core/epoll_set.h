@@ -28,6 +28,7 @@ struct ep_entry {
     uint8_t kind;                /* enum member_kind */
     bool pending;                /* added before its connect: still the kernel's (see the top) */
     bool off;                    /* EPOLLONESHOT fired */
+    bool poked;                  /* its kernel registration was made ready by a local shutdown (epoll.c) */
     uint8_t idle;                /* looks in a row that found nothing */
     uint64_t active_ns;          /* when it last had something, or turned hot */
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
@@ -60,6 +61,7 @@ struct epoll_obj {
     unsigned closes_seen;
     unsigned spin_fails;
     bool kernel_first;           /* the kernel's members and ours take turns being first */
+    int kfd;                     /* an fd of this set, as last used by the program (checked before use) */
     struct ctl_journal *journal;     /* shared with the processes forked since (see below) */
     uint64_t applied;                /* journal records seen */
     struct epoll_obj *prev, *next;   /* every epoll object of the process */
@@ -77,8 +79,10 @@ static inline struct ep_entry *slot_for_fd(struct epoll_obj *ep, int fd)
     return &ep->v[ep->slot_of[fd] - 1];
 }
 
-/* A free slot for fd, indexed (NULL: no memory); the caller fills it in. */
+/* A free slot for fd, indexed (NULL: no memory); the caller fills it in,
+ * starting with entry_hold (a reference to s, counted in the socket). */
 struct ep_entry *new_slot(struct epoll_obj *ep, int fd);
+void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind);
 /* Takes the member out (its doorbell request back, draining only if the
  * fd is still its socket's) and drops its reference. */
 void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);

@@ -127,6 +127,11 @@ static uintptr_t probe(int fd, bool passed)
 
 struct fdref fdt_get(int fd)
 {
+    return fdt_get_marked(fd, NULL);
+}
+
+struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark)
+{
     struct slot *sl = slot_for(fd, true);
     if (!sl)
         return passthrough_ref(fd);
@@ -151,6 +156,8 @@ struct fdref fdt_get(int fd)
         if (atomic_load(&sl->val) == v) {
             struct shunt_sock *s = (struct shunt_sock *)v;
             sock_get(s);
+            if (mark)   /* before the decrement a closer waits for: it sees the mark */
+                atomic_store_explicit(mark, s, memory_order_relaxed);
             atomic_fetch_sub(&sl->inflight, 1);
             return (struct fdref){ .fd = fd, .sock = s, .ops = s->ops };
         }

@@ -70,6 +70,11 @@ void fdt_init(void);
 struct fdref fdt_get(int fd);
 void fdt_put(struct fdref *r);
 
+/* fdt_get that also stores the object found in *mark (a call mark,
+ * call_marks.h) before a closer of fd may go on: a closer that waited for
+ * the lookup sees the mark. */
+struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark);
+
 /* Records a new fd the program got from an intercepted call; takes over one
  * reference to s.  NULL records passthrough. */
 void fdt_install(int fd, struct shunt_sock *s);

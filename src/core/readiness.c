@@ -19,6 +19,7 @@
 #include "core/signals.h"
 #include "core/stream.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "core/fdtable.h"
 #include "interpose/real.h"
 
@@ -130,14 +131,16 @@ static int wants(short events)
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
-    struct pollfd stack_k[STACK_FDS + 1];
+    struct pollfd stack_k[2 * STACK_FDS + 1];
     int stack_lw[STACK_FDS];
     struct fdref *refs = stack_refs;
-    struct pollfd *k = stack_k;   /* the fds as the kernel waits on them, and the local wake last */
+    /* the fds as the kernel waits on them, the local wake, then the wakes
+     * from other processes of the accelerated ones (xwake.c) */
+    struct pollfd *k = stack_k;
     int *lw = stack_lw;
     if (n > STACK_FDS) {
         refs = malloc(n * sizeof *refs);
-        k = malloc((n + 1) * sizeof *k);
+        k = malloc((2 * n + 1) * sizeof *k);
         lw = malloc(n * sizeof *lw);
         if (!refs || !k || !lw) {
             free(refs);
@@ -203,13 +206,17 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
             k[i] = fds[i];
             lw[i] = -1;   /* not entered */
+            k[n + 1 + i] = (struct pollfd){ .fd = -1, .events = POLLIN };
             if (t) {
-                /* another thread's shutdown of t wakes us through the local wake */
+                /* a shutdown of t by another thread wakes us through the
+                 * local wake, by another process through the end's wake */
                 int efd = -1;
-                lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd);
+                lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd, &k[n + 1 + i].fd);
                 if (lw[i] == LW_ON)
                     k[n].fd = efd;
-                busy |= lw[i] == LW_BUSY;
+                busy |= lw[i] == LW_BUSY || k[n + 1 + i].fd == XWAKE_BUSY;
+                if (k[n + 1 + i].fd == XWAKE_BUSY)
+                    k[n + 1 + i].fd = -1;
                 k[i].events = POLLIN | POLLRDHUP;
             } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
                 ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */
@@ -223,13 +230,13 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         struct timespec left;
         const struct timespec *sleep_for = deadline_left(&dl, &left);
         static const struct timespec busy_cap = { 0, 1000000 };
-        if (busy && k[n].fd < 0 && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > busy_cap.tv_nsec))
+        if (busy && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > busy_cap.tv_nsec))
             sleep_for = &busy_cap;
         /* a handler that ran meanwhile (deferred to the end of a critical
          * section) ends the call as the kernel's sleep would: poll and select
          * are never restarted */
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
-                          : kernel_ppoll(k, n + 1, sleep_for, mask);
+                          : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
         if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
             wait_local_lost(k[n].fd);
         int count2 = 0;
@@ -237,7 +244,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             /* left as entered, even if the socket left the channel meanwhile */
             struct tcp_sock *t = lw[i] >= 0 ? tcp_of(refs[i].sock) : NULL;
             if (t) {
-                doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i]);
+                doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i], k[n + 1 + i].fd);
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_peer(t, fds[i].fd);
             } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {

@@ -455,7 +455,7 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
     wake_peer(t, fd, WANT_ANY);
     /* as the kernel's shutdown, it wakes our own threads blocked on the
      * socket: a reader returns 0 after SHUT_RD, a writer EPIPE after SHUT_WR */
-    wait_wake_local(t);
+    wait_wake_shutdown(t, fd);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 
+#include "core/call_marks.h"
 #include "core/deferred_close.h"
 #include "core/downgrade.h"
 #include "core/epoll.h"
@@ -647,6 +648,7 @@ static void forget_threads(int fd, void *ctx)
 void tcp_sockets_after_fork_child(void)
 {
     wait_after_fork_child();
+    call_marks_after_fork_child();
     fdt_for_each_object(0, ~0U, forget_threads, NULL);
     deferred_close_after_fork_child();
 }

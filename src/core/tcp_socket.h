@@ -79,7 +79,9 @@ struct tcp_sock {
     unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
     unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */
     bool close_deferred;                /* the program closed its last fd meanwhile (wait_lock) */
+    atomic_bool close_waiting;          /* a close waits for calls of ours to sleep or return: spins end */
     _Atomic int own_fd;                 /* after such a close: shunt's private copy of the socket, or -1 */
+    atomic_uint epoll_entries;          /* members of this process's epoll sets that name it (epoll.c) */
     struct timeval rcvtimeo;            /* SO_RCVTIMEO as last read or set (rcvtimeo_known) */
     bool rcvtimeo_known;
     unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */

@@ -23,11 +23,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/call_marks.h"
 #include "core/init.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/downgrade.h"
+#include "core/epoll.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "interpose/real.h"
 
 static long online_cpus = 1;
@@ -122,6 +125,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         wait_cpu_relax();
         if ((i & 63) == 0) {
             if (wait_now_ns() > deadline || shunt_sig_ran != handlers_ran ||
+                atomic_load_explicit(&t->close_waiting, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
@@ -328,6 +332,13 @@ bool wait_relocate_local(int fd)
     return moved;
 }
 
+void wait_wake_shutdown(struct tcp_sock *t, int fd)
+{
+    wait_wake_local(t);
+    epoll_socket_changed(t, fd);
+    xwake_send(t);
+}
+
 void wait_after_fork_child(void)
 {
     /* the parent's threads are not here, and its eventfd is its own */
@@ -351,6 +362,33 @@ void wait_forget_threads(struct tcp_sock *t)
     t->local_sleepers = 0;
     t->blocked_calls = 0;
     t->close_deferred = false;
+}
+
+void wait_calls_settle(struct tcp_sock *t)
+{
+    atomic_store(&t->close_waiting, true);
+    uint64_t give_up = wait_now_ns() + 2000000000ull;
+    for (unsigned i = 0;; i++) {
+        crit_lock(&wait_lock);
+        bool settled = call_marks_on(&t->base) <= t->blocked_calls;
+        crit_unlock(&wait_lock);
+        /* after a downgrade a call may wait in the kernel's TCP: the close
+         * is downgrade.c's then */
+        if (settled || atomic_load(&t->path) != PATH_SHM || atomic_load(&t->ch.hdr->down))
+            break;
+        if (wait_now_ns() > give_up) {
+            shunt_log_sock(LOG_WARN, t, -1, "closed while a call of another thread is under way, "
+                           "which neither returned nor slept for 2 s: the peer sees the end now");
+            break;
+        }
+        if (i < 64) {
+            sched_yield();
+        } else {
+            struct timespec pause = { 0, 100000 };
+            nanosleep(&pause, NULL);
+        }
+    }
+    atomic_store(&t->close_waiting, false);
 }
 
 bool wait_defer_close(struct tcp_sock *t, int fd)
@@ -389,35 +427,45 @@ bool wait_call_done(struct tcp_sock *t)
     return finish;
 }
 
-/* Announces a sleep (as doorbell_enter) and registers for the local wake,
- * in one section of wait_lock. */
-int doorbell_enter_local(struct tcp_sock *t, int what, int *efd)
+/* Announces a sleep (as doorbell_enter) and registers for the local wake
+ * and the end's wake across processes, in one section of the wait locks. */
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd)
 {
+    int x = xwake_open(t);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
     doorbell_arm(t, what);
-    if (lk < 0)
+    if (lk < 0) {
+        xwake_close(x);
+        *xfd = -1;
         return LW_NONE;   /* the lock is not held: the local state is left alone */
+    }
     int lw = lw_register(t, efd);
+    *xfd = xwake_register(t, lk, x);
     dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
     return lw;
 }
 
-void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw)
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 {
     doorbell_disarm(t, what);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    if (lk >= 0)
+    if (lk >= 0) {
         lw_unregister(t, lw);
+        xwake_unregister(t, lk, xfd);
+    }
     if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
         drain_locked(t, fd);
     if (lk >= 0)
         dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    xwake_close(xfd);
 }
 
-/* The kernel wait itself: the companion (a doorbell, the peer's death) and
- * the local wake, with the socket's timeout for this direction. */
-static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd)
+
+/* The kernel wait itself: the companion (a doorbell, the peer's death),
+ * the local wake and the end's wake from other processes, with the
+ * socket's timeout for this direction. */
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
@@ -433,16 +481,17 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     struct timespec tmo, cap = { 0, 1000000 };
     bool timed = socket_timeout(t, fd, for_write, &tmo);
     bool capped = false;
-    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
-        tmo = cap;   /* the local wake is being emptied: look again soon */
+    if ((lw == LW_BUSY || xfd == XWAKE_BUSY) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+        tmo = cap;   /* a wake is being emptied: look again soon */
         capped = true;
     }
-    struct pollfd p[2] = {
+    struct pollfd p[3] = {
         { .fd = fd, .events = POLLIN | POLLRDHUP },
         { .fd = lw == LW_ON ? efd : -1, .events = POLLIN },
+        { .fd = xfd, .events = POLLIN },
     };
     unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
-    int n = shunt_real.ppoll(p, 2, timed || capped ? &tmo : NULL, NULL);
+    int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
     if (n < 0) {
         if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
             return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed);
@@ -470,14 +519,14 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
 {
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
-    int efd = -1;
-    int lw = doorbell_enter_local(t, what, &efd);
+    int efd = -1, xfd = -1;
+    int lw = doorbell_enter_local(t, what, &efd, &xfd);
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t))
-        result = kernel_wait(t, fd, for_write, lw, efd);
-    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd);
+    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
     return result;
 }
 
@@ -626,6 +675,9 @@ void doorbell_unlock(struct tcp_sock *t, int token)
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
 static void drain_locked(struct tcp_sock *t, int fd)
 {
+    /* the program may have closed fd since the caller looked: the close
+     * kept its copy under this lock (wait_defer_close) */
+    fd = tcp_call_fd(t, fd);
     if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
         return;
     /* After a downgrade the program's bytes follow the doorbells: only the

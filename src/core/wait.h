@@ -26,11 +26,23 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
  * (through the local wake, an eventfd) or on the futex. */
 void wait_wake_local(struct tcp_sock *t);
 
+/* shutdown of t (on the program's fd): wakes whatever waits on it, as the
+ * kernel's shutdown does: our threads (wait_wake_local), our epoll sets
+ * (epoll_socket_changed), and the sleepers of other processes holding the
+ * same end (xwake_send). */
+void wait_wake_shutdown(struct tcp_sock *t, int fd);
+
 /* The program closes the last fd of t while calls of its threads wait on
  * it: keeps a private copy of the socket (t->own_fd) for them and returns
  * true, and the close of the channel waits for the last of them.  False:
  * nobody waits (or no fd was left for the copy): close now. */
 bool wait_defer_close(struct tcp_sock *t, int fd);
+
+/* Before wait_defer_close: waits until every call of another thread of
+ * ours that is under way on t (call_marks.h) is either asleep (counted in
+ * t->blocked_calls, so the close waits for it) or has returned.  Calls
+ * that are awake are short (a spin, which this ends, or a copy). */
+void wait_calls_settle(struct tcp_sock *t);
 void wait_undefer_close(struct tcp_sock *t);   /* it could not be remembered after all */
 
 /* A call that waited (f->blocked) returns; true if it was the last one
@@ -67,10 +79,12 @@ void doorbell_leave(struct tcp_sock *t, int fd, int what);
 /* The same, also registering for the local wake (wait_wake_local): LW_ON,
  * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
  * emptied: sleep at most a millisecond and look again; LW_NONE, there is
- * none.  leave takes the registration back (the value enter returned). */
+ * none.  And for the wake from other processes holding the end (xwake.c):
+ * *xfd to watch too, XWAKE_BUSY (sleep at most a millisecond) or -1.
+ * leave takes both registrations back (the values enter gave). */
 enum { LW_NONE, LW_ON, LW_BUSY };
-int doorbell_enter_local(struct tcp_sock *t, int what, int *efd);
-void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw);
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd);
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd);
 
 /* As doorbell_leave, for an fd that may be closed already: nothing drained. */
 void doorbell_forget(struct tcp_sock *t, int what);

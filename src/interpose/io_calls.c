@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "core/call_marks.h"
 #include "core/downgrade.h"
 #include "core/passthrough.h"
 #include "core/splice.h"
@@ -19,9 +20,10 @@ static ssize_t do_recv(int fd, struct io_call *c)
         struct fdref k = { .fd = fd, .sock = NULL, .ops = &passthrough_ops };
         return wrap_finish(pt_recv(&k, c), saved);
     }
-    struct fdref f = fdt_get(fd);
+    struct shunt_sock *marked;
+    struct fdref f = fdt_get_call(fd, &marked);
     ssize_t r = f.ops->recv(&f, c);
-    fdt_put(&f);
+    fdt_put_call(&f, marked);
     return wrap_finish(r, saved);
 }
 
@@ -33,9 +35,10 @@ static ssize_t do_send(int fd, struct io_call *c)
         struct fdref k = { .fd = fd, .sock = NULL, .ops = &passthrough_ops };
         return wrap_finish(pt_send(&k, c), saved);
     }
-    struct fdref f = fdt_get(fd);
+    struct shunt_sock *marked;
+    struct fdref f = fdt_get_call(fd, &marked);
     ssize_t r = f.ops->send(&f, c);
-    fdt_put(&f);
+    fdt_put_call(&f, marked);
     return wrap_finish(r, saved);
 }
 
@@ -123,9 +126,10 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
 {
     int saved = errno;
     shunt_ensure_init();
-    struct fdref f = fdt_get(fd);
+    struct shunt_sock *marked;
+    struct fdref f = fdt_get_call(fd, &marked);
     int r = f.ops->recvmmsg(&f, vec, vlen, flags, tmo);
-    fdt_put(&f);
+    fdt_put_call(&f, marked);
     for (int i = 0; i < r; i++)
         for_passed_fds(&vec[i].msg_hdr, adopt);
     return (int)wrap_finish(r, saved);
@@ -179,7 +183,13 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-    DISPATCH(int, fd, sendmmsg, vec, vlen, flags);
+    int saved_errno = errno;
+    shunt_ensure_init();
+    struct shunt_sock *marked;
+    struct fdref f = fdt_get_call(fd, &marked);
+    int r = f.ops->sendmmsg(&f, vec, vlen, flags);
+    fdt_put_call(&f, marked);
+    return (int)wrap_finish(r, saved_errno);
 }
 
 /* Positioned I/O is never a socket operation: the kernel answers ESPIPE for

@@ -390,7 +390,16 @@ void channel_unlink(const char *name)
     }
     if (unlink(path) == 0 && reserved <= RING_MAX_SIZE * 2ull + HDR_BYTES)
         shm_budget_give(reserved);
+    for (int side = 0; side < 2; side++) {
+        snprintf(path, sizeof path, "%s%s-w%d", CHANNEL_DIR, nm, side);
+        unlink(path);
+    }
     errno = saved;
+}
+
+void channel_wake_path(const struct channel *ch, int side, char *out, size_t len)
+{
+    snprintf(out, len, "%s%s-w%d", CHANNEL_DIR, ch->name, side);
 }
 
 /* Grows by at least 8 times, and to the whole send when that is more. */

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 6u
+#define CHANNEL_VERSION 7u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -128,6 +128,11 @@ struct chan_side {
     atomic_uint doorbells_held;          /* doorbells put off while corked (MSG_MORE, TCP_CORK) */
     atomic_uint doorbell_owed;           /* one of them is still owed to the peer */
     atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
+    /* Sleepers of this end in every holding process that watch its wake
+     * FIFO (core/xwake.c), and whether a byte was written to it since it
+     * was last emptied; under wait_lock. */
+    atomic_uint xsleepers;
+    atomic_uint xdirty;
     struct zc_desc zc;
 };
 
@@ -194,8 +199,12 @@ int channel_attach(struct channel *ch, const char *name, int side);
  * 0, or a negative errno. */
 int channel_peek(const char *name, struct chan_hdr *out);
 
-/* Unmaps; the name stays until channel_unlink. */
+/* Unmaps; the name stays until channel_unlink, which also removes the
+ * ends' wake FIFOs. */
 void channel_detach(struct channel *ch);
 void channel_unlink(const char *name);
+
+/* The path of an end's wake FIFO (core/xwake.c), beside the segment. */
+void channel_wake_path(const struct channel *ch, int side, char *out, size_t len);
 
 #endif

@@ -8,30 +8,12 @@
  * Accelerated: the wakes come from the ring's state, not from a kernel TCP event. */
 #include "check.h"
 #include "net.h"
+#include "blocked.h"
 
 #include <linux/close_range.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-
-struct blocked {
-	int fd;
-	ssize_t ret;
-	int err;
-	char buf[64];
-	int done;
-};
-
-static void *recv_blocked(void *arg)
-{
-	struct blocked *b = arg;
-
-	errno = 0;
-	b->ret = recv(b->fd, b->buf, sizeof(b->buf), 0);
-	b->err = errno;
-	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
 
 static void *poll_blocked(void *arg)
 {
@@ -63,21 +45,6 @@ static void *send_until_blocked(void *arg)
 	}
 	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
 	return NULL;
-}
-
-static int finished(struct blocked *b)
-{
-	return __atomic_load_n(&b->done, __ATOMIC_ACQUIRE);
-}
-
-/* Waits until the thread has ended, at most NET_WAIT_MS. */
-static void wait_finished(struct blocked *b)
-{
-	double end = now_sec() + NET_WAIT_MS / 1000.0;
-
-	while (!finished(b) && now_sec() < end)
-		sleep_ms(5);
-	CHECK(finished(b), ==, 1);
 }
 
 static double cpu_sec(void)
@@ -149,35 +116,6 @@ static void shutdown_rd_wakes_poll(void)
 	CHECK(b.ret, ==, 1);
 	CHECK(b.err & (POLLIN | POLLRDHUP), ==, POLLIN | POLLRDHUP);
 	CHECK_OK(close(c));
-	CHECK_OK(close(s));
-}
-
-static void close_leaves_recv_waiting(void)
-{
-	struct blocked b = { 0 };
-	struct pollfd p;
-	pthread_t th;
-	int c, s;
-
-	tcp_pair_checked(AF_INET, &c, &s);
-	b.fd = c;
-	CHECK(pthread_create(&th, NULL, recv_blocked, &b), ==, 0);
-	sleep_ms(100);
-	CHECK_OK(close(c));
-	sleep_ms(100);
-	CHECK(finished(&b), ==, 0);   /* close did not wake it */
-	/* the socket is still open: no EOF at the peer yet */
-	p = (struct pollfd){ .fd = s, .events = POLLIN | POLLRDHUP };
-	CHECK(poll(&p, 1, 0), ==, 0);
-	xwrite_all(s, "late", 4);
-	wait_finished(&b);
-	CHECK(pthread_join(th, NULL), ==, 0);
-	CHECK(b.ret, ==, 4);
-	CHECK(memcmp(b.buf, "late", 4), ==, 0);
-	/* that recv was the socket's last user: now the peer sees EOF */
-	p = (struct pollfd){ .fd = s, .events = POLLIN };
-	CHECK(poll(&p, 1, NET_WAIT_MS), ==, 1);
-	CHECK(recv(s, b.buf, sizeof(b.buf), 0), ==, 0);
 	CHECK_OK(close(s));
 }
 

@@ -169,6 +169,22 @@ static inline short wait_fd(int fd, short events, int timeout_ms)
 	}
 }
 
+/* Sends zero bytes on fd (blocking) until its buffer is full: the peer reads nothing.
+ * Returns how many went in. */
+static inline long long xfill(int fd)
+{
+	static char zeros[64 * 1024];
+	long long filled = 0;
+	ssize_t n;
+
+	set_nonblocking(fd, 1);
+	while ((n = send(fd, zeros, sizeof(zeros), MSG_NOSIGNAL)) > 0)
+		filled += n;
+	CHECK(errno, ==, EAGAIN);
+	set_nonblocking(fd, 0);
+	return filled;
+}
+
 /*
  * write_all: write len bytes, looping over partial writes, EINTR and (for non-blocking fds)
  * EAGAIN. Returns len, or -1 with errno on the first real error.
