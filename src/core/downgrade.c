@@ -27,7 +27,8 @@
  *   3. records its rx tail (down_tail): P re-sends from there;
  *   4. a server whose client's TCP prefix is not all read takes it off the
  *      socket and hands it back in a file beside the segment (it must come
- *      before the ring's bytes); P re-sends it first;
+ *      before the ring's bytes); P re-sends it first (unless P closed and
+ *      left a copy, below: the prefix then stays ahead of it);
  *   5. removes exactly (P's frozen count - doorbells its end removed
  *      already) bytes from its socket: the doorbells, no more;
  *   6. records P's rx tail T (down_txtail): the snapshot it re-sends from;
@@ -36,10 +37,10 @@
  *      word: either that drain sees DOWN_SET and takes at most the counted
  *      doorbells, or we see the flag and wait for the drain to end), and
  *      publishes DOWN_READY;
- *   8. sends one last doorbell (counted; not while P's socket holds a
- *      client's unread prefix, ahead of which it could not be removed),
- *      freezes its own count (every doorbell of its end is now ahead in P's
- *      queue), and sends over TCP its tx ring's bytes from T to its head;
+ *   8. sends one last doorbell (counted), freezes its own count (every
+ *      doorbell of its end is now ahead in P's queue), and sends over TCP
+ *      its tx ring's bytes from T to its head (to a closed P neither: its
+ *      kernel would answer with a reset);
  *   9. lets go of its hold on the channel and is on kernel TCP.
  * The other end P, at its next call on the socket (or woken by that
  * doorbell or those bytes), once DOWN_READY is there:
@@ -62,6 +63,19 @@
  * DOWN_READY and does a and c at once, reading nothing more (the new
  * program gets the rest from its socket) and not waiting for sleepers of
  * its own (its exec ends them), before its exec.
+ *
+ * After a close.  P's last holder closing while L has not read all P sent
+ * leaves nobody to re-send it, so the close copies it into TCP at once
+ * (downgrade_close_copy): P freezes its doorbells and L's, waits for L's
+ * unbounded drains to end, records where the copy starts (copy_from) and
+ * ends (copy_end: what the kernel took without waiting) and publishes
+ * COPY_DONE.  A later leaver L that finds it (waiting out COPY_WRITING)
+ * takes the doorbells, then the copies of what it read from the ring after
+ * copy_from, and is done.  A close that finds the word set marks
+ * COPY_RESENDS and does step a instead (seq_cst store of COPY_WRITING, then
+ * load of the word, against L's compare-exchange and load of the state).
+ * No doorbell ever goes behind a server's unread prefix (doorbell_send):
+ * a second leaver could not take it out from behind the prefix.
  *
  * Why the counts are the whole story: on each socket every doorbell is
  * sent before its end's count freezes and every re-sent byte after it.
@@ -590,13 +604,11 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
             resend(t, fd);
         return;
     }
-    int tx = dir_lock(t, &t->tx_lock, &self->tx_lock);
-    if (tx < 0) {
-        atomic_store(&self->closed_copy, COPY_NONE);
-        return;
-    }
+    /* nothing unread (the common close) takes no lock: the FIN is in, no
+     * send of ours moves head any more */
+    int tx = ring_readable(&t->ch.tx) == 0 ? -1 : dir_lock(t, &t->tx_lock, &self->tx_lock);
     uint64_t from = atomic_load(&t->ch.tx.hdr->tail), head = atomic_load(&t->ch.tx.hdr->head), sent = 0;
-    if (from != head && !atomic_load(&t->peer_gone) && !(atomic_load(&t->ch.peer->state) & SIDE_CLOSED)) {
+    if (tx >= 0 && from != head && !atomic_load(&t->peer_gone) && !(atomic_load(&t->ch.peer->state) & SIDE_CLOSED)) {
         /* Every doorbell of ours goes ahead of the copy, and the peer's
          * doorbells stop (the last of ours to our socket is there before it
          * closes: a byte left unread would make our kernel reset, not end,
@@ -613,7 +625,8 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
     atomic_store(&self->copy_from, from);
     atomic_store(&self->copy_end, from + sent);
     atomic_store(&self->closed_copy, COPY_DONE);
-    dir_unlock(&t->tx_lock, &self->tx_lock, tx);
+    if (tx >= 0)
+        dir_unlock(&t->tx_lock, &self->tx_lock, tx);
 }
 
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
