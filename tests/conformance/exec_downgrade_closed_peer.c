@@ -94,6 +94,8 @@ static void one_round(char *argv0, int round)
 		CHECK(read(go[0], &x, 1), ==, 1);
 		pattern_fill(seed, 0, buf, total);
 		xwrite_all(c, buf, total);
+		if (when == READ_BEFORE_CLOSE)   /* the server's read ends before the close */
+			CHECK(read(go[0], &x, 1), ==, 1);
 		CHECK_OK(close(c));
 		CHECK(write(closed[1], "c", 1), ==, 1);
 		_exit(0);
@@ -103,6 +105,7 @@ static void one_round(char *argv0, int round)
 	if (when == READ_BEFORE_CLOSE) {
 		xread_exact(s, buf, part);
 		CHECK_PATTERN(seed, 0, buf, part);
+		CHECK(write(go[1], "r", 1), ==, 1);
 	}
 	/* Accelerated, the whole request fits the ring: the client has closed before the
 	 * hand-over. Without shunt a large one may wait in the client's send until the new
