@@ -27,7 +27,8 @@
  *   3. records its rx tail (down_tail): P re-sends from there;
  *   4. a server whose client's TCP prefix is not all read takes it off the
  *      socket and hands it back in a file beside the segment (it must come
- *      before the ring's bytes); P re-sends it first;
+ *      before the ring's bytes); P re-sends it first (unless P closed and
+ *      left a copy, below: the prefix then stays ahead of it);
  *   5. removes exactly (P's frozen count - doorbells its end removed
  *      already) bytes from its socket: the doorbells, no more;
  *   6. records P's rx tail T (down_txtail): the snapshot it re-sends from;
@@ -36,10 +37,10 @@
  *      word: either that drain sees DOWN_SET and takes at most the counted
  *      doorbells, or we see the flag and wait for the drain to end), and
  *      publishes DOWN_READY;
- *   8. sends one last doorbell (counted; not while P's socket holds a
- *      client's unread prefix, ahead of which it could not be removed),
- *      freezes its own count (every doorbell of its end is now ahead in P's
- *      queue), and sends over TCP its tx ring's bytes from T to its head;
+ *   8. sends one last doorbell (counted), freezes its own count (every
+ *      doorbell of its end is now ahead in P's queue), and sends over TCP
+ *      its tx ring's bytes from T to its head (to a closed P neither: its
+ *      kernel would answer with a reset);
  *   9. lets go of its hold on the channel and is on kernel TCP.
  * The other end P, at its next call on the socket (or woken by that
  * doorbell or those bytes), once DOWN_READY is there:
@@ -62,6 +63,19 @@
  * DOWN_READY and does a and c at once, reading nothing more (the new
  * program gets the rest from its socket) and not waiting for sleepers of
  * its own (its exec ends them), before its exec.
+ *
+ * After a close.  P's last holder closing while L has not read all P sent
+ * leaves nobody to re-send it, so the close copies it into TCP at once
+ * (downgrade_close_copy): P freezes its doorbells and L's, waits for L's
+ * unbounded drains to end, records where the copy starts (copy_from) and
+ * ends (copy_end: what the kernel took without waiting) and publishes
+ * COPY_DONE.  A later leaver L that finds it (waiting out COPY_WRITING)
+ * takes the doorbells, then the copies of what it read from the ring after
+ * copy_from, and is done.  A close that finds the word set marks
+ * COPY_RESENDS and does step a instead (seq_cst store of COPY_WRITING, then
+ * load of the word, against L's compare-exchange and load of the state).
+ * No doorbell ever goes behind a server's unread prefix (doorbell_send):
+ * a second leaver could not take it out from behind the prefix.
  *
  * Why the counts are the whole story: on each socket every doorbell is
  * sent before its end's count freezes and every re-sent byte after it.
@@ -180,37 +194,44 @@ static uint64_t take_exact(int fd, uint64_t n, char *buf)
     return got;
 }
 
-/* Writes all of buf to the kernel socket, whether or not it is O_NONBLOCK. */
-static int send_all(int fd, const char *buf, size_t len)
+/* Writes buf to the kernel socket, whether or not it is O_NONBLOCK: all of
+ * it, or (wait false) what the kernel takes now.  Adds what went to *sent. */
+static int send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *sent)
 {
     while (len > 0) {
         ssize_t r = shunt_real.send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r > 0) {
             buf += r;
             len -= (size_t)r;
+            *sent += (uint64_t)r;
             continue;
         }
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return -errno;
+        if (!wait && r < 0 && errno != EINTR)
+            return -EAGAIN;
         struct pollfd p = { .fd = fd, .events = POLLOUT };
         shunt_real.poll(&p, 1, 100);
     }
     return 0;
 }
 
-/* Sends the bytes [from, head) of a ring this end produces over TCP.  The
+/* Sends the bytes [from, head) of a ring this end produces over TCP (all,
+ * or with wait false what the kernel takes now; *sent says how many).  The
  * caller holds the tx lock: head stays, and nothing is overwritten (the
  * consumer only reads).  from comes from the segment: checked. */
-static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head)
+static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head, bool wait,
+                          uint64_t *sent)
 {
     uint64_t size = ring_size_now(r);   /* rings grow: the size in use, not the capacity */
+    *sent = 0;
     if (size == 0 || head - from > size)
         return -EIO;   /* a tail the ring never had: the peer scribbled */
     int err = 0;
     while (!err && from != head) {
         uint64_t at = from & (size - 1);
         uint64_t len = head - from < size - at ? head - from : size - at;
-        err = send_all(fd, (const char *)r->data + at, (size_t)len);
+        err = send_all(fd, (const char *)r->data + at, (size_t)len, wait, sent);
         from += len;
     }
     return err;
@@ -259,10 +280,11 @@ static int resend_prefix(struct tcp_sock *t, int fd)
     char buf[4096];
     for (uint32_t left = back; !err && left > 0;) {
         ssize_t n = shunt_real.read(in, buf, left < sizeof buf ? left : sizeof buf);
+        uint64_t sent = 0;
         if (n <= 0)
             err = -EIO;
         else {
-            err = send_all(fd, buf, (size_t)n);
+            err = send_all(fd, buf, (size_t)n, true, &sent);
             left -= (uint32_t)n;
         }
     }
@@ -305,42 +327,87 @@ static void wait_peer_drain(struct tcp_sock *t, int fd)
     }
 }
 
+/* Whether the peer's last close left in TCP what this end had not read
+ * (downgrade_close_copy), waiting for a close under way.  Then nobody is
+ * left to re-send, and nothing may be sent to the peer's socket. */
+static bool peer_left_copy(struct tcp_sock *t)
+{
+    for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10; i++)
+        pause_briefly();
+    return atomic_load(&t->ch.peer->closed_copy) == COPY_DONE;
+}
+
+/* The peer's close copied [copy_from, copy_end) of the ring into our
+ * socket; the copies of what this end read since go, the rest is the new
+ * program's.  The positions come from the segment: checked. */
+static void take_closed_copy(struct tcp_sock *t, int fd)
+{
+    uint64_t from = atomic_load(&t->ch.peer->copy_from);
+    uint64_t read = atomic_load(&t->ch.rx.hdr->tail) - from;
+    uint64_t copied = atomic_load(&t->ch.peer->copy_end) - from;
+    uint64_t sent = atomic_load(&t->ch.rx.hdr->head) - from;
+    if (sent > ring_size_now(&t->ch.rx) || read > sent || copied > sent) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's closing copy is not in the ring", fd);
+        atomic_store(&t->broken, true);
+        return;
+    }
+    uint64_t dups = read < copied ? read : copied;
+    uint64_t took = stream_prefix_left(t) > 0 && dups ? 0 : take_exact(fd, dups, NULL);
+    if (took != dups)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: %llu of the %llu bytes copied at the peer's close that were read "
+                  "already could be taken off the socket", fd, (unsigned long long)took, (unsigned long long)dups);
+    uint64_t past = read > copied ? read : copied;
+    if (past < sent)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the kernel took only part of the peer's closing copy; the %llu bytes "
+                  "after it are lost (see compatibility.md)", fd, (unsigned long long)(sent - past));
+}
+
 /* The leaver's steps 2 to 8, under its rx, tx and wait locks. */
 static void leave_first(struct tcp_sock *t, int fd)
 {
     struct chan_hdr *h = t->ch.hdr;
     uint64_t peer_bells = bells_freeze(&t->ch.peer->bells);
     atomic_store(&h->down_tail, atomic_load(&t->ch.rx.hdr->tail));
-    hand_back_prefix(t, fd);
+    /* A peer that closed left its unread bytes in TCP, behind the server's
+     * prefix if there is one: both stay for the new program. */
+    bool closed = peer_left_copy(t);
+    if (!closed)
+        hand_back_prefix(t, fd);
     uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
     uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
-    uint64_t took = take_exact(fd, due, NULL);
+    /* no doorbell is sent behind a prefix (doorbell_send): none is due then */
+    uint64_t took = stream_prefix_left(t) > 0 ? 0 : take_exact(fd, due, NULL);
     doorbell_ate(t, (size_t)took);
     if (took != due)
         shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
                   (unsigned long long)took, (unsigned long long)due);
     int64_t unread = ring_readable(&t->ch.rx);
-    if (unread > 0 && (atomic_load(&t->ch.peer->state) & SIDE_CLOSED) && atomic_load(&t->ch.peer->holders) == 0)
-        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer closed; the %lld bytes it sent that were not read are lost "
-                  "(nobody under shunt is left to re-send them; see compatibility.md)", fd, (long long)unread);
+    if (closed)
+        take_closed_copy(t, fd);
+    else if (unread > 0 && atomic_load(&t->peer_gone))
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's processes are gone without closing; the %lld bytes it "
+                  "sent that were not read are lost (see compatibility.md)", fd, (long long)unread);
     uint64_t snap = atomic_load(&t->ch.tx.hdr->tail);
     atomic_store(&h->down_txtail, snap);
     wait_peer_drain(t, fd);
     atomic_fetch_or(&h->down, DOWN_READY);
-    if (!(t->ch.side == 0 && (atomic_load(&h->neg) & NEG_PREFIX_MASK)))
-        doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
+    doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
     bells_freeze(&t->ch.self->bells);
-    uint64_t head = atomic_load(&t->ch.tx.hdr->head);
-    int err = send_ring_span(fd, &t->ch.tx, snap, head);
+    uint64_t head = atomic_load(&t->ch.tx.hdr->head), resent = 0;
+    /* A closed peer reads nothing more: bytes sent to its socket would only
+     * make its kernel reset the connection and drop the rest of its copy
+     * (the new program's own sends do that as they would under the kernel) */
+    int err = closed ? 0 : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
     if (err) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
                   strerror(-err));
         atomic_store(&t->broken, true);
     }
-    shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu (took %llu), resent %llu from %llu",
+    shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu (took %llu), resent %llu from %llu%s",
               fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->tail),
               (unsigned long long)atomic_load(&t->ch.rx.hdr->head), (unsigned long long)peer_bells,
-              (unsigned long long)took, (unsigned long long)(head - snap), (unsigned long long)snap);
+              (unsigned long long)took, (unsigned long long)resent, (unsigned long long)snap,
+              closed ? " (the peer closed and left its unread bytes in TCP)" : "");
 }
 
 static int observe(struct tcp_sock *t, int fd, bool leaving);
@@ -389,9 +456,11 @@ static void resend(struct tcp_sock *t, int fd)
         return;
     struct chan_hdr *h = t->ch.hdr;
     if (!(atomic_load(&h->down) & DOWN_RESENT)) {
+        uint64_t sent;
         int err = resend_prefix(t, fd);
         if (!err)
-            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), atomic_load(&t->ch.tx.hdr->head));
+            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), atomic_load(&t->ch.tx.hdr->head), true,
+                                 &sent);
         if (err) {
             shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
             atomic_store(&t->broken, true);
@@ -525,6 +594,44 @@ int downgrade_until_tcp(struct tcp_sock *t, int fd)
     while ((path = downgrade_observe(t, fd)) == PATH_SHM)
         pause_briefly();
     return path;
+}
+
+void downgrade_close_copy(struct tcp_sock *t, int fd)
+{
+    struct chan_side *self = t->ch.self;
+    /* seq_cst store, then load, against the leaver's compare-exchange of
+     * the word and its load of our state: either it waits for our copy, or
+     * we see it leaving and do the other end's part instead */
+    atomic_store(&self->closed_copy, COPY_WRITING);
+    if (atomic_load(&t->ch.hdr->down)) {
+        atomic_store(&self->closed_copy, COPY_RESENDS);
+        if (!downgrade_leaving_side(t) && wait_ready(t))
+            resend(t, fd);
+        return;
+    }
+    /* nothing unread (the common close) takes no lock: the FIN is in, no
+     * send of ours moves head any more */
+    int tx = ring_readable(&t->ch.tx) == 0 ? -1 : dir_lock(t, &t->tx_lock, &self->tx_lock);
+    uint64_t from = atomic_load(&t->ch.tx.hdr->tail), head = atomic_load(&t->ch.tx.hdr->head), sent = 0;
+    if (tx >= 0 && from != head && !atomic_load(&t->peer_gone) && !(atomic_load(&t->ch.peer->state) & SIDE_CLOSED)) {
+        /* Every doorbell of ours goes ahead of the copy, and the peer's
+         * doorbells stop (the last of ours to our socket is there before it
+         * closes: a byte left unread would make our kernel reset, not end,
+         * the connection).  A drain of the peer's that started without a
+         * bound ends before the copy enters its socket. */
+        bells_freeze(&self->bells);
+        bells_freeze(&t->ch.peer->bells);
+        wait_peer_drain(t, fd);
+        atomic_store(&self->copy_from, from);
+        int err = send_ring_span(fd, &t->ch.tx, from, head, false, &sent);
+        shunt_log_sock(LOG_DEBUG, t, fd, "closing: %llu of the %llu bytes the peer has not read copied into TCP%s",
+                       (unsigned long long)sent, (unsigned long long)(head - from), err ? " (the kernel took no more)" : "");
+    }
+    atomic_store(&self->copy_from, from);
+    atomic_store(&self->copy_end, from + sent);
+    atomic_store(&self->closed_copy, COPY_DONE);
+    if (tx >= 0)
+        dir_unlock(&t->tx_lock, &self->tx_lock, tx);
 }
 
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)

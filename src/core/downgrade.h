@@ -30,6 +30,16 @@ int downgrade_observe(struct tcp_sock *t, int fd);
  * server prefix left to read).  Returns the path. */
 int downgrade_until_tcp(struct tcp_sock *t, int fd);
 
+/* The last holder of this end closes it (after stream_close): what the
+ * peer has not read yet is copied into TCP, behind this end's last
+ * doorbell and ahead of its FIN, with the stream position it starts at, so
+ * that the peer, if it is ever handed to a program without shunt, finds
+ * those bytes in its socket (it takes off the ones it read from the ring
+ * meanwhile); otherwise nobody reads the copy.  Nothing to copy costs a
+ * few loads and stores.  Should the peer be leaving already, this end
+ * re-sends as the other end of that downgrade instead. */
+void downgrade_close_copy(struct tcp_sock *t, int fd);
+
 /* The calls that found the channel gone under them (STREAM_DOWNGRADED). */
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);

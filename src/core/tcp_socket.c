@@ -450,6 +450,7 @@ void tcp_release_channel(struct fdref *f)
         if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
             if (path == PATH_SHM && !atomic_load(&t->ch.hdr->down)) {
                 stream_close(t, f->fd);
+                downgrade_close_copy(t, f->fd);
                 /* the last holder of this end: nobody else waits on the
                  * companion, so its doorbells can go; what follows them
                  * tells whether the peer's processes are gone */

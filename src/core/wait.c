@@ -645,6 +645,15 @@ void wake_peer(struct tcp_sock *t, int fd, int what)
 
 bool doorbell_send(struct tcp_sock *t, int fd)
 {
+    /* Two sockets take no doorbell: a server's whose client's TCP prefix is
+     * still queued (it never sleeps on it: the prefix keeps it readable, and
+     * a byte queued behind the prefix could not be taken out without it
+     * when the server is handed to a program without shunt), and a closed
+     * end's (nobody waits there, and its kernel would answer with a reset
+     * that cuts off the copy it left in TCP; downgrade.c). */
+    if ((t->ch.side == 0 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) ||
+        (atomic_load(&t->ch.peer->state) & SIDE_CLOSED))
+        return false;
     _Atomic uint64_t *w = &t->ch.self->bells;
     uint64_t v = atomic_load(w);
     do {
@@ -692,6 +701,10 @@ static void drain_locked(struct tcp_sock *t, int fd)
         atomic_store_explicit(&t->ch.self->draining, 0, memory_order_release);
         if (downgrade_leaving_side(t))
             return;
+        limit = downgrade_bells_left(t);
+    } else if (atomic_load(&t->ch.peer->bells) & BELLS_FROZEN) {
+        /* the peer closed and left behind its doorbells a copy of what we
+         * had not read (downgrade_close_copy): the same bound */
         limit = downgrade_bells_left(t);
     }
     char buf[256];

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 7u
+#define CHANNEL_VERSION 8u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -54,6 +54,16 @@
 #define DOWN_RESENT   8u
 #define DOWN_READY    16u
 #define DOWN_DUPS     32u
+
+/* The copy an end that closes leaves in TCP of what its peer had not read
+ * yet (chan_side.closed_copy, downgrade.c): COPY_WRITING while it is being
+ * made; COPY_DONE once [copy_from, copy_end) of its outgoing ring is in the
+ * peer's socket, after every doorbell it sent; COPY_RESENDS when it found
+ * the peer leaving instead and re-sends as the other end of a downgrade. */
+#define COPY_NONE     0u
+#define COPY_WRITING  1u
+#define COPY_DONE     2u
+#define COPY_RESENDS  3u
 
 /* Endpoint state bits (chan_side.state). */
 #define SIDE_SHUT_WR  1u    /* wrote FIN into its outgoing ring */
@@ -120,6 +130,10 @@ struct chan_side {
      * bound (no downgrade seen yet): a leaver re-sends its own bytes into
      * that socket only once this is clear (downgrade.c, wait.c). */
     atomic_uint draining;
+    /* This end's last close left the bytes its peer had not read in TCP
+     * (COPY_*): the stream positions the copy covers. */
+    atomic_uint closed_copy;
+    _Atomic uint64_t copy_from, copy_end;
     /* Single copy out of this end (core/zcopy.c): sends and bytes that went
      * by it, and zc_off, set by the receiving end when the kernel refused
      * (enum zc_off_reason): from then on this direction uses the ring. */

@@ -247,6 +247,60 @@ def test_inetd_style_server_runs_program_without_shunt(shunt, tmp_path, start_se
     assert "the peer left for a program without shunt: kernel TCP" in log, log[-3000:]
 
 
+INETD_AFTER_CLOSE = textwrap.dedent('''
+    import os, socket, subprocess, sys, time
+    prog, strip, closed = sys.argv[1], sys.argv[2] == "strip", sys.argv[3]
+    env = {k: v for k, v in os.environ.items() if not (strip and k == "LD_PRELOAD")}
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+    print("PORT", ls.getsockname()[1], flush=True)
+    c, _ = ls.accept()
+    head = c.recv(1000)                  # a part read under shunt, from the ring
+    while not os.path.exists(closed):    # the client has sent everything and closed
+        time.sleep(0.01)
+    out = subprocess.run([prog], stdin=c, stdout=subprocess.PIPE, env=env, check=True).stdout
+    c.close()
+    print("HEAD", len(head), "RESULT", out.decode().strip(), flush=True)
+''')
+
+CLOSING_CLIENT = textwrap.dedent('''
+    import socket, sys
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+    c.sendall(bytes((k * 17 + 3) % 256 for k in range(int(sys.argv[2]))))
+    c.close()                            # unread by the server: in the ring
+    print("CLOSED", flush=True)
+''')
+
+
+@pytest.mark.parametrize("how", ["env-without-LD_PRELOAD", "static"])
+def test_inetd_style_server_runs_program_after_client_closed(shunt, tmp_path, start_server, sum_programs, how):
+    """The client sends its request and closes before the server (under
+    shunt, having read a part) hands the socket to a program without shunt:
+    the program reads the rest of the request, exactly, then EOF."""
+    (tmp_path / "inetd.py").write_text(INETD_AFTER_CLOSE)
+    (tmp_path / "client.py").write_text(CLOSING_CLIENT)
+    env = env_for(tmp_path)
+    prog, strip = {"env-without-LD_PRELOAD": (sum_programs / "sum_dyn", "strip"),
+                   "static": (sum_programs / "sum_static", "keep")}[how]
+    closed = tmp_path / "closed"
+    srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "inetd.py"), str(prog), strip, str(closed)]),
+                       env=env, name="inetd")
+    port = int(srv.wait_for(r"^PORT (\d+)$").group(1))
+    size = 700_000                       # fits the ring (1 MiB), more than a kernel receive window
+    r = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), str(port), str(size)]), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "CLOSED", (r.stdout, r.stderr)
+    closed.touch()
+    m = srv.wait_for(r"^HEAD (\d+) RESULT (\d+) (\d+)$")
+    payload = bytes((k * 17 + 3) % 256 for k in range(size))[int(m.group(1)):]
+    h = 1469598103934665603
+    for b in payload:
+        h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+    assert (int(m.group(2)), int(m.group(3))) == (len(payload), h)
+    log = logs(tmp_path)
+    assert "accelerated (client" in log and "accelerated (server" in log, log[-3000:]
+    assert " error: " not in log, log[-3000:]
+
+
 BUILTIN_SERVER = textwrap.dedent('''
     import ctypes, socket, sys
     expected = open(sys.argv[1], "rb").read()
