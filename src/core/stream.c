@@ -262,12 +262,20 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 return (ssize_t)got;
             continue;
         }
+        /* The ring was empty a moment ago, but the peer may have written
+         * its last bytes and then its end (FIN, close, reset, exit) since:
+         * an end seen now says nothing about the ring as we saw it.  Its
+         * loads come first, so a look at the ring after them sees every
+         * byte written before it; those are read before the end counts. */
+        bool ended = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
+        if (ended && ring_readable(&t->ch.rx) != 0)
+            continue;
         if ((atomic_load(&t->ch.peer->state) & SIDE_RESET) && !got &&
             !atomic_exchange(&t->reset_reported, true))
             return -ECONNRESET;   /* a reset is reported even after our SHUT_RD */
         if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_RD))
             return (ssize_t)got;
-        if (atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t)) {
+        if (ended) {
             ssize_t end = end_of_stream(t);
             shunt_log_sock(LOG_DEBUG, t, f->fd,
                            "end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
