@@ -74,53 +74,48 @@ static void finish(int a, pid_t pid, int kept)
 	xwait_child_ok(pid);
 }
 
-static void with_system(int kept)
-{
-	char cmd[128];
-	int a;
-	pid_t pid = start_peer(&a, "ping from system", kept);
+/* Each command echoes the waiting "ping" back, then writes its own part (tail, given the fd):
+ * system's and popen "r"'s their text (popen "r" says done on its stdout too), popen "w"'s
+ * what comes through its pipe. */
+static const struct shell_case {
+	const char *popen_mode;   /* NULL: system */
+	const char *tail;
+	const char *want;
+} cases[] = {
+	{ NULL, "printf ' from system' >&%d", "ping from system" },
+	{ "r", "printf ' from popen' >&%d && echo done", "ping from popen" },
+	{ "w", "cat >&%d", "ping through the pipe" },
+};
 
-	snprintf(cmd, sizeof(cmd), "head -c 4 <&%d >&%d && printf ' from system' >&%d", a, a, a);
-	CHECK(system(cmd), ==, 0);
-	finish(a, pid, kept);
-}
-
-static void with_popen_read(int kept)
+static void run_case(const struct shell_case *c, int kept)
 {
-	char cmd[128], line[64];
+	char cmd[128], tail[64], line[64];
 	int a;
-	pid_t pid = start_peer(&a, "ping from popen", kept);
+	pid_t pid = start_peer(&a, c->want, kept);
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "head -c 4 <&%d >&%d && printf ' from popen' >&%d && echo done", a, a, a);
-	f = popen(cmd, "r");
-	CHECK(f != NULL, ==, 1);
-	CHECK(fgets(line, sizeof(line), f) != NULL, ==, 1);
-	CHECK(strcmp(line, "done\n"), ==, 0);
-	CHECK(pclose(f), ==, 0);
-	finish(a, pid, kept);
-}
-
-static void with_popen_write(int kept)
-{
-	char cmd[128];
-	int a;
-	pid_t pid = start_peer(&a, "ping through the pipe", kept);
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "head -c 4 <&%d >&%d && cat >&%d", a, a, a);
-	f = popen(cmd, "w");
-	CHECK(f != NULL, ==, 1);
-	CHECK(fputs(" through the pipe", f), >=, 0);
-	CHECK(pclose(f), ==, 0);
+	snprintf(tail, sizeof(tail), c->tail, a);
+	snprintf(cmd, sizeof(cmd), "head -c 4 <&%d >&%d && %s", a, a, tail);
+	if (!c->popen_mode) {
+		CHECK(system(cmd), ==, 0);
+	} else {
+		f = popen(cmd, c->popen_mode);
+		CHECK(f != NULL, ==, 1);
+		if (*c->popen_mode == 'r') {
+			CHECK(fgets(line, sizeof(line), f) != NULL, ==, 1);
+			CHECK(strcmp(line, "done\n"), ==, 0);
+		} else {
+			CHECK(fputs(" through the pipe", f), >=, 0);
+		}
+		CHECK(pclose(f), ==, 0);
+	}
 	finish(a, pid, kept);
 }
 
 static void run(int kept)
 {
-	with_system(kept);
-	with_popen_read(kept);
-	with_popen_write(kept);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(&cases[i], kept);
 }
 
 int main(void)
