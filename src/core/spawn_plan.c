@@ -23,7 +23,13 @@
  * Programs that never call destroy leave records behind: a new init at
  * the same address replaces its record, and past RECORDS_MAX the least
  * recently used record goes.
+ *
+ * system and popen spawn /bin/sh inside libc, where no wrapper sees it:
+ * the same decision is made for that shell and environ, with popen's
+ * stdin or stdout replaced by its pipe (the fds of earlier popen streams,
+ * which the child closes, are pipes: never a socket of the table's).
  */
+#include <paths.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +41,8 @@
 #include "core/spawn_plan.h"
 #include "core/tcp_socket.h"
 #include "interpose/real.h"
+
+extern char **environ;
 
 #define RECORDS_MAX 256
 #define ACTIONS_MAX 4096
@@ -306,15 +314,12 @@ static bool replay(struct collected *c, const struct action *a, size_t n)
     return true;
 }
 
-void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_file_actions_t *fa,
-                   char *const envp[], bool search)
+/* The decision for a new program that runs shunt or not (runs), given the
+ * actions a (n of them) before its exec, or none known (known false). */
+static void prepare(struct spawn_plan *p, bool runs, const struct action *a, size_t n, bool known)
 {
     p->n = 0;
     p->held = NULL;
-    bool runs = downgrade_exec_runs_shunt(path, -1, envp, search);
-    struct action *a;
-    size_t n;
-    bool known = copy_actions(fa, &a, &n);
     if (!runs) {
         downgrade_queued_before_exec();  /* messages waiting on the Unix sockets it gets */
         downgrade_take_up_inherited();   /* inherited accelerated sockets this image never used */
@@ -329,7 +334,7 @@ void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_fil
     struct collected c = { 0 };
     fdt_for_each_object(0, ~0U, collect, &c);
     bool exact = known && !c.failed && replay(&c, a, n);
-    if (!exact && fa && c.n)
+    if (!exact && (n || !known) && c.n)
         shunt_log(LOG_INFO, "posix_spawn: file actions %s: every accelerated socket is taken as reaching the new program",
                   known ? "not followed (no memory)" : "unknown to shunt");
     for (size_t i = 0; i < c.nslots; i++)
@@ -348,10 +353,27 @@ void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_fil
             h->counted = true;
         }
     }
-    free(a);
     free(c.slots);
     p->n = c.n;
     p->held = c.s;
+}
+
+void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_file_actions_t *fa,
+                   char *const envp[], bool search)
+{
+    bool runs = downgrade_exec_runs_shunt(path, -1, envp, search);
+    struct action *a;
+    size_t n;
+    bool known = copy_actions(fa, &a, &n);
+    prepare(p, runs, a, n, known);
+    free(a);
+}
+
+void spawn_prepare_shell(struct spawn_plan *p, int replaced_fd)
+{
+    /* the fd is replaced by a pipe: for the sockets, as an open of a file there */
+    struct action a = { SPAWN_OPEN, replaced_fd, -1 };
+    prepare(p, downgrade_exec_runs_shunt(_PATH_BSHELL, -1, environ, false), &a, replaced_fd >= 0, true);
 }
 
 void spawn_finish(struct spawn_plan *p, bool spawned)

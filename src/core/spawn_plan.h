@@ -40,6 +40,11 @@ struct spawn_plan {
 void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_file_actions_t *fa,
                    char *const envp[], bool search);
 
+/* The same for system and popen, whose libc spawns /bin/sh with environ
+ * out of any wrapper's sight: replaced_fd is the child's fd that popen
+ * puts its pipe on (-1 for system). */
+void spawn_prepare_shell(struct spawn_plan *p, int replaced_fd);
+
 /* After the real call: a failed spawn gives the holds back. */
 void spawn_finish(struct spawn_plan *p, bool spawned);
 

@@ -1,7 +1,8 @@
 /*
  * process_calls.c: wrappers for fork, exec and posix_spawn, the points where
  * a process's sockets change hands.  vfork lives in vfork.c: it cannot be an
- * ordinary C function.
+ * ordinary C function; system and popen, whose spawn is inside libc, in
+ * shell_calls.c.
  */
 #include <stdarg.h>
 

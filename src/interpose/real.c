@@ -127,6 +127,8 @@ static int boot_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file
     return ENOSYS;
 }
 #define boot_posix_spawnp boot_posix_spawn
+static int boot_system(const char *c) { (void)c; return nosys(); }
+static FILE *boot_popen(const char *c, const char *m) { (void)c; (void)m; nosys(); return NULL; }
 static int boot_fa(posix_spawn_file_actions_t *fa) { (void)fa; return ENOSYS; }
 static int boot_fa_fd(posix_spawn_file_actions_t *fa, int fd) { (void)fa; (void)fd; return ENOSYS; }
 static int boot_posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int nfd)
