@@ -181,15 +181,19 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     return r;
 }
 
+/* DISPATCH for a data call: marked on its socket (call_marks.h). */
+#define DISPATCH_CALL(type, fd, op, ...)                    \
+    int saved_errno_ = errno;                              \
+    shunt_ensure_init();                                   \
+    struct shunt_sock *marked_;                            \
+    struct fdref f_ = fdt_get_call(fd, &marked_);          \
+    type r_ = f_.ops->op(&f_, __VA_ARGS__);                \
+    fdt_put_call(&f_, marked_);                            \
+    return (type)wrap_finish((long)r_, saved_errno_)
+
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-    int saved_errno = errno;
-    shunt_ensure_init();
-    struct shunt_sock *marked;
-    struct fdref f = fdt_get_call(fd, &marked);
-    int r = f.ops->sendmmsg(&f, vec, vlen, flags);
-    fdt_put_call(&f, marked);
-    return (int)wrap_finish(r, saved_errno);
+    DISPATCH_CALL(int, fd, sendmmsg, vec, vlen, flags);
 }
 
 /* Positioned I/O is never a socket operation: the kernel answers ESPIPE for
@@ -223,13 +227,7 @@ SHUNT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
  * thread meanwhile leaves the connection to them. */
 SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t count)
 {
-    int saved = errno;
-    shunt_ensure_init();
-    struct shunt_sock *marked;
-    struct fdref f = fdt_get_call(out_fd, &marked);
-    ssize_t r = f.ops->sendfile(&f, in_fd, off, count);
-    fdt_put_call(&f, marked);
-    return wrap_finish(r, saved);
+    DISPATCH_CALL(ssize_t, out_fd, sendfile, in_fd, off, count);
 }
 
 SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)

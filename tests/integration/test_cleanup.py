@@ -69,13 +69,19 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def segments_of(pids):
+def shm_named(pattern, pids):
+    """The files of /dev/shm whose name matches pattern, with one of pids
+    as the pattern's first group."""
     found = []
     for name in os.listdir("/dev/shm"):
-        m = re.fullmatch(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", name)
+        m = re.fullmatch(pattern, name)
         if m and int(m.group(1)) in pids:
             found.append(name)
     return found
+
+
+def segments_of(pids):
+    return shm_named(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", pids)
 
 
 def records_of(shunt_build, pids, env):
@@ -177,12 +183,7 @@ FORKING_CLIENT = textwrap.dedent('''
 
 
 def tables_of(pids):
-    found = []
-    for name in os.listdir("/dev/shm"):
-        m = re.fullmatch(r"shunt-\d+-\d+-(\d+)\.fds", name)
-        if m and int(m.group(1)) in pids:
-            found.append(name)
-    return found
+    return shm_named(r"shunt-\d+-\d+-(\d+)\.fds", pids)
 
 
 @pytest.mark.parametrize("mode", ["_exit", "killed"])
