@@ -44,13 +44,20 @@ void downgrade_close_copy(struct tcp_sock *t, int fd);
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 
+/* stream_recv, going on over TCP when the connection left the channel
+ * under it, for a call that goes on with the ring afterwards (splice): it
+ * ends with tcp_call_done if f->blocked. */
+static inline ssize_t channel_recv_more(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = stream_recv(t, f, c);
+    return r == STREAM_DOWNGRADED ? downgrade_recv(t, f, c) : r;
+}
+
 /* stream_recv and stream_send, going on over TCP when the connection left
  * the channel under them. */
 static inline ssize_t channel_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
-    ssize_t r = stream_recv(t, f, c);
-    if (r == STREAM_DOWNGRADED)
-        r = downgrade_recv(t, f, c);
+    ssize_t r = channel_recv_more(t, f, c);
     if (__builtin_expect(f->blocked, 0))
         tcp_call_done(t, f);
     return r;

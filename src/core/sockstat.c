@@ -160,5 +160,6 @@ void sockstat_after_fork_child(void)
 
 void sockstat_at_exit(void)
 {
-    pst_exit();
+    if (!shunt_in_vfork_child)   /* the table is the parent's */
+        pst_exit();
 }

@@ -112,7 +112,11 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
         if (e < 0)
             return done ? (ssize_t)done : e;
         if (source_pipe) {
-            int pw = pipe_wait(in_fd, pipe_wait_ok && done == 0);
+            bool wait = pipe_wait_ok && done == 0;
+            if (wait)   /* a close meanwhile leaves the connection to this call, as a sleep does */
+                wait_call_blocks(t, &out->blocked);
+            int pw = pipe_wait(in_fd, wait);
+            out->fd = tcp_call_fd(t, out->fd);
             if (pw < 0)
                 return done ? (ssize_t)done : pw;
         }
@@ -158,16 +162,24 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
         wake_peer(t, out->fd, WANT_DATA);
         if (sock_nb)
             return done ? (ssize_t)done : -EAGAIN;
-        int w = stream_wait_writable(t, out->fd);
+        int w = stream_wait_writable(t, out);
         if (w < 0)
             return done ? (ssize_t)done : w;
     }
     return (ssize_t)done;
 }
 
+/* The end of a call that waited: a close meanwhile is finished now. */
+static ssize_t call_done(struct tcp_sock *t, struct fdref *f, ssize_t r)
+{
+    if (f->blocked)
+        tcp_call_done(t, f);
+    return r;
+}
+
 ssize_t splice_sendfile(struct tcp_sock *t, struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
-    ssize_t r = fd_to_ring(t, out, in_fd, off, count, is_pipe(in_fd), true);
+    ssize_t r = call_done(t, out, fd_to_ring(t, out, in_fd, off, count, is_pipe(in_fd), true));
     shunt_log(LOG_DEBUG, "fd %d: sendfile from fd %d into the ring: %zd", out->fd, in_fd, r);
     return r;
 }
@@ -198,10 +210,15 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
     for (;;) {
         if (stream_prefix_left(t) > 0 || zc_pending(t) || going_back(t))
             return bounce_from_socket(t, in, out_fd, len);
-        if ((flags & SPLICE_F_NONBLOCK) && !fd_nonblocking(out_fd)) {
+        bool pipe_nb = fd_nonblocking(out_fd);
+        if (!pipe_nb && (flags & SPLICE_F_NONBLOCK)) {
             struct pollfd p = { .fd = out_fd, .events = POLLOUT };
             if (shunt_real.poll(&p, 1, 0) == 0)
                 return -EAGAIN;
+        } else if (!pipe_nb) {
+            /* the write below may wait for room in the pipe: a close
+             * meanwhile leaves the connection to this call, as a sleep does */
+            wait_call_blocks(t, &in->blocked);
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         if (lk < 0)
@@ -236,7 +253,7 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
          * loop then looks again (a move back goes to bounce_from_socket). */
         char b;
         struct io_call c = { .kind = IO_RECV, .buf = &b, .len = 1, .flags = MSG_PEEK };
-        ssize_t r = channel_recv(t, in, &c);
+        ssize_t r = channel_recv_more(t, in, &c);   /* the call goes on with the ring */
         if (r <= 0)
             return r;
     }
@@ -262,7 +279,7 @@ bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, of
         else if (off_in)
             *result = -EINVAL;
         else
-            *result = ring_to_pipe(src, in, out->fd, len, flags);
+            *result = call_done(src, in, ring_to_pipe(src, in, out->fd, len, flags));
         return true;
     }
     if (!is_pipe(in->fd))
@@ -272,6 +289,6 @@ bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, of
     else if (off_out)
         *result = -EINVAL;
     else
-        *result = fd_to_ring(dst, out, in->fd, NULL, len, true, !(flags & SPLICE_F_NONBLOCK));
+        *result = call_done(dst, out, fd_to_ring(dst, out, in->fd, NULL, len, true, !(flags & SPLICE_F_NONBLOCK)));
     return true;
 }

@@ -426,16 +426,17 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : send_failed(flags);
         if (nonblocking(t, f->fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;
-        int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked);
-        f->fd = tcp_call_fd(t, f->fd);
+        int w = stream_wait_writable(t, f);
         if (w < 0)
             return sent ? (ssize_t)sent : w;
     }
 }
 
-int stream_wait_writable(struct tcp_sock *t, int fd)
+int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
 {
-    return wait_channel(t, fd, tx_ready, true, NULL);
+    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked);
+    f->fd = tcp_call_fd(t, f->fd);
+    return w;
 }
 
 /* FIN goes into the ring once, after whatever a send in progress (in any

@@ -27,8 +27,10 @@ short stream_poll(struct tcp_sock *t, int fd, short events);
 void stream_flush_held(struct tcp_sock *t, int fd);
 
 /* A blocking writer's wait for ring space (or the peer's end): 0, or
- * -EAGAIN (SO_SNDTIMEO), -EINTR. */
-int stream_wait_writable(struct tcp_sock *t, int fd);
+ * -EAGAIN (SO_SNDTIMEO), -EINTR.  Counted in f->blocked as a send's wait
+ * (the caller ends with tcp_call_done); f->fd becomes shunt's copy of the
+ * socket if the program closed it meanwhile. */
+int stream_wait_writable(struct tcp_sock *t, struct fdref *f);
 
 /* The peer will send nothing more: its process is gone, or it closed. */
 static inline bool stream_peer_finished(struct tcp_sock *t)

@@ -417,6 +417,23 @@ void wait_undefer_close(struct tcp_sock *t)
     crit_unlock(&wait_lock);
 }
 
+/* This call now waits (wait_lock held): a close of the socket meanwhile
+ * leaves the connection open until it returns (tcp_call_done). */
+static void count_blocked(struct tcp_sock *t, bool *blocked)
+{
+    if (!*blocked) {
+        *blocked = true;
+        t->blocked_calls++;
+    }
+}
+
+void wait_call_blocks(struct tcp_sock *t, bool *blocked)
+{
+    crit_lock(&wait_lock);
+    count_blocked(t, blocked);
+    crit_unlock(&wait_lock);
+}
+
 bool wait_call_done(struct tcp_sock *t)
 {
     crit_lock(&wait_lock);
@@ -559,12 +576,8 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         return 0;
     }
     crit_lock(&wait_lock);
-    if (blocked && !*blocked) {
-        /* this call now waits: a close of the socket meanwhile leaves the
-         * connection open until it returns (tcp_call_done) */
-        *blocked = true;
-        t->blocked_calls++;
-    }
+    if (blocked)
+        count_blocked(t, blocked);
     unsigned gen = atomic_load(&t->wait_gen);
     /* The kernel sleeper's own signal handler, waiting on the same socket,
      * sleeps in the kernel too: on the futex it would wait for itself. */

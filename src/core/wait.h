@@ -45,6 +45,10 @@ bool wait_defer_close(struct tcp_sock *t, int fd);
 void wait_calls_settle(struct tcp_sock *t);
 void wait_undefer_close(struct tcp_sock *t);   /* it could not be remembered after all */
 
+/* A call is about to wait outside wait_channel (splice on its pipe): it
+ * is counted as wait_channel counts a sleeper, once (*blocked). */
+void wait_call_blocks(struct tcp_sock *t, bool *blocked);
+
 /* A call that waited (f->blocked) returns; true if it was the last one
  * and the socket was closed meanwhile: the caller finishes the close. */
 bool wait_call_done(struct tcp_sock *t);

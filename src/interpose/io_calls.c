@@ -181,15 +181,19 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     return r;
 }
 
+/* DISPATCH for a data call: marked on its socket (call_marks.h). */
+#define DISPATCH_CALL(type, fd, op, ...)                    \
+    int saved_errno_ = errno;                              \
+    shunt_ensure_init();                                   \
+    struct shunt_sock *marked_;                            \
+    struct fdref f_ = fdt_get_call(fd, &marked_);          \
+    type r_ = f_.ops->op(&f_, __VA_ARGS__);                \
+    fdt_put_call(&f_, marked_);                            \
+    return (type)wrap_finish((long)r_, saved_errno_)
+
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-    int saved_errno = errno;
-    shunt_ensure_init();
-    struct shunt_sock *marked;
-    struct fdref f = fdt_get_call(fd, &marked);
-    int r = f.ops->sendmmsg(&f, vec, vlen, flags);
-    fdt_put_call(&f, marked);
-    return (int)wrap_finish(r, saved_errno);
+    DISPATCH_CALL(int, fd, sendmmsg, vec, vlen, flags);
 }
 
 /* Positioned I/O is never a socket operation: the kernel answers ESPIPE for
@@ -218,28 +222,34 @@ SHUNT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
     return shunt_real.pwrite64(fd, buf, n, off);
 }
 
+/* sendfile and splice are data calls on their socket: marked as recv and
+ * send are (call_marks.h), so that a close of the socket by another
+ * thread meanwhile leaves the connection to them. */
+SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t count)
+{
+    DISPATCH_CALL(ssize_t, out_fd, sendfile, in_fd, off, count);
+}
+
 SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
 {
     _Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile assumes a 64-bit off_t");
-    DISPATCH(ssize_t, out_fd, sendfile, in_fd, (off64_t *)off, count);
-}
-
-SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t count)
-{
-    DISPATCH(ssize_t, out_fd, sendfile, in_fd, off, count);
+    return sendfile64(out_fd, in_fd, (off64_t *)off, count);
 }
 
 /* splice with an accelerated socket at either end goes through the ring
- * (core/splice.c); anything else is the kernel's. */
+ * (core/splice.c); anything else is the kernel's.  One end at most is a
+ * socket (the other must be a pipe): the mark is that end's. */
 SHUNT_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len, unsigned int flags)
 {
     int saved = errno;
     shunt_ensure_init();
-    struct fdref in = fdt_get(fd_in), out = fdt_get(fd_out);
+    struct shunt_sock *marked;
+    struct fdref in = fdt_get_call(fd_in, &marked);
+    struct fdref out = in.sock ? fdt_get(fd_out) : fdt_get_marked(fd_out, &shunt_call_mark.sock);
     ssize_t r;
     if (!splice_accelerated(&in, off_in, &out, off_out, len, flags, &r))
         r = sysret(shunt_real.splice(fd_in, off_in, fd_out, off_out, len, flags));
-    fdt_put(&in);
     fdt_put(&out);
+    fdt_put_call(&in, marked);
     return wrap_finish(r, saved);
 }

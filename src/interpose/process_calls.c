@@ -1,14 +1,15 @@
 /*
- * process_calls.c: wrappers for fork, exec and posix_spawn, the points where
- * a process's sockets change hands.  vfork lives in vfork.c: it cannot be an
- * ordinary C function; system and popen, whose spawn is inside libc, in
- * shell_calls.c.
+ * process_calls.c: wrappers for fork, exec, posix_spawn and _exit, the
+ * points where a process's sockets change hands or it ends.  vfork lives in
+ * vfork.c: it cannot be an ordinary C function; system and popen, whose
+ * spawn is inside libc, in shell_calls.c.
  */
 #include <stdarg.h>
 
 #include "core/downgrade.h"
 #include "core/epoll.h"
 #include "core/signals.h"
+#include "core/sockstat.h"
 #include "core/spawn_plan.h"
 #include "core/tcp_socket.h"
 #include "interpose/wrap.h"
@@ -36,6 +37,29 @@ SHUNT_EXPORT pid_t fork(void)
         tcp_sockets_fork_failed();
     errno = err;
     return pid;
+}
+
+/* _exit runs no destructor: what shunt's destructor does for exit that
+ * nobody else would (the table for shunt stat: only a sweep removes a dead
+ * process's) is done here.  The channels need nothing: the companion's FIN
+ * tells the peer, which lets go of the segment.  A vfork child's _exit is
+ * the parent's business (sockstat_at_exit leaves it alone). */
+static _Noreturn void exit_now(void (*real)(int), int status)
+{
+    if (atomic_load(&shunt_init_state) == 2)
+        sockstat_at_exit();
+    real(status);
+    __builtin_unreachable();
+}
+
+SHUNT_EXPORT void _exit(int status)
+{
+    exit_now(shunt_real._exit, status);
+}
+
+SHUNT_EXPORT void _Exit(int status)
+{
+    exit_now(shunt_real._Exit, status);
 }
 
 /* exec replaces this image: its holds on channels end here, and the new

@@ -113,6 +113,12 @@ static int boot_sigaction(int s, const struct sigaction *a, struct sigaction *o)
 static __sighandler_t boot_signal(int s, __sighandler_t h) { (void)s; (void)h; nosys(); return SIG_ERR; }
 static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
+static void boot__exit(int status)
+{
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+#define boot__Exit boot__exit
 static int boot_execv(const char *p, char *const a[]) { (void)p; (void)a; return nosys(); }
 static int boot_execvp(const char *p, char *const a[]) { (void)p; (void)a; return nosys(); }
 static int boot_execvpe(const char *p, char *const a[], char *const e[]) { (void)p; (void)a; (void)e; return nosys(); }

@@ -20,6 +20,44 @@ static void table_path(char *out, size_t len, const struct reg_file *f, int32_t 
              (unsigned long long)f->hdr.netns, (int)pid);
 }
 
+/* Removes one entry whose process is gone, with its table's file. */
+static void drop_proc(struct reg_file *f, struct reg_proc *p)
+{
+    char path[4200];
+    table_path(path, sizeof path, f, p->pid);
+    unlink(path);
+    entry_publish(&p->state, REG_FREE);
+    shunt_log(LOG_DEBUG, "registry: removed the fd table of dead pid %d", (int)p->pid);
+}
+
+/* Each table added first looks at the next few entries, round the list
+ * (lock held).  A process killed without a word leaves its table until a
+ * sweep, and a forking server whose children are killed would otherwise
+ * gather them until some process opens the registry anew: this way, with
+ * PROC_SWEEP_STEP entries looked at per table added, a dead one is found
+ * within (entries / PROC_SWEEP_STEP) additions, so the dead tables stay
+ * at most about a third as many as the live ones, at the cost of a few kill(2) and
+ * /proc reads per process start. */
+#define PROC_SWEEP_STEP 4
+
+static void sweep_some_procs(struct reg_file *f)
+{
+    uint32_t hwm = proc_hwm(f);
+    if (hwm == 0)
+        return;
+    uint32_t i = f->hdr.proc_sweep_next % hwm;
+    struct live_cache lc;
+    live_cache_init(&lc);
+    for (uint32_t n = 0; n < PROC_SWEEP_STEP && n < hwm; n++, i = (i + 1) % hwm) {
+        struct reg_proc *p = &f->procs[i];
+        if (entry_state(&p->state) != REG_FREE && !owner_alive(p->pid, &p->owner, &lc)) {
+            drop_proc(f, p);
+            f->hdr.reclaimed_procs++;
+        }
+    }
+    f->hdr.proc_sweep_next = i;
+}
+
 int reg_proc_add(int wait_ms)
 {
     int saved = errno;
@@ -34,6 +72,7 @@ int reg_proc_add(int wait_ms)
         errno = saved;
         return r;
     }
+    sweep_some_procs(f);   /* before the search: a dead process's entry with our pid may go */
     /* An entry with our pid is ours after exec, or a dead process's whose
      * pid we got: either way it is taken over (a sweep must not remove the
      * file we are about to make under the same name). */
@@ -111,11 +150,7 @@ unsigned sweep_procs(struct reg_file *f, struct live_cache *lc)
         if (entry_state(&p->state) == REG_FREE)
             continue;
         if (!owner_alive(p->pid, &p->owner, lc)) {
-            char path[4200];
-            table_path(path, sizeof path, f, p->pid);
-            unlink(path);
-            entry_publish(&p->state, REG_FREE);
-            shunt_log(LOG_DEBUG, "registry: removed the fd table of dead pid %d", (int)p->pid);
+            drop_proc(f, p);
             freed++;
             continue;
         }

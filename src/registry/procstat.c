@@ -35,6 +35,7 @@ static _Atomic(char *) table;           /* the mapping (PST_FILE_MAX bytes reser
 static _Atomic uint32_t table_fds;      /* fds the file covers now */
 static uint64_t table_ino;              /* the file's inode: growing checks it is still ours */
 static bool table_failed;               /* do not try again (no registry, no memory) */
+static atomic_bool table_closed;        /* the process is ending: no table is made again */
 /* A forked child that could not make its table at once keeps the parent's
  * mapping, to copy from when it next records something. */
 static char *parent_table;
@@ -111,7 +112,7 @@ static void copy_parent(void);
 
 static int open_table(int wait_ms)
 {
-    if (table_failed)
+    if (table_failed || atomic_load(&table_closed))
         return -ENOENT;
     int r = reg_proc_add(wait_ms);   /* first: takes over the entry of a dead process with our pid */
     if (r < 0) {
@@ -327,6 +328,7 @@ void pst_after_fork_child(void)
     parent_table = atomic_exchange(&table, NULL);
     parent_fds = atomic_exchange(&table_fds, 0);
     table_failed = false;
+    atomic_store(&table_closed, false);
     pthread_mutex_init(&table_lock, NULL);   /* another thread of the parent may have held it */
     if (!parent_table)
         return;
@@ -340,7 +342,11 @@ void pst_after_fork_child(void)
 
 void pst_exit(void)
 {
-    if (atomic_load(&table))
+    /* Once (exit's destructor, then an _exit in another library's: the
+     * same process).  The mapping stays: another thread may still write
+     * into it, and a record it makes later must not make the file again. */
+    atomic_store(&table_closed, true);
+    if (atomic_exchange(&table, NULL))
         reg_proc_remove();   /* unlinks the file too */
 }
 

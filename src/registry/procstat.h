@@ -12,8 +12,12 @@
  * follows the process's fds.
  *
  * The registry lists the processes that have a table (struct reg_proc);
- * its sweep removes the table of a process that died without removing it,
- * with the same liveness test as its other entries.
+ * a process removes its own at exit and _exit.  The registry's sweep
+ * removes the table of a process that died without removing it (killed),
+ * with the same liveness test as its other entries: all of them when a
+ * process first opens the registry, and a few each time a process adds
+ * its table, so that a forking server whose children are killed does not
+ * pile them up.
  *
  * Each entry is a sequence lock: odd while its owner writes it.  A reader
  * copies the file with pread (never maps it, so a file truncated under it
@@ -104,7 +108,8 @@ int pst_get(int fd, struct pst_rec *out);
  * fds it holds (checked against the kernel: the parent may have changed
  * its table since the fork). */
 void pst_after_fork_child(void);
-/* Normal exit: the table and its registry entry go. */
+/* The process ends (exit, _exit): the table and its registry entry go,
+ * and none is made again. */
 void pst_exit(void);
 
 /* ---- the registry's list of processes with a table ---------------------- */

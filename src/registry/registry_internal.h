@@ -64,7 +64,7 @@ struct reg_header {
     uint32_t listener_hwm;          /* no used listener at or above this index (a hint, clamped) */
     uint32_t conn_hwm;              /* the same for connection records */
     uint32_t proc_hwm;              /* the same for processes */
-    uint32_t pad1;
+    uint32_t proc_sweep_next;       /* where the next table added looks for dead ones (processes.c) */
     uint64_t conn_seq;              /* the sequence number of the last record posted */
     uint64_t recoveries;            /* locks taken over from a dead owner */
     uint64_t reclaimed_listeners;   /* entries of dead processes removed */

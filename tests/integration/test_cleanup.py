@@ -69,13 +69,19 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def segments_of(pids):
+def shm_named(pattern, pids):
+    """The files of /dev/shm whose name matches pattern, with one of pids
+    as the pattern's first group."""
     found = []
     for name in os.listdir("/dev/shm"):
-        m = re.fullmatch(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", name)
+        m = re.fullmatch(pattern, name)
         if m and int(m.group(1)) in pids:
             found.append(name)
     return found
+
+
+def segments_of(pids):
+    return shm_named(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", pids)
 
 
 def records_of(shunt_build, pids, env):
@@ -135,3 +141,87 @@ def test_both_killed_then_swept(shunt, shunt_build, tmp_path):
     # `shunt stat` opens the registry, which sweeps what dead processes left
     assert records_of(shunt_build, pids, env) == []
     assert segments_of(pids) == []
+
+
+# A forking server: a child per connection, which echoes and then ends by
+# _exit (no destructor runs) or is killed.  Each child has its own fd table
+# for `shunt stat` (/dev/shm/shunt-<uid>-<netns>-<pid>.fds).
+FORKING_SERVER = textwrap.dedent('''
+    import os, signal, socket, sys
+    mode, count = sys.argv[1], int(sys.argv[2])
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(8)
+    print("PORT", ls.getsockname()[1], flush=True)
+    children = []
+    for _ in range(count):
+        s, _ = ls.accept()
+        child = os.fork()
+        if child == 0:
+            ls.close()
+            s.sendall(s.recv(100))
+            if mode == "_exit":
+                os._exit(0)             # the socket still open, no exit handlers
+            os.kill(os.getpid(), signal.SIGKILL)
+        s.close()
+        os.waitpid(child, 0)
+        children.append(child)
+    print("CHILDREN", *children, flush=True)
+    sys.stdin.readline()                # the test counts the tables meanwhile
+''')
+
+# One client process: it opens the registry once, at its first connect, so
+# its sweep (the first open's) runs before any child has ended.
+FORKING_CLIENT = textwrap.dedent('''
+    import socket, sys
+    port, count = int(sys.argv[1]), int(sys.argv[2])
+    for i in range(count):
+        c = socket.create_connection(("127.0.0.1", port), timeout=20)
+        c.sendall(b"hello %d" % i)
+        assert c.recv(100) == b"hello %d" % i
+        c.close()
+    print("DONE", flush=True)
+''')
+
+
+def tables_of(pids):
+    return shm_named(r"shunt-\d+-\d+-(\d+)\.fds", pids)
+
+
+@pytest.mark.parametrize("mode", ["_exit", "killed"])
+def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mode):
+    """20 connections to a forking server whose children end by _exit (or
+    are killed): their fd tables go with them (_exit), or are swept as the
+    next children start (killed: at most a few are left at any time), not
+    only when some process next opens the registry."""
+    count = 20
+    (tmp_path / "server.py").write_text(FORKING_SERVER)
+    (tmp_path / "client.py").write_text(FORKING_CLIENT)
+    env = base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"))
+    server = subprocess.Popen(shunt.cmd([PYTHON, str(tmp_path / "server.py"), mode, str(count)]), env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("PORT"), line
+        client = subprocess.run(shunt.cmd([PYTHON, str(tmp_path / "client.py"), line.split()[1], str(count)]),
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert client.stdout.strip() == "DONE", client.stderr
+        line = server.stdout.readline()
+        assert line.startswith("CHILDREN"), line
+        children = {int(x) for x in line.split()[1:]}
+        assert len(children) == count
+        left = tables_of(children)
+        if mode == "_exit":
+            assert left == []
+        else:
+            assert len(left) <= 2, left   # the last child's, swept when the next one starts
+        server.stdin.write("\n")
+        server.stdin.flush()
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    log = "".join(x.read_text() for x in tmp_path.glob("shunt-*.log"))
+    assert log.count("accelerated (server") == count, log
+    # whatever is left goes with the next process to open the registry
+    records_of(shunt_build, children | {server.pid}, env)
+    assert tables_of(children | {server.pid}) == []
