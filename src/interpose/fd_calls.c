@@ -19,14 +19,10 @@ SHUNT_EXPORT int close(int fd)
         errno = EBADF;   /* not an fd the program opened: as without shunt */
         return -1;
     }
-    struct shunt_sock *s = fdt_close_begin(fd);
-    if (s)
-        release_fd(fd, s);
+    struct shunt_sock *s = closing_begin(fd);
     int r = shunt_real.close(fd);
     int err = errno;
-    fdt_close_end(fd);
-    if (s)
-        sock_put(s);
+    closing_end(fd, s);
     stdio_std_changed(fd);
     errno = r < 0 ? err : saved;
     return r;
@@ -40,15 +36,10 @@ SHUNT_EXPORT int fclose(FILE *stream)
     if (stdio_fclose(stream, &r))   /* one of shunt's streams: it closes its fd itself, after the flush */
         return r;
     int fd = stream ? fileno(stream) : -1;
-    struct shunt_sock *s = fd >= 0 ? fdt_close_begin(fd) : NULL;
-    if (s)
-        release_fd(fd, s);
+    struct shunt_sock *s = closing_begin(fd);
     r = shunt_real.fclose(stream);
     int err = errno;
-    if (fd >= 0)
-        fdt_close_end(fd);
-    if (s)
-        sock_put(s);
+    closing_end(fd, s);
     stdio_std_changed(fd);
     errno = r != 0 ? err : saved;
     return r;

@@ -724,15 +724,10 @@ static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const
     /* a file stream: glibc closes its fd, or dup3s the new file over it,
      * behind shunt's back; the fd table is told as close would tell it */
     int fd = fp->_fileno;
-    struct shunt_sock *s = fd >= 0 ? fdt_close_begin(fd) : NULL;
-    if (s)
-        release_fd(fd, s);
+    struct shunt_sock *s = closing_begin(fd);
     FILE *r = real(path, mode, fp);
     int err = errno;
-    if (fd >= 0)
-        fdt_close_end(fd);
-    if (s)
-        sock_put(s);
+    closing_end(fd, s);
     stdio_std_changed(fd);
     errno = r ? saved : err;
     return r;

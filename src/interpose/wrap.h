@@ -51,4 +51,24 @@ static inline void release_fd(int fd, struct shunt_sock *s)
     s->ops->release_fd(&f);
 }
 
+/* Around a libc call that closes fd (close, fclose, freopen): the number is
+ * held in the fd table until the call is over, so that no other thread's
+ * open reuses it meanwhile, and the object learns when this was its last
+ * fd.  fd < 0 (a stream without one) holds nothing. */
+static inline struct shunt_sock *closing_begin(int fd)
+{
+    struct shunt_sock *s = fd >= 0 ? fdt_close_begin(fd) : NULL;
+    if (s)
+        release_fd(fd, s);
+    return s;
+}
+
+static inline void closing_end(int fd, struct shunt_sock *s)
+{
+    if (fd >= 0)
+        fdt_close_end(fd);
+    if (s)
+        sock_put(s);
+}
+
 #endif
