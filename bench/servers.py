@@ -64,12 +64,15 @@ class Run:
         if shunt:
             self.env.update(SHUNT_LOG="info", SHUNT_LOG_FILE=str(self.dir / "shunt-%p.log"))
             self.env.update(kv.split("=", 1) for kv in opts.shunt_env)
+        # settings for one side only (the server's or the client's programs)
+        self.server_env = dict(self.env, **dict(kv.split("=", 1) for kv in opts.server_env)) if shunt else self.env
+        self.client_env = dict(self.env, **dict(kv.split("=", 1) for kv in opts.client_env)) if shunt else self.env
 
     def cmd(self, argv):
         return [str(self.opts.build / "shunt"), "run", "--"] + argv if self.shunt else argv
 
     def server(self, argv, port, cwd=None):
-        p = subprocess.Popen(self.cmd(argv), env=self.env, cwd=cwd, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen(self.cmd(argv), env=self.server_env, cwd=cwd, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             wait_listening(port, p)
@@ -79,7 +82,7 @@ class Run:
         return p
 
     def client(self, argv, timeout=300):
-        r = subprocess.run(self.cmd(argv), env=self.env, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(self.cmd(argv), env=self.client_env, capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError("%s failed: %s" % (argv[0], (r.stderr or r.stdout)[-400:]))
         return r.stdout
@@ -207,6 +210,10 @@ def main(argv=None):
     ap.add_argument("--only", default="redis,nginx,memcached,sendfile")
     ap.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting for the shunt runs (repeatable), e.g. SHUNT_SPIN_US=0")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the server of the shunt runs only (repeatable)")
+    ap.add_argument("--client-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the client of the shunt runs only (repeatable)")
     opts = ap.parse_args(argv)
     opts.build = opts.build.resolve()
     rows = []
