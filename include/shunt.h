@@ -15,7 +15,8 @@ int shunt_fd_accelerated(int fd);
  * "sends", "recvs", "doorbells", "sleeps", "zc_sends", "zc_bytes",
  * "zc_off" (why single copy is off: 0 on, 1 EPERM, 2 ENOSYS, 3 other pid
  * namespace, 4 other), "doorbells_held", "ring_size" (bytes of its
- * outgoing ring now), "shm_bytes" (bytes of /dev/shm the segment reserved). */
+ * outgoing ring now), "shm_bytes" (bytes of /dev/shm the segment reserved),
+ * "holders" (processes counted as holding this end). */
 long long shunt_fd_counter(int fd, const char *name);
 
 #endif

@@ -41,6 +41,8 @@ static long long counter_of(struct tcp_sock *t, const char *name)
         return atomic_load(&me->doorbells_held);
     if (!strcmp(name, "ring_size"))
         return (long long)ring_size_now(&t->ch.tx);
+    if (!strcmp(name, "holders"))
+        return atomic_load(&me->holders);
     if (!strcmp(name, "shm_bytes"))
         return (long long)channel_reserved(&t->ch);
     return -1;

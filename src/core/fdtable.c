@@ -12,7 +12,9 @@
  * inflight to drain before it drops the table's reference.  Holders of a
  * reference (a blocked recv, say) keep the object alive past close.
  */
+#include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -21,6 +23,7 @@
 
 #include "core/fdtable.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "core/tcp_socket.h"
 #include "interpose/real.h"
 
@@ -113,16 +116,73 @@ static struct fdref passthrough_ref(int fd)
     return (struct fdref){ .fd = fd, .sock = NULL, .ops = &passthrough_ops };
 }
 
-/* Decides what an fd the table has not seen is.  Only TCP sockets get an object. */
-static uintptr_t probe(int fd, bool passed)
+/*
+ * Probes run one at a time, each with the install of what it found: an fd
+ * that is another fd of a socket this process already knows (dup'ed before
+ * an exec: a shell's `<&4 >&4`) must find that socket's object in the table
+ * and share it (tcp_socket_share), not make a second one, or the one hold
+ * the process has on the channel would be let go of twice.  Recursive: a
+ * probe may look other fds up.  Probes are rare (an fd's first use).
+ */
+static pthread_mutex_t probe_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+/* Decides what an fd the table has not seen is.  Only TCP sockets get an
+ * object; *shared: one that another fd of this process already had. */
+static uintptr_t probe(int fd, bool passed, bool *shared)
 {
     struct stat st;
+    *shared = false;
     if (fstat(fd, &st) < 0)
         return FDT_UNKNOWN;   /* closed or bad: the kernel will say so; remember nothing */
     if (!S_ISSOCK(st.st_mode))
         return FDT_PASSTHROUGH;
-    struct shunt_sock *s = tcp_socket_probe(fd, passed);
+    struct shunt_sock *s = tcp_socket_share(fd, (uint64_t)st.st_ino, passed);
+    if (s) {
+        *shared = true;
+        return (uintptr_t)s;
+    }
+    s = tcp_socket_probe(fd, (uint64_t)st.st_ino, passed);
     return s ? (uintptr_t)s : FDT_PASSTHROUGH;
+}
+
+/* The table's count of fds on what probe found. */
+static void count_fd(uintptr_t found, bool shared)
+{
+    if (!is_object(found))
+        return;
+    if (shared)
+        atomic_fetch_add(&((struct shunt_sock *)found)->fds, 1);
+    else
+        atomic_store(&((struct shunt_sock *)found)->fds, 1);
+}
+
+/* Probes fd if its slot is still unknown and installs the answer; false if
+ * the fd is closed or bad. */
+static bool probe_unknown(int fd, struct slot *sl)
+{
+    bool ok = true, shared;
+    crit_lock(&probe_lock);
+    if (atomic_load(&sl->val) == FDT_UNKNOWN) {
+        uintptr_t found = probe(fd, false, &shared);
+        uintptr_t expected = FDT_UNKNOWN;
+        ok = found != FDT_UNKNOWN;
+        count_fd(found, shared);
+        if (ok && !atomic_compare_exchange_strong(&sl->val, &expected, found) && is_object(found)) {
+            /* the fd was closed and its number reused meanwhile */
+            if (shared)
+                atomic_fetch_sub(&((struct shunt_sock *)found)->fds, 1);
+            sock_put((struct shunt_sock *)found);
+        }
+    }
+    crit_unlock(&probe_lock);
+    return ok;
+}
+
+void fdt_after_fork_child(void)
+{
+    /* another thread of the parent may have held it: it does not exist here */
+    pthread_mutex_t fresh = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+    memcpy(&probe_lock, &fresh, sizeof fresh);
 }
 
 struct fdref fdt_get(int fd)
@@ -138,14 +198,8 @@ struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark)
     for (;;) {
         uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
         if (v == FDT_UNKNOWN) {
-            uintptr_t found = probe(fd, false);
-            if (found == FDT_UNKNOWN)
+            if (!probe_unknown(fd, sl))
                 return passthrough_ref(fd);
-            uintptr_t expected = FDT_UNKNOWN;
-            if (is_object(found))
-                atomic_store(&((struct shunt_sock *)found)->fds, 1);
-            if (!atomic_compare_exchange_strong(&sl->val, &expected, found) && is_object(found))
-                sock_put((struct shunt_sock *)found);   /* somebody else decided first */
             continue;
         }
         if (!is_object(v) || is_kernel_only(v))
@@ -227,10 +281,12 @@ void fdt_adopt_passed(int fd)
     struct slot *sl = slot_for(fd, true);
     if (!sl)
         return;
-    uintptr_t found = probe(fd, true);
-    if (is_object(found))
-        atomic_store(&((struct shunt_sock *)found)->fds, 1);
+    bool shared;
+    crit_lock(&probe_lock);
+    uintptr_t found = probe(fd, true, &shared);
+    count_fd(found, shared);
     uintptr_t old = swap_out(sl, found);
+    crit_unlock(&probe_lock);
     if (is_object(old))
         sock_put(obj(old));
 }

@@ -95,6 +95,9 @@ void fdt_forget(int fd);
  * about its number and takes it up at once (see tcp_socket_probe). */
 void fdt_adopt_passed(int fd);
 
+/* In the child of fork: the lock of the probes is free. */
+void fdt_after_fork_child(void);
+
 /* Forgets every fd in [first, last] (after close_range). */
 void fdt_forget_range(unsigned first, unsigned last);
 

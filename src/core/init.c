@@ -76,6 +76,7 @@ void shunt_after_fork_child(void)
     /* The fd table is lock-free and copied with the process; the epoll
      * sets' doorbell requests are the parent's. */
     shunt_pid = getpid();
+    fdt_after_fork_child();
     epoll_after_fork_child();
     sockstat_after_fork_child();   /* the child's own table for shunt stat */
     if (stdio_after_fork_child)

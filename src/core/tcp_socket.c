@@ -131,7 +131,7 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
     return &t->base;
 }
 
-struct shunt_sock *tcp_socket_probe(int fd, bool passed)
+struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed)
 {
     int domain = 0, type = 0, protocol = 0;
     socklen_t len = sizeof domain;
@@ -148,6 +148,7 @@ struct shunt_sock *tcp_socket_probe(int fd, bool passed)
     struct shunt_sock *s = tcp_socket_new(fd, domain, -1);
     if (!s)
         return NULL;
+    tcp_of(s)->inode = inode;   /* what tcp_socket_share knows it by */
     int listening = 0;
     len = sizeof listening;
     shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
@@ -157,6 +158,42 @@ struct shunt_sock *tcp_socket_probe(int fd, bool passed)
         negotiate_attach_inherited(tcp_of(s), fd, passed);
     sockstat_inherited(tcp_of(s), fd);
     return s;
+}
+
+struct known_socket {
+    uint64_t inode;
+    struct shunt_sock *found;
+    int fd;
+};
+
+static void find_inode(int fd, void *ctx)
+{
+    struct known_socket *k = ctx;
+    struct fdref f = fdt_get(fd);
+    if (!k->found && f.sock && f.sock->ops == &tcp_ops) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        if (t->inode == k->inode && !t->released) {
+            sock_get(f.sock);
+            k->found = f.sock;
+            k->fd = fd;
+        }
+    }
+    fdt_put(&f);
+}
+
+struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed)
+{
+    struct known_socket k = { inode, NULL, -1 };
+    if (!inode)
+        return NULL;
+    fdt_for_each_object(0, ~0U, find_inode, &k);
+    if (!k.found)
+        return NULL;
+    struct tcp_sock *t = tcp_of(k.found);
+    if (passed && atomic_load(&t->path) != PATH_TCP && t->ch.hdr)
+        atomic_fetch_sub(&t->ch.self->holders, 1u);   /* ours stands: never the last */
+    sockstat_dup(k.fd, fd);
+    return k.found;
 }
 
 void tcp_socket_watched(struct shunt_sock *s, int fd)

@@ -164,11 +164,20 @@ bool tcp_socket_wanted(int domain, int type, int protocol);
  * nonblock: the socket's O_NONBLOCK, or -1 if unknown. */
 struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock);
 
-/* An object for an fd the table has not seen, or NULL if it is not a TCP
- * socket.  An fd of an accelerated connection (inherited across exec or
+/* An object for an fd the table has not seen (a socket with this inode),
+ * or NULL if it is not a TCP socket.  An fd of an accelerated connection (inherited across exec or
  * received with SCM_RIGHTS) is attached to its channel.  passed: it just
  * arrived with SCM_RIGHTS, and the sender already counted it as a holder. */
-struct shunt_sock *tcp_socket_probe(int fd, bool passed);
+struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed);
+
+/* The object another fd of this process has for the socket with this inode
+ * (fds dup'ed before an exec, or a socket received that this process already
+ * holds), with one reference taken for the caller, or NULL.  The kernel has
+ * one file per socket, so the fd that is new to the table shares it, as a
+ * dup would: one object per socket keeps one hold on its channel, one
+ * O_NONBLOCK and one set of local locks.  A passed fd gives back the hold
+ * its sender counted in, which this process already had. */
+struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed);
 
 /* sendmsg with SCM_RIGHTS: each accelerated socket in flight is held for
  * its receiver (delta +1 before sending, -1 if the send failed). */

@@ -39,13 +39,21 @@ SHUNT_EXPORT pid_t fork(void)
     return pid;
 }
 
-/* _exit runs no destructor: what shunt's destructor does for exit that
- * nobody else would (the table for shunt stat: only a sweep removes a dead
- * process's) is done here.  The channels need nothing: the companion's FIN
- * tells the peer, which lets go of the segment.  A vfork child's _exit is
- * the parent's business (sockstat_at_exit leaves it alone). */
+/* _exit runs no destructor, so what shunt's destructor does for exit is
+ * done here: the channels are let go of as at a close (the holder count goes
+ * down, so that the last holder's close writes the end into the ring, and a
+ * last holder with bytes its peer has not read leaves their copy in TCP for
+ * a later downgrade of the peer: downgrade.c), and the table for shunt stat
+ * goes.  Not stdio: _exit flushes nothing.  A vfork child's _exit is the
+ * parent's business: its memory is the parent's. */
 static _Noreturn void exit_now(void (*real)(int), int status)
 {
+    static atomic_bool released;
+    if (atomic_load(&shunt_init_state) == 2 && !shunt_in_vfork_child &&
+        !atomic_exchange(&released, true)) {
+        epoll_release_all();
+        tcp_sockets_at_exit();
+    }
     if (atomic_load(&shunt_init_state) == 2)
         sockstat_at_exit();
     real(status);
