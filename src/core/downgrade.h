@@ -114,4 +114,8 @@ bool downgrade_receiver_runs_shunt(int unix_fd, bool named);
  * run shunt?  search: look path up in $PATH as execvp does. */
 bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search);
 
+/* Will that exec fail before any program runs (no such file, not
+ * executable)?  Then nothing needs to leave for it. */
+bool downgrade_exec_fails(const char *path, int fd, bool search);
+
 #endif

@@ -258,6 +258,8 @@ static void hold_in_vfork_child(int fd, void *ctx)
 
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
+    if (downgrade_exec_fails(path, fd, search))
+        return;
     if (downgrade_exec_runs_shunt(path, fd, envp, search)) {
         if (shunt_in_vfork_child) {
             struct vfork_holds h = { .n = 0 };

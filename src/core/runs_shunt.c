@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/downgrade.h"
 #include "core/init.h"
@@ -154,6 +155,26 @@ static bool image_runs_shunt(int fd, int depth)
         interp = ph.p_type == PT_INTERP;
     }
     return interp && !elf_is_go(fd, &eh);
+}
+
+/*
+ * An exec of a path the kernel will refuse before it reads the file (none
+ * there, a file on the way, no execute permission) fails and changes
+ * nothing, so nothing needs to leave for it.  A shell walks $PATH with one
+ * execve per directory: judging each of those would move every inherited
+ * connection back to kernel TCP at the first directory without the program.
+ * Only those answers count; any other doubt is left to the judgement.
+ */
+bool downgrade_exec_fails(const char *path, int fd, bool search)
+{
+    if (!path || fd >= 0)
+        return false;
+    char found[4096];
+    if (search && !strchr(path, '/'))
+        return !search_path(path, found, sizeof found);
+    if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0)
+        return false;
+    return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG;
 }
 
 bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search)

@@ -361,7 +361,8 @@ static void prepare(struct spawn_plan *p, bool runs, const struct action *a, siz
 void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_file_actions_t *fa,
                    char *const envp[], bool search)
 {
-    bool runs = downgrade_exec_runs_shunt(path, -1, envp, search);
+    /* a spawn that will fail keeps its holds until spawn_finish gives them back */
+    bool runs = downgrade_exec_fails(path, -1, search) || downgrade_exec_runs_shunt(path, -1, envp, search);
     struct action *a;
     size_t n;
     bool known = copy_actions(fa, &a, &n);
