@@ -4,7 +4,8 @@
  *
  * Owns: the list of such sockets, shunt's private copies of their fds
  * (t->own_fd, close-on-exec, near the top of the fd limit) and the fds the
- * program must not touch (tcp_private_fd*), and finishing each close when
+ * program must not touch (tcp_private_fd*: those, the local wake, and the
+ * wake FIFOs epoll sets keep), and finishing each close when
  * its last waiting call returns, at exit, or (forgotten) in a forked child.
  *
  * The kernel keeps a socket open until the last call using it returns, so
@@ -17,9 +18,11 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "interpose/real.h"
 
 #define DEFERRED_MAX 64
+_Static_assert(1 + DEFERRED_MAX + XWAKE_KEPT_MAX <= TCP_PRIVATE_MAX, "every private fd fits");
 static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tcp_sock *deferred[DEFERRED_MAX];
 static atomic_int deferred_count;
@@ -59,7 +62,7 @@ bool tcp_private_fd(int fd)
 {
     if (fd < 0)
         return false;
-    if (fd == wait_local_fd())
+    if (fd == wait_local_fd() || xwake_kept_is(fd))
         return true;
     if (atomic_load_explicit(&deferred_count, memory_order_relaxed) == 0)
         return false;
@@ -77,6 +80,7 @@ int tcp_private_fds(int *out, int max)
     int lw = wait_local_fd();
     if (lw >= 0 && n < max)
         out[n++] = lw;
+    n += xwake_kept_fds(out + n, max - n);
     if (atomic_load_explicit(&deferred_count, memory_order_relaxed) != 0) {
         crit_lock(&deferred_lock);
         for (int i = 0; i < DEFERRED_MAX && n < max; i++) {
@@ -97,7 +101,7 @@ int tcp_private_fds(int *out, int max)
 
 bool tcp_relocate_private(int fd)
 {
-    if (wait_relocate_local(fd))
+    if (wait_relocate_local(fd) || xwake_kept_relocate(fd))
         return true;
     bool moved = false;
     crit_lock(&deferred_lock);

@@ -47,9 +47,9 @@
 #include "core/signals.h"
 #include "core/stream.h"
 #include "core/wait.h"
+#include "core/xwake.h"
 #include "interpose/real.h"
 
-#define TAG_HIGH 0x5348554eull   /* "SHUN": marks the kernel events that are ours */
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
 
@@ -476,6 +476,7 @@ static bool quiesce(struct epoll_obj *ep)
         if (e->kind == M_EPOLL) {
             struct epoll_obj *inner = (struct epoll_obj *)e->s;
             crit_lock(&inner->lock);
+            inner->kfd = e->io_fd;   /* its cold members' wake FIFOs go into it */
             ready |= quiesce(inner);
             crit_unlock(&inner->lock);
             continue;
@@ -635,19 +636,11 @@ static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)
     return kernel_ctl(ep->kfd, EPOLL_CTL_ADD, e->fd, &k);
 }
 
-static bool names(int fd, struct shunt_sock *s)
-{
-    struct fdref f = fdt_get(fd);
-    bool same = f.sock == s;
-    fdt_put(&f);
-    return same;
-}
-
 static void poke(struct epoll_obj *ep, struct ep_entry *e)
 {
     /* the set's fd and the member's key must still be what they were: the
      * program may have closed them, and the numbers name other files now */
-    if (!e->armed || e->poked || e->pending || !names(ep->kfd, &ep->base) || !names(e->fd, e->s))
+    if (!e->armed || e->poked || e->pending || !fd_names(ep->kfd, &ep->base) || !fd_names(e->fd, e->s))
         return;
     if (reregister(ep, e, EPOLLOUT) == 0)
         e->poked = true;
@@ -656,7 +649,7 @@ static void poke(struct epoll_obj *ep, struct ep_entry *e)
 static void unpoke(struct epoll_obj *ep, struct ep_entry *e)
 {
     e->poked = false;
-    if (names(ep->kfd, &ep->base) && names(e->fd, e->s))
+    if (fd_names(ep->kfd, &ep->base) && fd_names(e->fd, e->s))
         reregister(ep, e, 0);
 }
 
@@ -669,34 +662,50 @@ static bool set_get(struct epoll_obj *ep)
     return r > 0;
 }
 
-void epoll_socket_changed(struct tcp_sock *t, int fd)
+/* The sets of this process, each with a reference (sets_put drops them):
+ * ep->lock is never taken under all_lock (destroying a nested set takes
+ * all_lock under its outer set's lock).  *sets is stack, or allocated. */
+static size_t sets_get(struct epoll_obj ***sets, struct epoll_obj **stack, size_t cap)
 {
-    unsigned entries = atomic_load(&t->epoll_entries);
-    if (entries == 0)
-        return;
-    /* The sets are taken out of the list with a reference each: ep->lock is
-     * never taken under all_lock (destroying a nested set takes all_lock
-     * under its outer set's lock). */
-    struct epoll_obj *stack[16], **sets = stack;
-    size_t n = 0, cap = 16;
+    size_t n = 0;
+    *sets = stack;
     pthread_mutex_lock(&all_lock);
     for (struct epoll_obj *ep = all; ep; ep = ep->next) {
         if (n == cap) {
             struct epoll_obj **more = malloc(2 * cap * sizeof *more);
             if (!more)
                 break;
-            memcpy(more, sets, n * sizeof *more);
-            if (sets != stack)
-                free(sets);
-            sets = more;
+            memcpy(more, *sets, n * sizeof *more);
+            if (*sets != stack)
+                free(*sets);
+            *sets = more;
             cap *= 2;
         }
         if (set_get(ep))
-            sets[n++] = ep;
+            (*sets)[n++] = ep;
     }
     pthread_mutex_unlock(&all_lock);
-    /* by the fd of the shutdown first, then (a duplicate was registered) by
-     * looking at every member, only as long as some are still unfound */
+    return n;
+}
+
+static void sets_put(struct epoll_obj **sets, struct epoll_obj **stack, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sock_put(&sets[i]->base);
+    if (sets != stack)
+        free(sets);
+}
+
+/* Calls fn on every member of this process's sets that is t: by fd first,
+ * then (a duplicate was registered) by looking at every member, only as
+ * long as some are still unfound. */
+static void each_entry_of(struct tcp_sock *t, int fd, void (*fn)(struct epoll_obj *, struct ep_entry *))
+{
+    unsigned entries = atomic_load(&t->epoll_entries);
+    if (entries == 0)
+        return;
+    struct epoll_obj *stack[16], **sets;
+    size_t n = sets_get(&sets, stack, 16);
     unsigned found = 0;
     for (int pass = 0; pass < 2 && found < entries; pass++) {
         for (size_t i = 0; i < n && found < entries; i++) {
@@ -706,7 +715,7 @@ void epoll_socket_changed(struct tcp_sock *t, int fd)
                 struct ep_entry *e = pass == 0 ? slot_for_fd(ep, fd) : &ep->v[j];
                 if (e && e->s == &t->base && e->kind == M_SOCKET && (pass == 0 || e->fd != fd)) {
                     found++;
-                    poke(ep, e);
+                    fn(ep, e);
                 }
                 if (pass == 0)
                     break;
@@ -714,10 +723,17 @@ void epoll_socket_changed(struct tcp_sock *t, int fd)
             crit_unlock(&ep->lock);
         }
     }
-    for (size_t i = 0; i < n; i++)
-        sock_put(&sets[i]->base);
-    if (sets != stack)
-        free(sets);
+    sets_put(sets, stack, n);
+}
+
+void epoll_socket_changed(struct tcp_sock *t, int fd)
+{
+    each_entry_of(t, fd, poke);
+}
+
+void epoll_socket_shared(struct tcp_sock *t, int fd)
+{
+    each_entry_of(t, fd, watch_xwake);
 }
 
 /* Removes our tagged events from what the kernel returned: each names a
@@ -728,7 +744,8 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
     int kept = 0;
     ep->nwoken = 0;
     for (int i = 0; i < n; i++) {
-        if ((evs[i].data.u64 >> 32) != TAG_HIGH) {
+        uint64_t tag = evs[i].data.u64 >> 32;
+        if (tag != TAG_HIGH && tag != TAG_XWAKE) {
             if (!ep->pending || !pending_event(ep, &evs[i], woke))
                 evs[kept++] = evs[i];
             continue;
@@ -739,7 +756,8 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
         struct tcp_sock *t = sock_of(e);
         if (e->poked)
             unpoke(ep, e);
-        if (t && t->ch.hdr && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+        /* the wake FIFO's EPOLLHUP says nothing about the peer */
+        if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
             doorbell_check_peer(t, e->io_fd);
         if (e->armed || e->hot_pos == NO_SLOT) {
             make_hot(ep, e);
@@ -955,13 +973,30 @@ bool epoll_before_sleep(struct shunt_sock *s)
     return r;
 }
 
-/* Before fork: every set gets its journal, which parent and child will share. */
+/* Before fork: every set gets its journal, which parent and child will
+ * share; and the child will hold every end, so every cold member watches
+ * its end's wake FIFO from now on (before the child can shut one down),
+ * and so does every member turning cold until the fork is done. */
 void epoll_before_fork(void)
 {
-    pthread_mutex_lock(&all_lock);
-    for (struct epoll_obj *ep = all; ep; ep = ep->next)
+    atomic_fetch_add(&epoll_forking, 1);
+    struct epoll_obj *stack[16], **sets;
+    size_t n = sets_get(&sets, stack, 16);
+    for (size_t i = 0; i < n; i++) {
+        struct epoll_obj *ep = sets[i];
+        crit_lock(&ep->lock);
         journal_create(ep);
-    pthread_mutex_unlock(&all_lock);
+        for (uint32_t j = 0; ep->cold > 0 && j < ep->nv; j++)
+            if (ep->v[j].s && ep->v[j].armed)
+                watch_xwake(ep, &ep->v[j]);
+        crit_unlock(&ep->lock);
+    }
+    sets_put(sets, stack, n);
+}
+
+void epoll_after_fork_parent(void)
+{
+    atomic_fetch_sub(&epoll_forking, 1);
 }
 
 /* The child of fork has copies of our sets; the doorbell requests counted
@@ -970,17 +1005,20 @@ void epoll_before_fork(void)
 void epoll_after_fork_child(void)
 {
     pthread_mutex_init(&all_lock, NULL);
+    atomic_store(&epoll_forking, 0);
     for (struct epoll_obj *ep = all; ep; ep = ep->next) {
         pthread_mutex_init(&ep->lock, NULL);
         for (uint32_t i = 0; i < ep->nv; i++) {
             struct ep_entry *e = &ep->v[i];
             if (e->s && e->armed) {
                 e->armed = 0;
+                e->xkeep = -1;   /* closed below: the parent's */
                 ep->cold--;
                 hot_add(ep, e);
             }
         }
     }
+    xwake_after_fork_child();
 }
 
 /* Before exec and at exit: take back every doorbell request, so that the

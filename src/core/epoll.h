@@ -29,8 +29,15 @@ bool epoll_before_sleep(struct shunt_sock *s);
 struct tcp_sock;
 void epoll_socket_changed(struct tcp_sock *t, int fd);
 
-/* fork (before it, and in the child after it), exec and exit. */
+/* This process counted another process in as a holder of t's end
+ * (SCM_RIGHTS, a spawned program), which cannot act on it yet: its sets'
+ * cold members of t watch the end's wake FIFO from now on, so that a
+ * shutdown by that process wakes them (fork: epoll_before_fork). */
+void epoll_socket_shared(struct tcp_sock *t, int fd);
+
+/* fork (before it, in the parent and in the child after it), exec and exit. */
 void epoll_before_fork(void);
+void epoll_after_fork_parent(void);
 void epoll_after_fork_child(void);
 void epoll_release_all(void);
 

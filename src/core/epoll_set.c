@@ -11,6 +11,8 @@
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/wait.h"
+#include "core/xwake.h"
+#include "interpose/real.h"
 
 /*
  * After fork, parent and child hold one kernel epoll set but each its own
@@ -79,6 +81,8 @@ void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
 {
     if (!e->armed)
         return;
+    xwake_drop(e->xkeep);
+    e->xkeep = -1;
     if (fd_valid)
         doorbell_leave(sock_of(e), e->io_fd, e->armed);
     else
@@ -111,6 +115,39 @@ void make_cold(struct epoll_obj *ep, struct ep_entry *e)
     doorbell_enter(sock_of(e), w);
     e->armed = w;
     ep->cold++;
+    if (xwake_shared(sock_of(e)) || atomic_load_explicit(&epoll_forking, memory_order_relaxed))
+        watch_xwake(ep, e);
+}
+
+atomic_int epoll_forking;
+
+bool fd_names(int fd, struct shunt_sock *s)
+{
+    struct fdref f = fdt_get(fd);
+    bool same = f.sock == s;
+    fdt_put(&f);
+    return same;
+}
+
+/*
+ * Another process holding the member's end may shut it down, which rings
+ * no doorbell.  The kernel's shutdown wakes every epoll set holding the
+ * socket, so a cold member of a shared end keeps the end's wake FIFO open
+ * (opened before the caller's last look at the member) and registered in
+ * the kernel set under the member's fd, edge-triggered: a wake makes it
+ * report EPOLLHUP once, which names the member.  The member turning hot
+ * closes it, and the kernel takes it out of the set with its last fd.
+ */
+void watch_xwake(struct epoll_obj *ep, struct ep_entry *e)
+{
+    if (!e->armed || e->xkeep >= 0 || e->kind != M_SOCKET || !fd_names(ep->kfd, &ep->base))
+        return;
+    int h = xwake_keep(sock_of(e));
+    struct epoll_event k = { .events = EPOLLIN | EPOLLET, .data.u64 = TAG_XWAKE << 32 | (uint32_t)e->fd };
+    if (h >= 0 && shunt_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, xwake_kept_fd(h), &k) == 0)
+        e->xkeep = h;
+    else
+        xwake_drop(h);
 }
 
 void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind)
@@ -160,6 +197,7 @@ struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
     struct ep_entry *e = &ep->v[i];
     memset(e, 0, sizeof *e);
     e->hot_pos = NO_SLOT;
+    e->xkeep = -1;
     e->fd = e->io_fd = fd;
     ep->slot_of[fd] = i + 1;
     ep->members++;

@@ -19,6 +19,12 @@
 
 #define NO_SLOT UINT32_MAX
 
+/* The high word of the kernel's data for registrations of ours: a member's
+ * companion, and a cold member's wake FIFO (xwake.c); the low word is the
+ * member's fd. */
+#define TAG_HIGH 0x5348554eull    /* "SHUN" */
+#define TAG_XWAKE 0x53485558ull   /* "SHUX" */
+
 enum member_kind { M_SOCKET, M_EPOLL };
 
 struct ep_entry {
@@ -32,6 +38,8 @@ struct ep_entry {
     uint8_t idle;                /* looks in a row that found nothing */
     uint64_t active_ns;          /* when it last had something, or turned hot */
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
+    int xkeep;                   /* cold: its end's wake FIFO, registered in the kernel set (an
+                                    xwake_keep handle), or -1 */
     uint32_t hot_pos;            /* index in hot[], or NO_SLOT */
     uint32_t events;
     epoll_data_t data;
@@ -99,6 +107,17 @@ void hot_remove(struct epoll_obj *ep, struct ep_entry *e);
 void make_hot(struct epoll_obj *ep, struct ep_entry *e);
 void make_cold(struct epoll_obj *ep, struct ep_entry *e);
 void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
+
+/* A cold member whose end another process holds, or is about to, also
+ * watches the end's wake FIFO in the kernel set (make_cold does it when the
+ * end is shared already, or while epoll_forking: a fork of this process is
+ * under way, and the child will hold every end). */
+void watch_xwake(struct epoll_obj *ep, struct ep_entry *e);
+extern atomic_int epoll_forking;
+
+/* Whether fd still names s in this process (a number the program closed
+ * may name another file now). */
+bool fd_names(int fd, struct shunt_sock *s);
 
 /* The journal of sets shared across fork: made before the fork, freed
  * with the set; a change is appended, the others' changes applied (under

@@ -214,9 +214,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd, &k[n + 1 + i].fd);
                 if (lw[i] == LW_ON)
                     k[n].fd = efd;
-                busy |= lw[i] == LW_BUSY || k[n + 1 + i].fd == XWAKE_BUSY;
-                if (k[n + 1 + i].fd == XWAKE_BUSY)
-                    k[n + 1 + i].fd = -1;
+                busy |= lw[i] == LW_BUSY;
                 k[i].events = POLLIN | POLLRDHUP;
             } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
                 ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */

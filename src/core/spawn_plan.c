@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "core/downgrade.h"
+#include "core/epoll.h"
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -350,6 +351,7 @@ static void prepare(struct spawn_plan *p, bool runs, const struct action *a, siz
             downgrade_leave(h->t, h->fd);
         } else if (atomic_load(&h->t->path) != PATH_TCP) {
             atomic_fetch_add(&h->t->ch.self->holders, 1u);
+            epoll_socket_shared(h->t, h->fd);   /* the new program may shut it down */
             h->counted = true;
         }
     }

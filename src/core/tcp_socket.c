@@ -586,6 +586,8 @@ static void adjust_holders(int fd, void *ctx)
                 crit_lock(&t->tx_lock);
             }
             atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
+            if (h->delta > 0 && h->which == SURVIVING_EXEC)
+                epoll_socket_shared(t, fd);   /* the new program may shut it down */
         }
     }
     fdt_put(&f);
@@ -625,8 +627,11 @@ void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
         struct fdref f = fdt_get(fds[i]);
         if (f.sock && f.sock->ops == &tcp_ops) {
             struct tcp_sock *t = tcp_of(f.sock);
-            if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr)
+            if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
                 atomic_fetch_add(&t->ch.self->holders, (unsigned)delta);
+                if (delta > 0)
+                    epoll_socket_shared(t, fds[i]);   /* the receiver may shut it down */
+            }
         }
         fdt_put(&f);
     }

@@ -146,11 +146,14 @@ void tcp_call_done(struct tcp_sock *t, struct fdref *f);
 void tcp_release_channel(struct fdref *f);
 
 /* Whether fd is one shunt keeps for itself (the local wake, private copies
- * of closed sockets): the program's close of it fails with EBADF, as it
- * would without shunt, and close_range leaves it alone. */
+ * of closed sockets, wake FIFOs epoll sets keep): the program's close of it
+ * fails with EBADF, as it would without shunt, and close_range leaves it
+ * alone. */
 bool tcp_private_fd(int fd);
 
-/* shunt's private fds, sorted, at most max of them. */
+/* shunt's private fds, sorted, at most max of them; there are never more
+ * than TCP_PRIVATE_MAX. */
+#define TCP_PRIVATE_MAX 160
 int tcp_private_fds(int *out, int max);
 
 /* The program's dup2/dup3 onto fd, one of shunt's private fds: moves it to

@@ -444,21 +444,18 @@ bool wait_call_done(struct tcp_sock *t)
     return finish;
 }
 
-/* Announces a sleep (as doorbell_enter) and registers for the local wake
- * and the end's wake across processes, in one section of the wait locks. */
+/* Announces a sleep (as doorbell_enter) and registers for the local wake,
+ * in one section of the wait locks; opens the end's wake FIFO first (a
+ * path lookup, outside the locks), before the caller's last look. */
 int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd)
 {
-    int x = xwake_open(t);
+    *xfd = xwake_open(t);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
     atomic_fetch_add(&t->ch.self->waiters, 1);
     doorbell_arm(t, what);
-    if (lk < 0) {
-        xwake_close(x);
-        *xfd = -1;
+    if (lk < 0)
         return LW_NONE;   /* the lock is not held: the local state is left alone */
-    }
     int lw = lw_register(t, efd);
-    *xfd = xwake_register(t, lk, x);
     dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
     return lw;
 }
@@ -467,10 +464,8 @@ void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 {
     doorbell_disarm(t, what);
     int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    if (lk >= 0) {
+    if (lk >= 0)
         lw_unregister(t, lw);
-        xwake_unregister(t, lk, xfd);
-    }
     if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
         drain_locked(t, fd);
     if (lk >= 0)
@@ -498,7 +493,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     struct timespec tmo, cap = { 0, 1000000 };
     bool timed = socket_timeout(t, fd, for_write, &tmo);
     bool capped = false;
-    if ((lw == LW_BUSY || xfd == XWAKE_BUSY) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
         tmo = cap;   /* a wake is being emptied: look again soon */
         capped = true;
     }

@@ -84,8 +84,8 @@ void doorbell_leave(struct tcp_sock *t, int fd, int what);
  * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
  * emptied: sleep at most a millisecond and look again; LW_NONE, there is
  * none.  And for the wake from other processes holding the end (xwake.c):
- * *xfd to watch too, XWAKE_BUSY (sleep at most a millisecond) or -1.
- * leave takes both registrations back (the values enter gave). */
+ * *xfd to watch too (POLLIN: it reports POLLHUP), or -1.  leave takes both
+ * back (the values enter gave). */
 enum { LW_NONE, LW_ON, LW_BUSY };
 int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd);
 void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd);

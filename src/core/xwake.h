@@ -10,25 +10,42 @@
 
 #include "core/tcp_socket.h"
 
-/* What a sleeper gets for the wake: an fd to watch for POLLIN, none, or
- * XWAKE_BUSY (a wake is being emptied: sleep at most a millisecond). */
-#define XWAKE_BUSY (-2)
+/* Whether another process holds t's end (only then is there a wake FIFO
+ * to watch). */
+bool xwake_shared(struct tcp_sock *t);
 
-/* Before taking the end's wait lock: the end's wake FIFO opened for
- * reading when another process holds the end, else -1. */
+/* Before a sleeper's last look at the end's state: the end's wake FIFO
+ * opened for reading when another process holds the end, else -1.  It
+ * reports POLLHUP (EPOLLHUP) once a wake was sent after this open, and
+ * nothing before.  xwake_close after the sleep. */
 int xwake_open(struct tcp_sock *t);
-
-/* Under the end's wait lock (taken shared: lk > 0): registers the sleeper
- * that opened xfd; returns xfd, XWAKE_BUSY or -1 (xfd is then closed). */
-int xwake_register(struct tcp_sock *t, int lk, int xfd);
-
-/* Under the end's wait lock: the sleeper leaves (xfd as register returned
- * it); the last one empties the FIFO.  xwake_close after the lock. */
-void xwake_unregister(struct tcp_sock *t, int lk, int xfd);
 void xwake_close(int xfd);
 
-/* The end's state changed: every registered sleeper of it, in any
- * process, wakes and looks again.  Takes the end's wait lock. */
+/* The end's state changed: every sleeper of it that opened the FIFO
+ * before now, in any process, wakes and looks again. */
 void xwake_send(struct tcp_sock *t);
+
+/*
+ * An epoll set keeps the FIFO of a member that waits idle (cold) open and
+ * registered in its kernel set, for as long as it stays cold.  Those fds
+ * are shunt's: kept near the top of the fd limit, and the program's close,
+ * close_range, closefrom and dup2 go around them (tcp_private_fd*).
+ * xwake_keep opens t's FIFO (whoever holds the end) and returns a handle
+ * (-1: none, or XWAKE_KEPT_MAX are kept already); xwake_kept_fd its number
+ * now; xwake_drop closes it.
+ */
+#define XWAKE_KEPT_MAX 64
+int xwake_keep(struct tcp_sock *t);
+int xwake_kept_fd(int h);
+void xwake_drop(int h);
+
+/* The numbers of the kept fds (at most max, unsorted); whether fd is one;
+ * the program's dup2 onto one moves it (true if it did). */
+int xwake_kept_fds(int *out, int max);
+bool xwake_kept_is(int fd);
+bool xwake_kept_relocate(int fd);
+
+/* In the child after fork: the copies of the parent's kept fds close. */
+void xwake_after_fork_child(void);
 
 #endif

@@ -57,7 +57,7 @@ static void release_cb(int fd, void *ctx)
 /* close_range over [first, last] except shunt's private fds. */
 static int close_range_around_private(unsigned first, unsigned last, int flags)
 {
-    int priv[72];
+    int priv[TCP_PRIVATE_MAX];
     int n = tcp_private_fds(priv, (int)(sizeof priv / sizeof priv[0]));
     unsigned from = first;
     for (int i = 0; i < n; i++) {

@@ -31,6 +31,8 @@ SHUNT_EXPORT pid_t fork(void)
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
         tcp_sockets_after_fork_child();
+    } else {
+        epoll_after_fork_parent();
     }
     tcp_sockets_after_fork();
     if (pid < 0)

@@ -19,7 +19,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 8u
+#define CHANNEL_VERSION 9u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -142,11 +142,6 @@ struct chan_side {
     atomic_uint doorbells_held;          /* doorbells put off while corked (MSG_MORE, TCP_CORK) */
     atomic_uint doorbell_owed;           /* one of them is still owed to the peer */
     atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
-    /* Sleepers of this end in every holding process that watch its wake
-     * FIFO (core/xwake.c), and whether a byte was written to it since it
-     * was last emptied; under wait_lock. */
-    atomic_uint xsleepers;
-    atomic_uint xdirty;
     struct zc_desc zc;
 };
 
