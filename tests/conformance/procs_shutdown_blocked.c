@@ -7,8 +7,7 @@
  * the child's wait. */
 #include "check.h"
 #include "net.h"
-
-#include <sys/wait.h>
+#include "shutdown_wake.h"
 
 enum blocked_in { IN_RECV, IN_SEND, IN_POLL };
 
@@ -34,9 +33,8 @@ static int child(int fd, enum blocked_in in)
 
 static void one(enum blocked_in in, int how)
 {
-	int c, s, status;
+	int c, s;
 	pid_t pid;
-	double t0;
 
 	tcp_pair_checked(AF_INET, &c, &s);
 	if (in == IN_SEND)
@@ -46,17 +44,7 @@ static void one(enum blocked_in in, int how)
 		alarm(20);
 		_exit(child(c, in));
 	}
-	sleep_ms(300);
-	CHECK(waitpid(pid, &status, WNOHANG), ==, 0);   /* it really blocks */
-	t0 = now_sec();
-	CHECK_OK(shutdown(c, how));
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_sec() - t0 > 3.0)
-			FAIL("the child blocked in %d was not woken by shutdown(%d) in another process", (int)in, how);
-		sleep_ms(2);
-	}
-	CHECK(WIFEXITED(status), ==, 1);
-	CHECK(WEXITSTATUS(status), ==, 0);
+	shutdown_wakes_child(pid, c, how);
 	CHECK_OK(close(c));
 	CHECK_OK(close(s));
 }

@@ -13,12 +13,9 @@
 #include "check.h"
 #include "net.h"
 #include "scm.h"
+#include "shutdown_wake.h"
 
 #include <linux/close_range.h>
-#include <sys/epoll.h>
-#include <sys/wait.h>
-
-enum variant { V_WAIT, V_PWAIT, V_PWAIT2, V_POLL };
 
 #define DATA_OF(fd) ((uint64_t)(fd) + 1000)
 
@@ -29,65 +26,19 @@ static void add(int epfd, int fd, uint32_t events)
 	CHECK_OK(epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev));
 }
 
-/* One wait of the kind v, with a 10 s timeout: the shutdown must end it long before. */
+/* One wait of the kind v: the shutdown must end it, with these events. */
 static void wait_for(int epfd, enum variant v, uint32_t expect, uint64_t data)
 {
-	struct epoll_event ev = { 0 };
-	struct pollfd p = { .fd = epfd, .events = POLLIN };
-	struct timespec ts = { 10, 0 };
-	sigset_t none;
-	int r = -1;
+	struct epoll_event ev;
 
-	sigemptyset(&none);
-	switch (v) {
-	case V_WAIT:
-		r = epoll_wait(epfd, &ev, 1, 10000);
-		break;
-	case V_PWAIT:
-		r = epoll_pwait(epfd, &ev, 1, 10000, &none);
-		break;
-	case V_PWAIT2:
-		r = epoll_pwait2(epfd, &ev, 1, &ts, &none);
-		break;
-	case V_POLL:
-		r = poll(&p, 1, 10000);
-		ev.events = (uint32_t)p.revents;
-		ev.data.u64 = data;
-		break;
-	}
-	CHECK(r, ==, 1);
+	CHECK(epoll_wait_as(epfd, v, &ev), ==, 1);
 	CHECK(ev.events, ==, expect);
 	CHECK(ev.data.u64, ==, data);
-}
-
-/* The child pid sleeps; the shutdown here must end it within 3 s, its checks passed. */
-static void shutdown_wakes_child(pid_t pid, int fd, int how)
-{
-	int status;
-	double t0;
-
-	sleep_ms(300);
-	CHECK(waitpid(pid, &status, WNOHANG), ==, 0);   /* it really sleeps */
-	t0 = now_sec();
-	CHECK_OK(shutdown(fd, how));
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_sec() - t0 > 3.0)
-			FAIL("the epoll wait of another process was not woken by shutdown(%d)", how);
-		sleep_ms(2);
-	}
-	CHECK(WIFEXITED(status), ==, 1);
-	CHECK(WEXITSTATUS(status), ==, 0);
-}
-
-static uint32_t expected(int how)
-{
-	return how == SHUT_WR ? EPOLLOUT : how == SHUT_RD ? EPOLLIN | EPOLLRDHUP : EPOLLIN | EPOLLRDHUP | EPOLLHUP;
 }
 
 /* A forked child makes a set, adds the socket and sleeps; the parent shuts it down. */
 static void forked(int how, uint32_t et, enum variant v)
 {
-	uint32_t want = how == SHUT_WR ? EPOLLOUT : EPOLLIN | EPOLLRDHUP;
 	int c, s, epfd;
 	pid_t pid;
 
@@ -98,8 +49,8 @@ static void forked(int how, uint32_t et, enum variant v)
 	if (pid == 0) {
 		alarm(20);
 		epfd = CHECK_OK(epoll_create1(EPOLL_CLOEXEC));
-		add(epfd, c, want | et);
-		wait_for(epfd, v, v == V_POLL ? POLLIN : expected(how), v == V_POLL ? DATA_OF(epfd) : DATA_OF(c));
+		add(epfd, c, shutdown_wanted(how) | et);
+		wait_for(epfd, v, v == V_POLL ? POLLIN : shutdown_events(how), v == V_POLL ? (uint64_t)epfd : DATA_OF(c));
 		_exit(0);
 	}
 	shutdown_wakes_child(pid, c, how);
@@ -255,15 +206,8 @@ static void cold_then_shared(int by_fork)
 
 int main(void)
 {
-	static const int hows[] = { SHUT_RD, SHUT_RDWR, SHUT_WR };
-
 	alarm(120);
-	for (unsigned i = 0; i < 3; i++)
-		for (unsigned et = 0; et < 2; et++)
-			forked(hows[i], et ? EPOLLET : 0, V_WAIT);
-	forked(SHUT_RD, 0, V_PWAIT);
-	forked(SHUT_RD, EPOLLET, V_PWAIT2);
-	forked(SHUT_WR, 0, V_PWAIT2);
+	FOR_EACH_SHUTDOWN_CASE(forked);
 	forked(SHUT_RD, 0, V_POLL);
 	forked_nested();
 	forked_closefrom(1);

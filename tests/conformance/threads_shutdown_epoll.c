@@ -10,10 +10,9 @@
 #include "check.h"
 #include "net.h"
 
-#include <pthread.h>
-#include <sys/epoll.h>
+#include "shutdown_wake.h"
 
-enum variant { V_WAIT, V_PWAIT, V_PWAIT2, V_POLL };
+#include <pthread.h>
 
 struct waiter {
 	int epfd;
@@ -27,30 +26,9 @@ struct waiter {
 static void *wait_thread(void *arg)
 {
 	struct waiter *w = arg;
-	struct epoll_event ev = { 0 };
-	struct pollfd p = { .fd = w->epfd, .events = POLLIN };
-	sigset_t none;
+	struct epoll_event ev;
 
-	sigemptyset(&none);
-	switch (w->how) {
-	case V_WAIT:
-		w->ret = epoll_wait(w->epfd, &ev, 1, 10000);
-		break;
-	case V_PWAIT:
-		w->ret = epoll_pwait(w->epfd, &ev, 1, 10000, &none);
-		break;
-	case V_PWAIT2: {
-		struct timespec ts = { 10, 0 };
-
-		w->ret = epoll_pwait2(w->epfd, &ev, 1, &ts, &none);
-		break;
-	}
-	case V_POLL:
-		w->ret = poll(&p, 1, 10000);
-		ev.events = (uint32_t)p.revents;
-		ev.data.u64 = (uint64_t)w->epfd;
-		break;
-	}
+	w->ret = epoll_wait_as(w->epfd, w->how, &ev);
 	w->events = ev.events;
 	w->data = ev.data.u64;
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
@@ -90,19 +68,15 @@ static void shutdown_wakes(struct waiter *w, int fd, int how)
 static void one_socket(int how, uint32_t et, enum variant v)
 {
 	struct waiter w = { .how = v };
-	uint32_t want = how == SHUT_WR ? EPOLLOUT : EPOLLIN | EPOLLRDHUP;
-	uint32_t expect = how == SHUT_WR ? EPOLLOUT
-			  : how == SHUT_RD ? EPOLLIN | EPOLLRDHUP
-			  : EPOLLIN | EPOLLRDHUP | EPOLLHUP;
 	int c, s;
 
 	tcp_pair_checked(AF_INET, &c, &s);
 	if (how == SHUT_WR)
 		xfill(c);
 	w.epfd = CHECK_OK(epoll_create1(EPOLL_CLOEXEC));
-	add(w.epfd, c, want | et);
+	add(w.epfd, c, shutdown_wanted(how) | et);
 	shutdown_wakes(&w, c, how);
-	CHECK(w.events, ==, expect);
+	CHECK(w.events, ==, shutdown_events(how));
 	CHECK(w.data, ==, (uint64_t)c + 1000);
 	CHECK_OK(close(w.epfd));
 	CHECK_OK(close(c));
@@ -136,15 +110,8 @@ static void nested(enum variant v)
 
 int main(void)
 {
-	static const int hows[] = { SHUT_RD, SHUT_RDWR, SHUT_WR };
-
 	alarm(120);
-	for (unsigned i = 0; i < 3; i++)
-		for (unsigned et = 0; et < 2; et++)
-			one_socket(hows[i], et ? EPOLLET : 0, V_WAIT);
-	one_socket(SHUT_RD, 0, V_PWAIT);
-	one_socket(SHUT_RD, EPOLLET, V_PWAIT2);
-	one_socket(SHUT_WR, 0, V_PWAIT2);
+	FOR_EACH_SHUTDOWN_CASE(one_socket);
 	nested(V_WAIT);
 	nested(V_POLL);
 	PASS();
