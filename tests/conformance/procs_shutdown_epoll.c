@@ -6,8 +6,9 @@
  * level-triggered and EPOLLET, through an epoll set nested in another and through poll on
  * the epoll fd, also after the waiting process closed every fd above its own (close_range,
  * closefrom); the holder got the socket by fork or by SCM_RIGHTS; and the set's member had
- * already been idle in a wait (cold) before the socket became shared by a fork or by sending
- * it, with the waiting process the one that made it shared.
+ * already been idle in a wait (cold) before the socket became shared by a fork, by sending it
+ * or by posix_spawn of a program that inherits it, with the waiting process the one that made
+ * it shared.
  * Accelerated: nothing comes from the peer, so only shunt's wake across processes can end
  * the wait. */
 #include "check.h"
@@ -16,6 +17,9 @@
 #include "shutdown_wake.h"
 
 #include <linux/close_range.h>
+#include <spawn.h>
+
+extern char **environ;
 
 #define DATA_OF(fd) ((uint64_t)(fd) + 1000)
 
@@ -149,10 +153,12 @@ static int shutter(int u, int fd)
 	return 0;
 }
 
+enum sharing { BY_FORK, BY_SCM, BY_SPAWN };
+
 /* This process's set had the socket idle in a wait before the socket became shared (by a
- * fork, or by sending it to a process forked before it existed): then this process waits,
- * and the other one shuts it down. */
-static void cold_then_shared(int by_fork)
+ * fork, by sending it to a process forked before it existed, or by posix_spawn of a program
+ * that inherits it): then this process waits, and the other one shuts it down. */
+static void cold_then_shared(const char *self, enum sharing by)
 {
 	struct epoll_event ev;
 	int u[2], c, s, epfd, status;
@@ -161,7 +167,7 @@ static void cold_then_shared(int by_fork)
 	double t0;
 
 	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, u));
-	if (!by_fork) {
+	if (by == BY_SCM) {
 		pid = CHECK_OK(fork());
 		if (pid == 0) {
 			alarm(20);
@@ -177,22 +183,30 @@ static void cold_then_shared(int by_fork)
 	add(epfd, c, EPOLLIN | EPOLLRDHUP);
 	for (int i = 0; i < 3; i++)   /* nothing to report: the member goes idle */
 		CHECK(epoll_wait(epfd, &ev, 1, 20), ==, 0);
-	if (by_fork) {
+	if (by == BY_FORK) {
 		pid = CHECK_OK(fork());
 		if (pid == 0) {
 			alarm(20);
 			CHECK_OK(close(u[0]));
 			_exit(shutter(u[1], c));
 		}
-	} else {
+	} else if (by == BY_SCM) {
 		send_fd(u[0], c);
+	} else {
+		char ufd[16], cfd[16];
+		char *args[] = { (char *)self, "--shutter", ufd, cfd, NULL };
+
+		CHECK_OK(fcntl(u[0], F_SETFD, FD_CLOEXEC));
+		snprintf(ufd, sizeof(ufd), "%d", u[1]);
+		snprintf(cfd, sizeof(cfd), "%d", c);
+		CHECK(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, environ), ==, 0);
 	}
 	CHECK_OK(close(u[1]));
 	CHECK(write(u[0], &go, 1), ==, 1);
 	t0 = now_sec();
 	CHECK(epoll_wait(epfd, &ev, 1, 10000), ==, 1);
 	if (now_sec() - t0 > 3.0)
-		FAIL("the epoll wait was not woken by shutdown in another process (by_fork %d)", by_fork);
+		FAIL("the epoll wait was not woken by shutdown in another process (sharing %d)", (int)by);
 	CHECK(ev.events, ==, EPOLLIN | EPOLLRDHUP);
 	CHECK(ev.data.u64, ==, DATA_OF(c));
 	CHECK_OK(close(u[0]));
@@ -204,8 +218,13 @@ static void cold_then_shared(int by_fork)
 	CHECK_OK(close(s));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "--shutter") == 0) {   /* the spawned program */
+		alarm(20);
+		expect_accelerated(atoi(argv[3]));
+		return shutter(atoi(argv[2]), atoi(argv[3]));
+	}
 	alarm(120);
 	FOR_EACH_SHUTDOWN_CASE(forked);
 	forked(SHUT_RD, 0, V_POLL);
@@ -213,8 +232,9 @@ int main(void)
 	forked_closefrom(1);
 	forked_closefrom(0);
 	received();
-	cold_then_shared(1);
-	cold_then_shared(0);
+	cold_then_shared(argv[0], BY_FORK);
+	cold_then_shared(argv[0], BY_SCM);
+	cold_then_shared(argv[0], BY_SPAWN);
 	forked(SHUT_RD, 0, V_WAIT);   /* nothing left over from the wakes before */
 	PASS();
 }
