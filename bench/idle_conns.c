@@ -3,7 +3,7 @@
  * loop (the experiment of O2G's figure 5: does the cost of the socket API
  * grow with the connections watched, or with the connections active?).
  *
- *   idle_conns N [-r ROUND_TRIPS] [-b STREAM_MiB]
+ *   idle_conns N [-r ROUND_TRIPS] [-b STREAM_MiB] [-i both|server|client|unwatched] [-v]
  *
  * The process listens on 127.0.0.1 and forks.  The child is the server:
  * it accepts N+1 connections, puts every one in one epoll set
@@ -17,6 +17,19 @@
  * It prints one line:
  *
  *   n=N rtt_ns=R stream_mbps=T accelerated=yes|no
+ *
+ * -i says which process holds the idle ends (to find which side pays for
+ * them): both (the default, as above); server (a helper process opens the
+ * idle connections, so the timing client holds none); client (the client
+ * opens them to a helper process's listener, so the server holds none and
+ * its epoll set has the busy connection only); unwatched (as both, but the
+ * server keeps the idle ones open outside its epoll set).
+ *
+ * -v also writes to standard error what happened on the machine during the
+ * timed round trips, to tell a cost of the idle connections from the
+ * machine's noise: each batch's round trip in time order, the softirqs
+ * of /proc/softirqs that ran meanwhile (on all CPUs), and the client's
+ * context switches.
  *
  * Used by bench/idle.py, which runs it over kernel TCP and under shunt.
  * RLIMIT_NOFILE is raised to what N needs, within the hard limit.
@@ -102,7 +115,7 @@ static void raise_nofile(long need)
 /* The server: the busy connection is the last accepted.  Reads what is
  * readable; 64-byte messages on the busy one are echoed; in stream mode
  * (after the client's "S"), bytes are counted and acknowledged. */
-static void serve(int lfd, long n, long stream_bytes)
+static void serve(int lfd, long n, long stream_bytes, int watch_idle)
 {
     int ep = epoll_create1(0);
     if (ep < 0)
@@ -114,6 +127,8 @@ static void serve(int lfd, long n, long stream_bytes)
             die("accept");
         int one = 1;
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!watch_idle && i < n)
+            continue;
         struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
         if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) < 0)
             die("epoll_ctl");
@@ -160,6 +175,96 @@ static void serve(int lfd, long n, long stream_bytes)
     }
 }
 
+static int listen_loopback(struct sockaddr_in *a)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t alen = sizeof *a;
+    *a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)a, sizeof *a) < 0 || listen(lfd, 4096) < 0 ||
+        getsockname(lfd, (struct sockaddr *)a, &alen) < 0)
+        die("listen");
+    return lfd;
+}
+
+static void connect_idle(const struct sockaddr_in *a, long n)
+{
+    for (long i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, (const struct sockaddr *)a, sizeof *a) < 0)
+            die("connect (idle)");
+    }
+}
+
+/* A process that holds the idle ends a timing process should not: it
+ * connects them to the server (lfd < 0) or accepts them on lfd, says so
+ * with a byte, and keeps them until its pipe's other end (*keep) closes. */
+static void idle_helper(int lfd, const struct sockaddr_in *a, long n, int *keep)
+{
+    int ready[2], hold[2];
+    if (pipe(ready) < 0 || pipe(hold) < 0)
+        die("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        close(ready[0]);
+        close(hold[1]);
+        if (lfd < 0)
+            connect_idle(a, n);
+        for (long i = 0; lfd >= 0 && i < n; i++)
+            if (accept(lfd, NULL, NULL) < 0)
+                die("accept (idle)");
+        char c = 'r';
+        if (write(ready[1], &c, 1) != 1)
+            die("write");
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    *keep = hold[1];
+    if (lfd >= 0)
+        connect_idle(a, n);
+    char c;
+    if (read(ready[0], &c, 1) != 1)
+        die("idle helper");
+    close(ready[0]);
+}
+
+/* Sum over CPUs of each softirq's count (the first 10 lines of /proc/softirqs). */
+static int softirqs(char names[][16], unsigned long long *sum)
+{
+    FILE *f = fopen("/proc/softirqs", "r");
+    char line[4096];
+    int k = 0;
+    if (!f)
+        return 0;
+    if (!fgets(line, sizeof line, f)) {   /* the CPU names */
+        fclose(f);
+        return 0;
+    }
+    while (k < 10 && fgets(line, sizeof line, f)) {
+        char *p = line, *end;
+        while (*p == ' ')
+            p++;
+        end = strchr(p, ':');
+        if (!end)
+            break;
+        snprintf(names[k], 16, "%.*s", (int)(end - p), p);
+        sum[k] = 0;
+        for (p = end + 1;; p = end) {
+            unsigned long long v = strtoull(p, &end, 10);
+            if (end == p)
+                break;
+            sum[k] += v;
+        }
+        k++;
+    }
+    fclose(f);
+    return k;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -169,47 +274,57 @@ static int cmp_u64(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: idle_conns N [-r ROUND_TRIPS] [-b STREAM_MiB]\n");
+        fprintf(stderr, "usage: idle_conns N [-r ROUND_TRIPS] [-b STREAM_MiB] [-i both|server|client|unwatched]\n");
         return 2;
     }
     long n = atol(argv[1]);
     long rounds = 20000, stream_mib = 256;
+    const char *place = "both";
     int opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "r:b:")) != -1) {
+    int verbose = 0;
+    while ((opt = getopt(argc, argv, "r:b:i:v")) != -1) {
         if (opt == 'r')
             rounds = atol(optarg);
         else if (opt == 'b')
             stream_mib = atol(optarg);
+        else if (opt == 'i')
+            place = optarg;
+        else if (opt == 'v')
+            verbose = 1;
         else
             return 2;
     }
-    if (n < 0 || rounds < BATCH)
+    int unwatched = !strcmp(place, "unwatched");
+    int server_holds = unwatched || !strcmp(place, "both") || !strcmp(place, "server");
+    int client_holds = unwatched || !strcmp(place, "both") || !strcmp(place, "client");
+    if (n < 0 || rounds < BATCH || !(server_holds || client_holds))
         return 2;
     rounds -= rounds % BATCH;
     raise_nofile(n + 64);   /* each process holds one end of each connection */
 
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t alen = sizeof a;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(lfd, 4096) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) < 0)
-        die("listen");
+    struct sockaddr_in a;
+    int lfd = listen_loopback(&a);
     long stream_bytes = stream_mib << 20;
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0) {
-        serve(lfd, n, stream_bytes);
+        serve(lfd, server_holds ? n : 0, stream_bytes, !unwatched);
         exit(0);
     }
     close(lfd);
 
-    int *idle = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    for (long i = 0; i < n; i++) {
-        idle[i] = socket(AF_INET, SOCK_STREAM, 0);
-        if (idle[i] < 0 || connect(idle[i], (struct sockaddr *)&a, sizeof a) < 0)
-            die("connect (idle)");
+    int keep = -1;   /* the helper's pipe, if any: it holds the idle ends until this closes */
+    if (client_holds && server_holds) {
+        connect_idle(&a, n);
+    } else if (server_holds) {
+        idle_helper(-1, &a, n, &keep);
+    } else {
+        struct sockaddr_in ha;
+        int hfd = listen_loopback(&ha);
+        idle_helper(hfd, &ha, n, &keep);
+        close(hfd);
     }
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) < 0)
@@ -225,6 +340,11 @@ int main(int argc, char **argv)
     }
     long batches = rounds / BATCH;
     uint64_t *t = malloc(sizeof(uint64_t) * (size_t)batches);
+    char sq_names[10][16];
+    unsigned long long sq0[10], sq1[10];
+    struct rusage ru0, ru1;
+    int nsq = verbose ? softirqs(sq_names, sq0) : 0;
+    getrusage(RUSAGE_SELF, &ru0);
     for (long b = 0; b < batches; b++) {
         uint64_t t0 = now_ns();
         for (int i = 0; i < BATCH; i++) {
@@ -232,6 +352,17 @@ int main(int argc, char **argv)
             read_full(c, msg, MSG);
         }
         t[b] = (now_ns() - t0) / BATCH;
+    }
+    if (verbose) {
+        getrusage(RUSAGE_SELF, &ru1);
+        nsq = nsq ? softirqs(sq_names, sq1) : 0;
+        fprintf(stderr, "n=%ld batches_ns", n);
+        for (long b = 0; b < batches; b++)
+            fprintf(stderr, " %llu", (unsigned long long)t[b]);
+        fprintf(stderr, "\nn=%ld softirqs", n);
+        for (int k = 0; k < nsq; k++)
+            fprintf(stderr, " %s=%llu", sq_names[k], sq1[k] - sq0[k]);
+        fprintf(stderr, " client_csw=%ld client_icsw=%ld\n", ru1.ru_nvcsw - ru0.ru_nvcsw, ru1.ru_nivcsw - ru0.ru_nivcsw);
     }
     qsort(t, (size_t)batches, sizeof *t, cmp_u64);
     uint64_t rtt = t[batches / 2];
@@ -254,9 +385,11 @@ int main(int argc, char **argv)
     write_full(c, msg, MSG);
     int status;
     waitpid(pid, &status, 0);
-    for (long i = 0; i < n; i++)
-        close(idle[i]);
     close(c);
+    if (keep >= 0) {
+        close(keep);
+        wait(NULL);
+    }
 
     printf("n=%ld rtt_ns=%llu stream_mbps=%.1f accelerated=%s\n", n, (unsigned long long)rtt,
            (double)stream_bytes / secs / 1e6, accelerated ? "yes" : "no");
