@@ -32,6 +32,7 @@
  * The table of members (slots, fd index, hot list, doorbell requests) and
  * the journal that keeps it in step across fork are epoll_set.c's.
  */
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -769,9 +770,33 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
     return kept;
 }
 
+/* epoll_pwait2 came with Linux 5.11 (and valgrind does not know it yet).
+ * Asked once, with arguments no kernel accepts: only a missing call says
+ * ENOSYS. */
+bool epoll_kernel_has_pwait2(void)
+{
+    static atomic_int known;   /* 0: not asked yet, 1: there, -1: missing */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k == 0) {
+        int saved = errno;
+        k = shunt_real.epoll_pwait2(-1, NULL, 0, NULL, NULL) < 0 && errno == ENOSYS ? -1 : 1;
+        errno = saved;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k > 0;
+}
+
+/* Without epoll_pwait2 a timeout is given in whole milliseconds, rounded
+ * up, so that a wait never ends before its deadline. */
 static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
 {
-    int r = shunt_real.epoll_pwait2(epfd, evs, max, tmo, mask);
+    int r;
+    if (epoll_kernel_has_pwait2()) {
+        r = shunt_real.epoll_pwait2(epfd, evs, max, tmo, mask);
+    } else {
+        long long ms = tmo ? (long long)tmo->tv_sec * 1000 + (tmo->tv_nsec + 999999) / 1000000 : -1;
+        r = shunt_real.epoll_pwait(epfd, evs, max, ms > INT_MAX ? INT_MAX : (int)ms, mask);
+    }
     return r < 0 ? -errno : r;
 }
 

@@ -14,6 +14,7 @@ extern const struct sock_ops epoll_ops;
 struct shunt_sock *epoll_object_new(void);
 int epoll_control(int epfd, int op, int fd, struct epoll_event *ev);
 int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
+bool epoll_kernel_has_pwait2(void);
 
 /* An epoll fd watched by poll/select: its POLLIN from our members and the
  * kernel's; whether it has members of ours at all; and, before the caller

@@ -59,5 +59,7 @@ SHUNT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents, 
 {
     int saved = errno;
     shunt_ensure_init();
+    if (!epoll_kernel_has_pwait2())   /* the kernel's answer: ENOSYS */
+        return shunt_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
     return (int)wrap_finish(epoll_wait_ready(epfd, evs, maxevents, tmo, mask), saved);
 }
