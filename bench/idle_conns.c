@@ -50,22 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MSG 64
+#include "idle_common.h"
+
 #define CHUNK 65536
-#define BATCH 1000
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void read_full(int fd, char *b, size_t n)
 {
@@ -263,12 +250,6 @@ static int softirqs(char names[][16], unsigned long long *sum)
     }
     fclose(f);
     return k;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)

@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MSG 64
-#define BATCH 1000
+#include "idle_common.h"
+
 #define HDR 4096
 #define RING (1u << 20)
 #define TOUCH (16u << 10)
@@ -51,19 +51,6 @@ struct seg_hdr {
     _Alignas(64) atomic_uint_fast64_t sent[2];   /* messages published per direction */
     _Alignas(64) atomic_uint_fast64_t taken[2];
 };
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static char *map_segment(long i)
 {
@@ -100,12 +87,6 @@ static void recv_msg(char *seg, int d, char *msg)
         __builtin_ia32_pause();
     memcpy(msg, seg + HDR + (size_t)d * RING + (k * MSG) % TOUCH, MSG);
     atomic_store_explicit(&h->taken[d], k + 1, memory_order_release);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)

@@ -5,13 +5,10 @@
  * the program's own epoll_pwait2 fails with ENOSYS, as the kernel's. */
 #include "check.h"
 #include "net.h"
+#include "deny.h"
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #ifndef SYS_epoll_pwait2
@@ -21,20 +18,6 @@
 #define PAIRS 4
 
 static int writer_fd;
-
-static void deny_epoll_pwait2(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait2, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-
-	CHECK_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-	CHECK_OK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
-}
 
 static void *late_writer(void *arg)
 {
@@ -53,7 +36,7 @@ int main(void)
 	double start;
 	char b;
 
-	deny_epoll_pwait2();
+	deny_syscall(SYS_epoll_pwait2);
 	ep = CHECK_OK(epoll_create1(0));
 	for (int i = 0; i < PAIRS; i++) {
 		tcp_pair_checked(AF_INET, &c[i], &s[i]);

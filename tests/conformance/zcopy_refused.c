@@ -7,11 +7,9 @@
 #include "check.h"
 #include "settings.h"
 #include "net.h"
+#include "deny.h"
 
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
@@ -32,20 +30,6 @@ static void drop_ptrace_cap(void)
 	CHECK_OK(syscall(SYS_capset, &h, d));
 }
 
-static void deny_process_vm_readv(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-
-	CHECK_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-	CHECK_OK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
-}
-
 static void run(int how, long long reason)
 {
 	int c, s;
@@ -61,7 +45,7 @@ static void run(int how, long long reason)
 		if (how == 1)
 			drop_ptrace_cap();
 		else
-			deny_process_vm_readv();
+			deny_syscall(SYS_process_vm_readv);
 		while (off < (uint64_t)ROUNDS * BIG) {
 			ssize_t n = read(s, buf, BIG);
 
