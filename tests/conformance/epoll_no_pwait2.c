@@ -6,8 +6,8 @@
 #include "check.h"
 #include "net.h"
 #include "deny.h"
+#include "usr1.h"
 
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 
@@ -16,16 +16,6 @@
 #endif
 
 #define PAIRS 4
-
-static int writer_fd;
-
-static void *late_writer(void *arg)
-{
-	(void)arg;
-	sleep_ms(100);
-	xwrite_all(writer_fd, "w", 1);
-	return NULL;
-}
 
 int main(void)
 {
@@ -66,8 +56,8 @@ int main(void)
 	xread_exact(pp[0], &b, 1);
 
 	/* asleep in the kernel when the data comes */
-	writer_fd = c[2];
-	CHECK(pthread_create(&th, NULL, late_writer, NULL), ==, 0);
+	late_fd = c[2];
+	CHECK(pthread_create(&th, NULL, write_later, NULL), ==, 0);
 	CHECK(epoll_wait(ep, out, PAIRS + 1, -1), ==, 1);
 	CHECK(out[0].data.u32, ==, 2);
 	CHECK(pthread_join(th, NULL), ==, 0);
