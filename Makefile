@@ -29,7 +29,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC  := $(wildcard src/tool/*.c)
 # the tool reads the registry with the library's own code (not preloaded)
 TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c)) $(BUILD)/obj/transport/channel.o \
-             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/transport/shm_budget.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
+             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/transport/copy.o $(BUILD)/obj/transport/shm_budget.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
              $(BUILD)/obj/interpose/real.o
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
@@ -44,7 +44,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN)
-bench: $(BUILD)/bench/pingpong
+bench: $(BUILD)/bench/pingpong $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
 	@mkdir -p $(dir $@)
@@ -73,6 +73,12 @@ $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 $(BUILD)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The bare two-process ring of docs/benchmarks.md ("The 1 MiB ping-pong
+# against memcpy"); x86-64 only (its copy routines are AVX loops).
+$(BUILD)/bench/ringlab: bench/ringlab.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
 
 # What the README's test command and CI run: dependencies, the suite, and
 # the conformance suite again under the sanitizers.
