@@ -13,10 +13,10 @@
  * - in a large ping-pong the copy in (this CPU) and the copy out (the
  *   peer's CPU, reading what we just wrote) run at once, one piece apart,
  *   and there a plain loop of 32-byte loads and stores is faster than
- *   rep movsb: NetPIPE's 1 MiB ping-pong about 5 % faster with the
- *   program's buffer page-aligned, 7 % with it 16 bytes into a page as
- *   malloc gives it (bench/ringlab.c; docs/benchmarks.md, "The 1 MiB
- *   ping-pong against memcpy").
+ *   rep movsb: a bare ring's 1 MiB ping-pong about 7 % faster with the
+ *   programs' buffers 16 bytes into a page, as malloc gives NetPIPE's
+ *   (bench/ringlab.c; docs/benchmarks.md, "The 1 MiB ping-pong against
+ *   memcpy").
  *
  * So blocks from VEC_MIN up go through an AVX2 loop when the CPU and the
  * kernel support it (decided once, lazily: this may run before any
