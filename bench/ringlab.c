@@ -60,102 +60,75 @@ static void copy_movsb(void *d, const void *s, size_t n)
     __asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
 }
 
-__attribute__((target("avx2"))) static void copy_avx2(void *d, const void *s, size_t n)
-{
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(sp + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(sp + i + 32));
-        __m256i c = _mm256_loadu_si256((const __m256i *)(sp + i + 64));
-        __m256i e = _mm256_loadu_si256((const __m256i *)(sp + i + 96));
-        _mm256_storeu_si256((__m256i *)(dp + i), a);
-        _mm256_storeu_si256((__m256i *)(dp + i + 32), b);
-        _mm256_storeu_si256((__m256i *)(dp + i + 64), c);
-        _mm256_storeu_si256((__m256i *)(dp + i + 96), e);
-    }
-    memcpy(dp + i, sp + i, n - i);
-}
+/* One turn of 128 bytes of the AVX2 loops; pf: prefetch the source -D
+ * bytes ahead; aligned: the destination is 32-byte aligned */
+#define AVX2_TURN(dp, sp, pf, aligned)                                                   \
+    do {                                                                             \
+        if (pf) {                                                                    \
+            _mm_prefetch((const char *)(sp) + pf_dist, _MM_HINT_T0);                 \
+            _mm_prefetch((const char *)(sp) + pf_dist + 64, _MM_HINT_T0);            \
+        }                                                                            \
+        __m256i v[4];                                                                \
+        for (int k = 0; k < 4; k++)                                                  \
+            v[k] = _mm256_loadu_si256((const __m256i *)((sp) + 32 * k));             \
+        for (int k = 0; k < 4; k++) {                                                \
+            if (aligned)                                                             \
+                _mm256_store_si256((__m256i *)((dp) + 32 * k), v[k]);                \
+            else                                                                     \
+                _mm256_storeu_si256((__m256i *)((dp) + 32 * k), v[k]);               \
+        }                                                                            \
+    } while (0)
 
-__attribute__((target("avx2"))) static void copy_pf(void *d, const void *s, size_t n)
-{
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        _mm_prefetch((const char *)sp + i + pf_dist, _MM_HINT_T0);
-        _mm_prefetch((const char *)sp + i + pf_dist + 64, _MM_HINT_T0);
-        __m256i a = _mm256_loadu_si256((const __m256i *)(sp + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(sp + i + 32));
-        __m256i c = _mm256_loadu_si256((const __m256i *)(sp + i + 64));
-        __m256i e = _mm256_loadu_si256((const __m256i *)(sp + i + 96));
-        _mm256_storeu_si256((__m256i *)(dp + i), a);
-        _mm256_storeu_si256((__m256i *)(dp + i + 32), b);
-        _mm256_storeu_si256((__m256i *)(dp + i + 64), c);
-        _mm256_storeu_si256((__m256i *)(dp + i + 96), e);
-    }
-    memcpy(dp + i, sp + i, n - i);
-}
+/* One turn of 256 bytes of the AVX-512 loops; nt: streaming stores; pfw:
+ * the destination asked for in exclusive state -D bytes ahead */
+#define AVX512_TURN(dp, sp, nt, pfw)                                                 \
+    do {                                                                             \
+        if (pfw)                                                                     \
+            for (int k = 0; k < 256; k += 64)                                        \
+                _m_prefetchw((dp) + pf_dist + k);                                    \
+        __m512i v[4];                                                                \
+        for (int k = 0; k < 4; k++)                                                  \
+            v[k] = _mm512_loadu_si512((sp) + 64 * k);                                \
+        for (int k = 0; k < 4; k++) {                                                \
+            if (nt)                                                                  \
+                _mm512_stream_si512((void *)((dp) + 64 * k), v[k]);                  \
+            else                                                                     \
+                _mm512_storeu_si512((dp) + 64 * k, v[k]);                            \
+        }                                                                            \
+    } while (0)
 
-__attribute__((target("avx512f"))) static void copy_avx512(void *d, const void *s, size_t n)
-{
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t i = 0;
-    for (; i + 256 <= n; i += 256) {
-        __m512i a = _mm512_loadu_si512(sp + i);
-        __m512i b = _mm512_loadu_si512(sp + i + 64);
-        __m512i c = _mm512_loadu_si512(sp + i + 128);
-        __m512i e = _mm512_loadu_si512(sp + i + 192);
-        _mm512_storeu_si512(dp + i, a);
-        _mm512_storeu_si512(dp + i + 64, b);
-        _mm512_storeu_si512(dp + i + 128, c);
-        _mm512_storeu_si512(dp + i + 192, e);
+/* A copy routine: turns of step bytes, then `after`, then the rest by memcpy */
+#define LOOP_FN(name, isa, step, turn, after)                                        \
+    __attribute__((target(isa))) static void name(void *d, const void *s, size_t n)  \
+    {                                                                                \
+        unsigned char *dp = d;                                                       \
+        const unsigned char *sp = s;                                                 \
+        size_t i = 0;                                                                \
+        for (; i + (step) <= n; i += (step))                                         \
+            turn;                                                                    \
+        after;                                                                       \
+        memcpy(dp + i, sp + i, n - i);                                               \
     }
-    memcpy(dp + i, sp + i, n - i);
-}
 
-/* destination 64-byte aligned (the ring) */
-__attribute__((target("avx512f"))) static void copy_nt(void *d, const void *s, size_t n)
-{
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t i = 0;
-    for (; i + 256 <= n; i += 256) {
-        __m512i a = _mm512_loadu_si512(sp + i);
-        __m512i b = _mm512_loadu_si512(sp + i + 64);
-        __m512i c = _mm512_loadu_si512(sp + i + 128);
-        __m512i e = _mm512_loadu_si512(sp + i + 192);
-        _mm512_stream_si512((void *)(dp + i), a);
-        _mm512_stream_si512((void *)(dp + i + 64), b);
-        _mm512_stream_si512((void *)(dp + i + 128), c);
-        _mm512_stream_si512((void *)(dp + i + 192), e);
-    }
-    _mm_sfence();
-    memcpy(dp + i, sp + i, n - i);
-}
+LOOP_FN(copy_avx2, "avx2", 128, AVX2_TURN(dp + i, sp + i, 0, 0), (void)0)
+LOOP_FN(copy_pf, "avx2", 128, AVX2_TURN(dp + i, sp + i, 1, 0), (void)0)
+LOOP_FN(copy_avx2_aligned, "avx2", 128, AVX2_TURN(dp + i, sp + i, 0, 1), (void)0)
+LOOP_FN(copy_avx512, "avx512f", 256, AVX512_TURN(dp + i, sp + i, 0, 0), (void)0)
+/* streaming stores: the destination (the ring) is 64-byte aligned */
+LOOP_FN(copy_nt, "avx512f", 256, AVX512_TURN(dp + i, sp + i, 1, 0), _mm_sfence())
+LOOP_FN(copy_pfw, "avx512f,prfchw", 256, AVX512_TURN(dp + i, sp + i, 0, 1), (void)0)
 
-/* AVX-512 with the destination asked for in exclusive state -D bytes ahead
- * (prefetchw), so the writes' ownership requests overlap */
-__attribute__((target("avx512f,prfchw"))) static void copy_pfw(void *d, const void *s, size_t n)
+/* the destination brought to a 64-byte boundary first, so that only the
+ * loads may straddle cache lines */
+static void copy_avx2a(void *d, const void *s, size_t n)
 {
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t i = 0;
-    for (; i + 256 <= n; i += 256) {
-        for (int k = 0; k < 256; k += 64)
-            _m_prefetchw(dp + i + pf_dist + k);
-        __m512i a = _mm512_loadu_si512(sp + i);
-        __m512i b = _mm512_loadu_si512(sp + i + 64);
-        __m512i c = _mm512_loadu_si512(sp + i + 128);
-        __m512i e = _mm512_loadu_si512(sp + i + 192);
-        _mm512_storeu_si512(dp + i, a);
-        _mm512_storeu_si512(dp + i + 64, b);
-        _mm512_storeu_si512(dp + i + 128, c);
-        _mm512_storeu_si512(dp + i + 192, e);
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (n < 256) {
+        memcpy(d, s, n);
+        return;
     }
-    memcpy(dp + i, sp + i, n - i);
+    memcpy(d, s, head);
+    copy_avx2_aligned((unsigned char *)d + head, (const unsigned char *)s + head, n - head);
 }
 
 /* AVX-512, then each written line written back (clwb), so that the
@@ -165,38 +138,6 @@ __attribute__((target("avx512f,clwb"))) static void copy_clwb(void *d, const voi
     copy_avx512(d, s, n);
     for (size_t i = 0; i < n; i += 64)
         _mm_clwb((unsigned char *)d + i);
-}
-
-/* AVX2, the destination brought to a 64-byte boundary first, so that
- * only the loads may straddle cache lines */
-__attribute__((target("avx2"))) static void copy_avx2a(void *d, const void *s, size_t n)
-{
-    unsigned char *dp = d;
-    const unsigned char *sp = s;
-    size_t head = (64 - ((uintptr_t)dp & 63)) & 63;
-    if (n < 256) {
-        memcpy(dp, sp, n);
-        return;
-    }
-    if (head) {
-        _mm256_storeu_si256((__m256i *)dp, _mm256_loadu_si256((const __m256i *)sp));
-        _mm256_storeu_si256((__m256i *)(dp + 32), _mm256_loadu_si256((const __m256i *)(sp + 32)));
-        dp += head;
-        sp += head;
-        n -= head;
-    }
-    size_t i = 0;
-    for (; i + 128 <= n; i += 128) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(sp + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(sp + i + 32));
-        __m256i c = _mm256_loadu_si256((const __m256i *)(sp + i + 64));
-        __m256i e = _mm256_loadu_si256((const __m256i *)(sp + i + 96));
-        _mm256_store_si256((__m256i *)(dp + i), a);
-        _mm256_store_si256((__m256i *)(dp + i + 32), b);
-        _mm256_store_si256((__m256i *)(dp + i + 64), c);
-        _mm256_store_si256((__m256i *)(dp + i + 96), e);
-    }
-    memcpy(dp + i, sp + i, n - i);
 }
 
 typedef void (*copy_fn)(void *, const void *, size_t);
@@ -234,6 +175,16 @@ static void pin(int cpu)
     }
 }
 
+/* -t: a piece waited from t0 to t1 and was copied from t1 to now */
+static void account(struct stats *st, uint64_t t0, uint64_t t1)
+{
+    if (timing) {
+        uint64_t t2 = __rdtsc();
+        st->wait_cycles += t1 - t0;
+        st->copy_cycles += t2 - t1;
+    }
+}
+
 static void ring_send(struct ring *r, unsigned char *data, const unsigned char *b, size_t n, struct stats *st)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -249,11 +200,7 @@ static void ring_send(struct ring *r, unsigned char *data, const unsigned char *
         in_fns[routine](data + off, b, len);
         head += len;
         atomic_store_explicit(&r->head, head, memory_order_release);
-        if (timing) {
-            uint64_t t2 = __rdtsc();
-            st->wait_cycles += t1 - t0;
-            st->copy_cycles += t2 - t1;
-        }
+        account(st, t0, t1);
         b += len;
         n -= len;
     }
@@ -274,11 +221,7 @@ static void ring_recv(struct ring *r, unsigned char *data, unsigned char *b, siz
         out_fns[routine](b, data + off, len);
         tail += len;
         atomic_store_explicit(&r->tail, tail, memory_order_release);
-        if (timing) {
-            uint64_t t2 = __rdtsc();
-            st->wait_cycles += t1 - t0;
-            st->copy_cycles += t2 - t1;
-        }
+        account(st, t0, t1);
         b += len;
         n -= len;
     }
