@@ -29,7 +29,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC  := $(wildcard src/tool/*.c)
 # the tool reads the registry with the library's own code (not preloaded)
 TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c)) $(BUILD)/obj/transport/channel.o \
-             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/transport/copy.o $(BUILD)/obj/transport/shm_budget.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
+             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/transport/shm_budget.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
              $(BUILD)/obj/interpose/real.o
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))

@@ -9,10 +9,7 @@
  * garbage in head/tail/fin, both between calls and from a racing thread;
  * every call must answer -EIO or a value within bounds, and the ring data
  * and the caller's buffers sit between PROT_NONE pages so that any access
- * outside them faults, with or without ASan.  The byte copy the ring uses
- * (src/transport/copy.c, a vector loop for large blocks): every length class
- * around its thresholds at every relative alignment, between guard pages,
- * with the bytes around the destination untouched.
+ * outside them faults, with or without ASan.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +22,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "transport/copy.h"
 #include "transport/ring.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -161,45 +157,6 @@ static int random_split(uint64_t *rng, unsigned char *buf, size_t len, struct io
         left -= take;
     }
     return n;
-}
-
-/* ---- the byte copy ---------------------------------------------------------- */
-
-/* ring_copy of len bytes from src_off into dst_off of two guarded buffers
- * that end len + 64 bytes after those offsets: every byte copied right, the
- * bytes before and after the destination unchanged. */
-static void check_copy(size_t len, size_t src_off, size_t dst_off, uint64_t seed)
-{
-    size_t room = len + 64;
-    struct guarded src = guarded_alloc(src_off + room), dst = guarded_alloc(dst_off + room);
-    fill_pattern(src.p, seed, src.len);
-    memset(dst.p, 0x5a, dst.len);
-    ring_copy(dst.p + dst_off, src.p + src_off, len);
-    check_pattern(dst.p + dst_off, seed + src_off, len);
-    for (size_t i = 0; i < dst.len; i++) {
-        if ((i < dst_off || i >= dst_off + len) && dst.p[i] != 0x5a)
-            FAIL("ring_copy of %zu bytes (%zu -> %zu) wrote byte %zu outside it", len, src_off, dst_off, i);
-    }
-    guarded_free(&src);
-    guarded_free(&dst);
-}
-
-static void test_copy(void)
-{
-    /* around 128 (the loop's turn), 1024/2048 (memcpy's pieces, the loop's
-     * start) and a ring piece, with the rest of each turn from 0 to 127 */
-    static const size_t lens[] = { 0, 1, 31, 127, 128, 129, 1023, 1024, 1025, 2047, 2048, 2049, 2175, 4096 + 17,
-                                   65536, 65536 + 127 };
-    uint64_t seed = 1;
-    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
-        for (size_t so = 0; so < 64; so += 7)
-            for (size_t d = 0; d < 64; d += 5)
-                check_copy(lens[l], so, d, seed++);
-    /* the distances of glibc bug 30994 (destination 1..15 bytes ahead
-     * within a page), and a large block */
-    for (size_t d = 1; d < 16; d++)
-        check_copy(3 * 4096 + 100, 0, d, seed++);
-    check_copy((1u << 20) + 3, 16, 0, seed++);
 }
 
 /* ---- functional ------------------------------------------------------------- */
@@ -825,7 +782,6 @@ static void test_resize_and_pieces(void)
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    test_copy();
     test_empty_full();
     test_wrap_odd();
     test_skip_max();
