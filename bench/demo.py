@@ -87,8 +87,9 @@ def parse_args(argv):
 
 def preflight(opts):
     problems = []
-    shunt = Path(opts.build) / "shunt"
-    lib = Path(opts.build) / "libshunt.so"
+    # absolute: the programs run in a directory of their own
+    shunt = Path(opts.build).resolve() / "shunt"
+    lib = Path(opts.build).resolve() / "libshunt.so"
     for f in (shunt, lib):
         if not f.exists():
             problems.append("%s is missing (make lib tool)" % f)

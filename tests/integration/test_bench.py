@@ -139,3 +139,17 @@ def test_installed_bench(shunt_build, tmp_path):
     expected = 0 if importlib.util.find_spec("matplotlib") else 1
     assert r.returncode == expected, r.stdout + r.stderr
     assert {p["transport"] for p in rows(out)} == {"tcp", "shunt"}
+
+
+def test_demo_runs_with_a_relative_build(shunt_build):
+    """The README's `make demo` passes `--build build`, relative to the repo,
+    while the programs run in directories of their own: the demo must still
+    find shunt (it did not, once), and its shunt run must be accelerated."""
+    if not shutil.which("sockperf"):
+        pytest.skip("sockperf is not installed (scripts/install-deps --demo)")
+    rel = os.path.relpath(shunt_build, REPO)
+    r = subprocess.run([sys.executable, "bench/demo.py", "--quick", "--rounds", "1", "--bench", "pp",
+                        "--seconds", "1", "--build", rel],
+                       cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sockperf ping-pong   shunt  ..." in r.stdout and "accelerated (server 1, client 1)" in r.stdout, r.stdout
