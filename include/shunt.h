@@ -16,7 +16,9 @@ int shunt_fd_accelerated(int fd);
  * "zc_off" (why single copy is off: 0 on, 1 EPERM, 2 ENOSYS, 3 other pid
  * namespace, 4 other), "doorbells_held", "ring_size" (bytes of its
  * outgoing ring now), "shm_bytes" (bytes of /dev/shm the segment reserved),
- * "holders" (processes counted as holding this end). */
+ * "holders" (processes counted as holding this end), "turns_given" (not
+ * the end's: how many times the calling thread let others run at an epoll,
+ * poll or select after SHUNT_YIELD_US without sleeping). */
 long long shunt_fd_counter(int fd, const char *name);
 
 #endif

@@ -5,6 +5,7 @@
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/tcp_socket.h"
+#include "core/wait.h"
 #include "shunt.h"
 #include <string.h>
 
@@ -43,6 +44,8 @@ static long long counter_of(struct tcp_sock *t, const char *name)
         return (long long)ring_size_now(&t->ch.tx);
     if (!strcmp(name, "holders"))
         return atomic_load(&me->holders);
+    if (!strcmp(name, "turns_given"))
+        return wait_turns_given();
     if (!strcmp(name, "shm_bytes"))
         return (long long)channel_reserved(&t->ch);
     return -1;

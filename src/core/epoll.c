@@ -894,6 +894,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                 next_kernel = now + KERNEL_LOOK_NS;
             }
             sched_yield();   /* a thread queued on this CPU runs first */
+            wait_gave_way();
         }
     }
     ep->spin_fails++;
@@ -914,6 +915,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         sock_put(&ep->base);
         return -EINVAL;
     }
+    wait_take_turn();
     struct deadline dl;
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
@@ -945,6 +947,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         struct timespec left;
         int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
+        wait_gave_way();
         if (r < 0) {
             result = r;
             break;

@@ -166,6 +166,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         goto out;
     }
 
+    wait_take_turn();
     struct deadline dl;
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
@@ -235,6 +236,8 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
          * are never restarted */
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
                           : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
+        if (!ready)
+            wait_gave_way();
         if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
             wait_local_lost(k[n].fd);
         int count2 = 0;

@@ -139,7 +139,7 @@ static int parse_chunk(const char *v, struct shunt_settings *s, char *err, size_
     return 0;
 }
 
-static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+static int parse_us(const char *v, unsigned *out, char *err, size_t errlen)
 {
     char *end;
     errno = 0;
@@ -148,8 +148,18 @@ static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t
         snprintf(err, errlen, "'%s' is not a number of microseconds from 0 to 1000000", v);
         return -1;
     }
-    s->spin_us = (unsigned)n;
+    *out = (unsigned)n;
     return 0;
+}
+
+static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_us(v, &s->spin_us, err, errlen);
+}
+
+static int parse_yield(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_us(v, &s->yield_us, err, errlen);
 }
 
 const struct setting_def shunt_setting_defs[] = {
@@ -179,6 +189,10 @@ const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_SPIN_US", "50", "0..1000000",
       "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
       "less when spinning stops paying)", parse_spin },
+    { "SHUNT_YIELD_US", "100", "0..1000000",
+      "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
+      "threads queued on its CPU run (sched_yield) at its next epoll, poll or select; 0: never",
+      parse_yield },
     { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
       "What shunt records, each line with pid, fd and the connection id shunt stat shows: info the "
       "outcomes (accelerated, or kernel TCP and why), debug each negotiation step and state change, trace "

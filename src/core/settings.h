@@ -20,6 +20,7 @@ struct shunt_settings {
     unsigned ring_start;    /* ... backed by memory when it is created; it grows under load */
     unsigned long long shm_limit; /* bytes of /dev/shm all of this user's channels may hold (0: no bound) */
     unsigned spin_us;       /* how long a waiter spins before it sleeps */
+    unsigned yield_us;      /* how long a thread runs on the fast path before it lets others have the CPU; 0: never */
     unsigned chunk_size;    /* a large send is published to the ring this many bytes at a time */
     size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
 };

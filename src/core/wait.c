@@ -74,6 +74,45 @@ bool wait_peer_busy(struct tcp_sock *t)
     return cpu <= 0 || atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) != cpu;
 }
 
+/*
+ * Taking turns.  Kernel TCP's waits block, and every block lets a thread
+ * queued on the CPU run.  Under shunt a thread whose waits keep finding data
+ * (say, two connections served from the other CPU in turn) never blocks,
+ * and the scheduler lets it run out its slice, up to a tick (4 ms at
+ * HZ=250): a thread it woke meanwhile waits that long, which is what made
+ * nginx+wrk's 99th percentile three times the kernel's (docs/benchmarks.md).
+ * sched_yield when that thread is alone costs a system call; with others
+ * queued it is the switch the kernel would have made at a block.  Spinning
+ * yields on its own (spin, spin_phase) and counts as giving way.
+ */
+static _Thread_local uint64_t gave_way_ns;
+static _Thread_local long long turns_given;
+
+long long wait_turns_given(void)
+{
+    return turns_given;
+}
+
+void wait_gave_way(void)
+{
+    if (shunt_settings.yield_us)
+        gave_way_ns = wait_now_ns();
+}
+
+void wait_take_turn(void)
+{
+    if (!shunt_settings.yield_us)
+        return;
+    uint64_t now = wait_now_ns();
+    if (now - gave_way_ns > (uint64_t)shunt_settings.yield_us * 1000u) {
+        if (gave_way_ns) {
+            sched_yield();
+            turns_given++;
+        }
+        gave_way_ns = now;
+    }
+}
+
 /* Kernel waits that wake for nothing several times in a row (a doorbell
  * another holder of the socket has not drained yet) pause before the next
  * one, 20 us at first and doubling up to 1 ms, so that they never spin. */
@@ -130,6 +169,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
             sched_yield();   /* a thread queued on this CPU runs first */
+            wait_gave_way();
         }
     }
     t->spin_fails++;
@@ -536,8 +576,10 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
-    if (!ready(t))
+    if (!ready(t)) {
         result = kernel_wait(t, fd, for_write, lw, efd, xfd);
+        wait_gave_way();
+    }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
     return result;
 }
@@ -617,6 +659,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
             t->futex_waiters++;
             crit_unlock(&wait_lock);
             int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+            wait_gave_way();
             crit_lock(&wait_lock);
             t->futex_waiters--;
             crit_unlock(&wait_lock);

@@ -103,6 +103,12 @@ void doorbell_check_peer(struct tcp_sock *t, int fd);
 bool wait_may_spin(void);
 bool wait_peer_busy(struct tcp_sock *t);
 uint64_t wait_now_ns(void);
+
+/* Taking turns on a crowded CPU (wait.c): wait_take_turn at the start of an
+ * epoll, poll or select; wait_gave_way after a sleep or a yield. */
+void wait_take_turn(void);
+void wait_gave_way(void);
+long long wait_turns_given(void);   /* this thread's yields of wait_take_turn */
 void wait_cpu_relax(void);
 
 /* Pauses a wait loop whose kernel waits keep waking for nothing. */
