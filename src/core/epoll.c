@@ -849,7 +849,9 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
 #define SPIN_RETRY 32
 #define KERNEL_LOOK_NS 4000u
 
-static bool worth_spinning(struct epoll_obj *ep)
+/* here: a busy peer last ran on our CPU, so the spin yields at every look
+ * (see spin in wait.c) */
+static bool worth_spinning(struct epoll_obj *ep, bool *here)
 {
     if (!wait_may_spin() || ep->nhot == 0)
         return false;
@@ -858,17 +860,25 @@ static bool worth_spinning(struct epoll_obj *ep)
             return false;
         ep->spin_fails = SPIN_GIVE_UP - 1;
     }
+    bool busy = false;
+    *here = false;
     for (uint32_t i = 0; i < ep->nhot; i++) {
         struct tcp_sock *t = sock_of(&ep->v[ep->hot[i]]);
-        if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t))
-            return true;
+        if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t)) {
+            busy = true;
+            if (wait_peer_here(t)) {
+                *here = true;
+                break;
+            }
+        }
     }
-    return false;
+    return busy;
 }
 
 static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const struct deadline *dl)
 {
-    if (!worth_spinning(ep))
+    bool here;
+    if (!worth_spinning(ep, &here))
         return 0;
     uint64_t start = wait_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
     uint64_t next_kernel = start + KERNEL_LOOK_NS;
@@ -882,7 +892,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
         if (ep->nhot == 0)
             break;
         wait_cpu_relax();
-        if ((i & 15) == 0) {
+        if ((i & 15) == 0 || here) {
             uint64_t now = wait_now_ns();
             if (now > end || deadline_passed(dl))
                 break;

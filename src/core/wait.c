@@ -66,12 +66,15 @@ bool wait_may_spin(void)
 
 bool wait_peer_busy(struct tcp_sock *t)
 {
-    if (atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
-        atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
-        return false;   /* it sleeps until we act */
+    return !atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) &&
+           !atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed);
+}
+
+bool wait_peer_here(struct tcp_sock *t)
+{
     int cpu = sched_getcpu() + 1;
     atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
-    return cpu <= 0 || atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) != cpu;
+    return cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu;
 }
 
 /*
@@ -133,10 +136,15 @@ void backoff_fruitless(struct backoff *b)
 
 /*
  * Spinning pays only while the peer is running and about to produce.  It
- * never happens on one CPU nor when the peer last ran on this very CPU
- * (the spin would only keep it from running), and it stops at once when
- * the peer itself is asleep waiting for us (its doorbell request is
- * pending): then nothing will arrive until we act.
+ * never happens on one CPU, and it stops at once when the peer itself is
+ * asleep waiting for us (its doorbell request is pending): then nothing
+ * will arrive until we act.  When the peer last ran on this very CPU the
+ * spin yields at every look, not every 64th: the peer, queued behind us,
+ * runs at the yield, and as neither end sleeps no doorbell is rung either
+ * way.  Two ends that share a CPU (more busy threads than CPUs) then hand
+ * it to each other for the price of a sched_yield, where sleeping costs
+ * each a doorbell (a TCP segment), a kernel wait and a drain: memcached with
+ * 8 connections went from 2.1x to 3.1x kernel TCP (docs/benchmarks.md).
  */
 static bool spin(struct tcp_sock *t, ready_fn ready)
 {
@@ -149,11 +157,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
             return false;
         t->spin_fails = SPIN_GIVE_UP - 1;   /* one more chance */
     }
-    /* Two ends on one CPU: a spin only keeps the peer from running. */
-    int cpu = sched_getcpu() + 1;
-    atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
-    if (cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu)
-        return false;
+    bool here = wait_peer_here(t);
     uint64_t deadline = wait_now_ns() + (uint64_t)budget_us * 1000u;
     for (unsigned i = 1;; i++) {
         if (ready(t)) {
@@ -162,7 +166,7 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
             return true;
         }
         wait_cpu_relax();
-        if ((i & 63) == 0) {
+        if ((i & 63) == 0 || here) {
             if (wait_now_ns() > deadline || shunt_sig_ran != handlers_ran ||
                 atomic_load_explicit(&t->close_waiting, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||

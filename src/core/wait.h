@@ -101,7 +101,8 @@ void doorbell_check_peer(struct tcp_sock *t, int fd);
  * pay on this machine at all, and whether this peer is running (not asleep
  * waiting for us, not on our CPU). */
 bool wait_may_spin(void);
-bool wait_peer_busy(struct tcp_sock *t);
+bool wait_peer_busy(struct tcp_sock *t);    /* not asleep waiting for us */
+bool wait_peer_here(struct tcp_sock *t);    /* last ran on our CPU (and notes ours) */
 uint64_t wait_now_ns(void);
 
 /* Taking turns on a crowded CPU (wait.c): wait_take_turn at the start of an
