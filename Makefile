@@ -44,7 +44,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN)
-bench: $(BUILD)/bench/pingpong $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
 	@mkdir -p $(dir $@)
@@ -73,6 +73,12 @@ $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 $(BUILD)/bench/pingpong: bench/pingpong.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
+# ping-pong against memcpy").
+$(BUILD)/bench/kcopy: bench/kcopy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
 
 # The bare two-process ring of docs/benchmarks.md ("The 1 MiB ping-pong
 # against memcpy"); x86-64 only (its copy routines are AVX loops).
