@@ -251,15 +251,25 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* With huge: the mapping is rounded up to and aligned on 2 MiB and advised
+ * before it is touched, so that shared memory that may have huge pages
+ * (shmem_enabled "advise" or "always") gets them. */
 static void *map_shared(size_t n, int huge)
 {
-    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    const size_t hp = 2u << 20;
+    size_t len = huge ? (n + hp - 1) / hp * hp : n;
+    char *m = mmap(NULL, huge ? len + hp : len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | (huge ? 0 : MAP_POPULATE), -1, 0);
     if (m == MAP_FAILED) {
         perror("mmap");
         exit(1);
     }
-    if (huge && madvise(m, n, MADV_HUGEPAGE) != 0)
-        perror("madvise(MADV_HUGEPAGE)");
+    if (huge) {
+        char *aligned = (char *)(((uintptr_t)m + hp - 1) & ~(uintptr_t)(hp - 1));
+        if (madvise(aligned, len, MADV_HUGEPAGE) != 0)
+            perror("madvise(MADV_HUGEPAGE)");
+        m = aligned;
+    }
     memset(m, 0, n);
     return m;
 }
