@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/downgrade.h"
 #include "core/fdtable.h"
@@ -179,8 +180,15 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
 }
 
 /* How long the server waits for a client's in-flight TCP send to finish
- * before it gives up and leaves the connection on TCP. */
-#define CLAIM_TRIES 2000
+ * before it gives up and leaves the connection on TCP.  A send that blocks
+ * on a full socket buffer never finishes while we wait (nobody reads until
+ * accept returns), so the wait is bounded; but the bound is time, not a
+ * count of yields: a client thread preempted between its flag and its send
+ * on a loaded machine stays away for a tick or more (4 ms at HZ=250), and
+ * 2000 yields (about 1 ms) gave up on it (Node.js' connections under CI).
+ * The first looks yield, then the wait sleeps 20 us at a time. */
+#define CLAIM_WAIT_NS (20u * 1000u * 1000u)
+#define CLAIM_YIELDS 64
 
 void negotiate_claim(struct tcp_sock *t, int fd)
 {
@@ -222,12 +230,20 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     }
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
     bool claimed = false;
-    for (int i = 0; i < CLAIM_TRIES && !claimed; i++) {
+    uint64_t give_up = wait_now_ns() + CLAIM_WAIT_NS;
+    for (int i = 0; !claimed; i++) {
         uint64_t w = atomic_load(neg);
         if (w & (NEG_CLAIMED | NEG_REFUSED))
             break;
         if (w & NEG_SENDING) {
-            sched_yield();
+            if (wait_now_ns() > give_up)
+                break;
+            if (i < CLAIM_YIELDS) {
+                sched_yield();
+            } else {
+                struct timespec pause = { 0, 20000 };
+                nanosleep(&pause, NULL);
+            }
             continue;
         }
         /* seq_cst CAS pairs with the client's CAS that sets NEG_SENDING:
