@@ -5,7 +5,7 @@
 #include "core/fdtable.h"
 #include "core/init.h"
 #include "core/tcp_socket.h"
-#include "core/wait.h"
+#include "core/turns.h"
 #include "shunt.h"
 #include <string.h>
 
@@ -45,7 +45,7 @@ static long long counter_of(struct tcp_sock *t, const char *name)
     if (!strcmp(name, "holders"))
         return atomic_load(&me->holders);
     if (!strcmp(name, "turns_given"))
-        return wait_turns_given();
+        return turn_count();
     if (!strcmp(name, "shm_bytes"))
         return (long long)channel_reserved(&t->ch);
     return -1;

@@ -43,6 +43,7 @@
 #include "core/negotiate.h"
 #include "core/passthrough.h"
 #include "core/readiness.h"
+#include "core/turns.h"
 #include "core/init.h"
 #include "core/settings.h"
 #include "core/signals.h"
@@ -903,8 +904,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                     return n;
                 next_kernel = now + KERNEL_LOOK_NS;
             }
-            sched_yield();   /* a thread queued on this CPU runs first */
-            wait_gave_way();
+            turn_spin_yield(now);
         }
     }
     ep->spin_fails++;
@@ -925,7 +925,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         sock_put(&ep->base);
         return -EINVAL;
     }
-    wait_take_turn();
+    turn_take();
     struct deadline dl;
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
@@ -957,7 +957,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         struct timespec left;
         int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
-        wait_gave_way();
+        turn_gave_way(wait_now_ns());
         if (r < 0) {
             result = r;
             break;

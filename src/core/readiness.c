@@ -18,6 +18,7 @@
 #include "core/readiness.h"
 #include "core/signals.h"
 #include "core/stream.h"
+#include "core/turns.h"
 #include "core/wait.h"
 #include "core/xwake.h"
 #include "core/fdtable.h"
@@ -166,7 +167,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         goto out;
     }
 
-    wait_take_turn();
+    turn_take();
     struct deadline dl;
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
@@ -237,7 +238,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
                           : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
         if (!ready)
-            wait_gave_way();
+            turn_gave_way(wait_now_ns());
         if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
             wait_local_lost(k[n].fd);
         int count2 = 0;

@@ -29,6 +29,7 @@
 #include "core/signals.h"
 #include "core/downgrade.h"
 #include "core/epoll.h"
+#include "core/turns.h"
 #include "core/wait.h"
 #include "core/xwake.h"
 #include "interpose/real.h"
@@ -75,45 +76,6 @@ bool wait_peer_here(struct tcp_sock *t)
     int cpu = sched_getcpu() + 1;
     atomic_store_explicit(&t->ch.self->cpu, cpu, memory_order_relaxed);
     return cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu;
-}
-
-/*
- * Taking turns.  Kernel TCP's waits block, and every block lets a thread
- * queued on the CPU run.  Under shunt a thread whose waits keep finding data
- * (say, two connections served from the other CPU in turn) never blocks,
- * and the scheduler lets it run out its slice, up to a tick (4 ms at
- * HZ=250): a thread it woke meanwhile waits that long, which is what made
- * nginx+wrk's 99th percentile three times the kernel's (docs/benchmarks.md).
- * sched_yield when that thread is alone costs a system call; with others
- * queued it is the switch the kernel would have made at a block.  Spinning
- * yields on its own (spin, spin_phase) and counts as giving way.
- */
-static _Thread_local uint64_t gave_way_ns;
-static _Thread_local long long turns_given;
-
-long long wait_turns_given(void)
-{
-    return turns_given;
-}
-
-void wait_gave_way(void)
-{
-    if (shunt_settings.yield_us)
-        gave_way_ns = wait_now_ns();
-}
-
-void wait_take_turn(void)
-{
-    if (!shunt_settings.yield_us)
-        return;
-    uint64_t now = wait_now_ns();
-    if (now - gave_way_ns > (uint64_t)shunt_settings.yield_us * 1000u) {
-        if (gave_way_ns) {
-            sched_yield();
-            turns_given++;
-        }
-        gave_way_ns = now;
-    }
 }
 
 /* Kernel waits that wake for nothing several times in a row (a doorbell
@@ -167,13 +129,13 @@ static bool spin(struct tcp_sock *t, ready_fn ready)
         }
         wait_cpu_relax();
         if ((i & 63) == 0 || here) {
-            if (wait_now_ns() > deadline || shunt_sig_ran != handlers_ran ||
+            uint64_t now = wait_now_ns();
+            if (now > deadline || shunt_sig_ran != handlers_ran ||
                 atomic_load_explicit(&t->close_waiting, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
                 atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
                 break;
-            sched_yield();   /* a thread queued on this CPU runs first */
-            wait_gave_way();
+            turn_spin_yield(now);
         }
     }
     t->spin_fails++;
@@ -582,7 +544,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t)) {
         result = kernel_wait(t, fd, for_write, lw, efd, xfd);
-        wait_gave_way();
+        turn_gave_way(wait_now_ns());
     }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
     return result;
@@ -663,7 +625,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
             t->futex_waiters++;
             crit_unlock(&wait_lock);
             int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
-            wait_gave_way();
+            turn_gave_way(wait_now_ns());
             crit_lock(&wait_lock);
             t->futex_waiters--;
             crit_unlock(&wait_lock);

@@ -98,18 +98,14 @@ void doorbell_forget(struct tcp_sock *t, int what);
 void doorbell_check_peer(struct tcp_sock *t, int fd);
 
 /* For waits that spin over several sockets (epoll): whether spinning can
- * pay on this machine at all, and whether this peer is running (not asleep
- * waiting for us, not on our CPU). */
+ * pay on this machine at all, whether this peer is running (not asleep
+ * waiting for us), and whether it runs on our CPU (then the spin yields at
+ * every look). */
 bool wait_may_spin(void);
 bool wait_peer_busy(struct tcp_sock *t);    /* not asleep waiting for us */
 bool wait_peer_here(struct tcp_sock *t);    /* last ran on our CPU (and notes ours) */
 uint64_t wait_now_ns(void);
 
-/* Taking turns on a crowded CPU (wait.c): wait_take_turn at the start of an
- * epoll, poll or select; wait_gave_way after a sleep or a yield. */
-void wait_take_turn(void);
-void wait_gave_way(void);
-long long wait_turns_given(void);   /* this thread's yields of wait_take_turn */
 void wait_cpu_relax(void);
 
 /* Pauses a wait loop whose kernel waits keep waking for nothing. */
