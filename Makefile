@@ -24,18 +24,18 @@ CFLAGS    ?=
 BASEFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -Iinclude -DSHUNT_VERSION=\"$(VERSION)\" $(SANFLAGS) $(CFLAGS)
 LIBFLAGS  := $(BASEFLAGS) -fPIC -fvisibility=hidden -pthread
 
-LIB_SRC   := $(wildcard src/interpose/*.c src/core/*.c src/transport/*.c src/registry/*.c)
+LIB_SRC   := $(wildcard src/interpose/*.c src/core/*/*.c src/transport/*.c src/registry/*.c src/base/*.c)
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 TOOL_SRC  := $(wildcard src/tool/*.c)
-# the tool reads the registry with the library's own code (not preloaded)
-TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c)) $(BUILD)/obj/transport/channel.o \
-             $(BUILD)/obj/transport/ring.o $(BUILD)/obj/transport/shm_budget.o $(BUILD)/obj/core/log.o $(BUILD)/obj/core/settings.o \
-             $(BUILD)/obj/interpose/real.o
+HEADERS   := $(wildcard src/*/*.h src/core/*/*.h)
+# the tool reads the registry with the library's own code (not preloaded):
+# the layers below core (docs/architecture.md, "Layers, as folders")
+TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c src/transport/*.c src/base/*.c))
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
 UNIT_SRC  := $(wildcard tests/unit/*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
-UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ)) $(BUILD)/obj/interpose/real.o
+UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ))
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
 .PHONY: all lib tool tests bench check deps test test-unit test-conformance test-integration test-san install clean
@@ -46,12 +46,12 @@ tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN)
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) src/interpose/calls.def
+$(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAGS) -c $< -o $@
 
 # The export map comes from the same list of calls as the wrappers.
-$(BUILD)/libshunt.map: src/interpose/exports.map.in src/interpose/calls.def
+$(BUILD)/libshunt.map: src/interpose/exports.map.in src/base/calls.def
 	@mkdir -p $(dir $@)
 	$(CC) -E -P -Isrc -x c $< -o $@
 
@@ -60,7 +60,7 @@ $(BUILD)/libshunt.so: $(LIB_OBJ) $(BUILD)/libshunt.map
 	    -Wl,-z,defs -Wl,-z,now -o $@.tmp $(LIB_OBJ) -ldl
 	mv -f $@.tmp $@   # a program starting now never maps a half-written library
 
-$(BUILD)/shunt: $(TOOL_SRC) $(TOOL_OBJ) $(wildcard src/*/*.h)
+$(BUILD)/shunt: $(TOOL_SRC) $(TOOL_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) -pthread -o $@ $(TOOL_SRC) $(TOOL_OBJ) -ldl
 

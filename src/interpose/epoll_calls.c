@@ -3,7 +3,7 @@
  * object in the fd table (core/epoll.c) that answers for accelerated
  * members; everything else in the set is the kernel's.
  */
-#include "core/epoll.h"
+#include "core/kinds/epoll.h"
 #include "interpose/wrap.h"
 
 static int created(int fd, int saved)

@@ -6,8 +6,8 @@
 #include <stdarg.h>
 #include <linux/close_range.h>
 
-#include "core/sockstat.h"
-#include "core/tcp_socket.h"
+#include "core/conn/sockstat.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 

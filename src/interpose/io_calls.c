@@ -4,11 +4,11 @@
  */
 #include <string.h>
 
-#include "core/call_marks.h"
-#include "core/downgrade.h"
-#include "core/passthrough.h"
-#include "core/splice.h"
-#include "core/tcp_socket.h"
+#include "core/fd/call_marks.h"
+#include "core/conn/downgrade.h"
+#include "core/fd/passthrough.h"
+#include "core/conn/splice.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 

@@ -3,7 +3,7 @@
  * accelerated socket in it is answered by readiness.c; any other set is the
  * kernel's, unchanged.
  */
-#include "core/readiness.h"
+#include "core/kinds/readiness.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)

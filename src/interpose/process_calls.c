@@ -6,12 +6,12 @@
  */
 #include <stdarg.h>
 
-#include "core/downgrade.h"
-#include "core/epoll.h"
-#include "core/signals.h"
-#include "core/sockstat.h"
-#include "core/spawn_plan.h"
-#include "core/tcp_socket.h"
+#include "core/conn/downgrade.h"
+#include "core/kinds/epoll.h"
+#include "base/signals.h"
+#include "core/conn/sockstat.h"
+#include "core/process/spawn_plan.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/wrap.h"
 
 extern char **environ;

@@ -11,8 +11,8 @@
 #include <paths.h>
 #include <stdlib.h>
 
-#include "core/downgrade.h"
-#include "core/spawn_plan.h"
+#include "core/conn/downgrade.h"
+#include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"
 
 extern char **environ;

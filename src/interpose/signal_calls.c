@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "core/signals.h"
+#include "base/signals.h"
 #include "interpose/wrap.h"
 
 /* libc's own, by its other name: reachable before shunt is initialised. */

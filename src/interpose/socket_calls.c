@@ -2,7 +2,7 @@
  * socket_calls.c: wrappers for creating, naming, connecting and configuring
  * sockets.
  */
-#include "core/tcp_socket.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 

@@ -4,7 +4,7 @@
  * opaque; core/spawn_plan.c keeps a copy of each one's actions).  Each
  * calls libc first and records only what libc accepted.
  */
-#include "core/spawn_plan.h"
+#include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"
 
 SHUNT_EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)

@@ -39,10 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/downgrade.h"
-#include "core/log.h"
-#include "core/sockstat.h"
-#include "core/tcp_socket.h"
+#include "core/conn/downgrade.h"
+#include "base/log.h"
+#include "core/conn/sockstat.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 

@@ -13,7 +13,7 @@
  */
 #include <stdbool.h>
 
-#include "core/tcp_socket.h"
+#include "core/kinds/tcp_socket.h"
 #include "interpose/wrap.h"
 
 #define VFORK_DEPTH 8

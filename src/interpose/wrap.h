@@ -9,16 +9,16 @@
 #ifndef SHUNT_WRAP_H
 #define SHUNT_WRAP_H
 
-#include "core/fdtable.h"
-#include "core/init.h"
-#include "interpose/real.h"
+#include "core/fd/fdtable.h"
+#include "interpose/init.h"
+#include "base/real.h"
 
 #define SHUNT_EXPORT __attribute__((visibility("default")))
 
 /* Every wrapper must match libc's prototype exactly: these say so to the compiler. */
 #define SHUNT_SYS(ret, name, params, args, sysno) SHUNT_EXPORT ret name params;
 #define SHUNT_LIB(ret, name, params) SHUNT_EXPORT ret name params;
-#include "interpose/calls.def"
+#include "base/calls.def"
 #undef SHUNT_SYS
 #undef SHUNT_LIB
 

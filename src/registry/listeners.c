@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "registry/reg_private.h"
 
 static int free_listener(struct reg_file *f, uint32_t skip)

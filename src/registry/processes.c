@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "registry/procstat.h"
 #include "registry/reg_private.h"
 

@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "interpose/real.h"
+#include "base/log.h"
+#include "base/real.h"
 #include "registry/procstat.h"
 #include "registry/reg_private.h"
 

@@ -33,8 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "interpose/real.h"
+#include "base/log.h"
+#include "base/real.h"
 #include "registry/registry.h"
 #include "registry/reg_private.h"
 #include "transport/channel.h"

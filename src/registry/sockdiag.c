@@ -28,8 +28,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "core/log.h"
-#include "interpose/real.h"
+#include "base/log.h"
+#include "base/real.h"
 #include "registry/sockdiag.h"
 
 #define SOCKDIAG_TIMEOUT_MS 1000

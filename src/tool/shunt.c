@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/settings.h"
+#include "base/settings.h"
 #include "tool/tool.h"
 
 #ifndef SHUNT_VERSION

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "interpose/real.h"
+#include "base/real.h"
 #include "transport/channel.h"
 #include "transport/shm_budget.h"
 

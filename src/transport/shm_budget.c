@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "interpose/real.h"
+#include "base/real.h"
 #include "transport/shm_budget.h"
 
 #define BUDGET_MAGIC 0x7467646275687373ULL

@@ -1,0 +1,23 @@
+/*
+ * log.h: shunt's own log (SHUNT_LOG, SHUNT_LOG_FILE).  Off by default, and
+ * then a log call costs one predictable branch.
+ */
+#ifndef SHUNT_LOG_H
+#define SHUNT_LOG_H
+
+#include "base/settings.h"
+
+/* Hidden: a log call site compiles to one compare of this variable in
+ * memory and one branch not taken (no GOT load), the call out of line. */
+extern enum log_level shunt_log_level __attribute__((visibility("hidden")));
+
+void shunt_log_open(const struct shunt_settings *s);
+void shunt_log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define shunt_log(level, ...)                                   \
+    do {                                                        \
+        if (__builtin_expect((level) <= shunt_log_level, 0))    \
+            shunt_log_write((level), __VA_ARGS__);              \
+    } while (0)
+
+#endif

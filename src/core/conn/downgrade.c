@@ -1,0 +1,660 @@
+/*
+ * downgrade.c: an accelerated connection goes back to kernel TCP because
+ * one end (the leaver) is handed to a program that does not run shunt, or
+ * both ends are, at the same moment.
+ *
+ * Each program will read its TCP socket directly, so before it can: no
+ * doorbell byte may be left in that socket's queue, and every byte its end
+ * never read from its ring must arrive there, in order, once.  Only the
+ * writer of a ring can put bytes into its reader's socket, so each
+ * direction's unread bytes are re-sent over TCP by their own writer while
+ * that writer still runs shunt: the leaver re-sends its outgoing ring
+ * before it goes (the other end may be on its way out too, and then nobody
+ * would be left to do it), the other end re-sends its own at its next call.
+ * Rings are left as they are; the reader of a re-sent ring removes from its
+ * socket the copies of what it read from the ring after the snapshot.
+ *
+ * The leaver L, holding its end's rx, tx and wait locks (no copy, drain or
+ * sleep announcement of any holder of its end is under way):
+ *   1. sets the downgrade word to DOWN_SET | its side, by one
+ *      compare-exchange from 0: of two ends leaving at once, the one that
+ *      fails is "the other end" P below and does P's part before its own
+ *      exec.  From now on no holder of either end writes its outgoing ring
+ *      (both look at the word under the tx lock), and L's end reads nothing
+ *      more from its incoming one;
+ *   2. freezes P's doorbell count (chan_side.bells): P sends no doorbell
+ *      any more, and the count is exactly the doorbells it sent;
+ *   3. records its rx tail (down_tail): P re-sends from there;
+ *   4. a server whose client's TCP prefix is not all read takes it off the
+ *      socket and hands it back in a file beside the segment (it must come
+ *      before the ring's bytes); P re-sends it first (unless P closed and
+ *      left a copy, below: the prefix then stays ahead of it);
+ *   5. removes exactly (P's frozen count - doorbells its end removed
+ *      already) bytes from its socket: the doorbells, no more;
+ *   6. records P's rx tail T (down_txtail): the snapshot it re-sends from;
+ *   7. waits until no holder of P's end is in an unbounded drain of
+ *      doorbells (chan_side.draining is set before a drain looks at the
+ *      word: either that drain sees DOWN_SET and takes at most the counted
+ *      doorbells, or we see the flag and wait for the drain to end), and
+ *      publishes DOWN_READY;
+ *   8. sends one last doorbell (counted), freezes its own count (every
+ *      doorbell of its end is now ahead in P's queue), and sends over TCP
+ *      its tx ring's bytes from T to its head (to a closed P neither: its
+ *      kernel would answer with a reset);
+ *   9. lets go of its hold on the channel and is on kernel TCP.
+ * The other end P, at its next call on the socket (or woken by that
+ * doorbell or those bytes), once DOWN_READY is there:
+ *   a. under its tx lock, once for all its holders (DOWN_RESENT): sends
+ *      over TCP the handed-back prefix, then its ring's bytes from down_tail
+ *      to its head; every later send of its goes to TCP, after them;
+ *   b. lets its program read the server prefix and what is left in its rx
+ *      ring (it may have peeked at those bytes: a read after a peek finds
+ *      them at once, as in the kernel's queue);
+ *   c. then, once no thread of its end is asleep on the doorbells (a
+ *      sleeper must see the last doorbell or the re-sent bytes first), under
+ *      its rx and wait locks, once for all its holders (DOWN_DUPS): removes
+ *      L's frozen count of doorbells minus those its end already drained,
+ *      then (its rx tail now - T) bytes, the copies of what it read from the
+ *      ring after the snapshot (a read that was under way then included),
+ *      waiting a bounded time for bytes known to be on their way;
+ *   d. is on kernel TCP: the next byte in its socket is the first it never
+ *      read.
+ * A second leaver, which finds DOWN_SET of the other side, waits for
+ * DOWN_READY and does a and c at once, reading nothing more (the new
+ * program gets the rest from its socket) and not waiting for sleepers of
+ * its own (its exec ends them), before its exec.
+ *
+ * After a close.  P's last holder closing while L has not read all P sent
+ * leaves nobody to re-send it, so the close copies it into TCP at once
+ * (downgrade_close_copy): P freezes its doorbells and L's, waits for L's
+ * unbounded drains to end, records where the copy starts (copy_from) and
+ * ends (copy_end: what the kernel took without waiting) and publishes
+ * COPY_DONE.  A later leaver L that finds it (waiting out COPY_WRITING)
+ * takes the doorbells, then the copies of what it read from the ring after
+ * copy_from, and is done.  A close that finds the word set marks
+ * COPY_RESENDS and does step a instead (seq_cst store of COPY_WRITING, then
+ * load of the word, against L's compare-exchange and load of the state).
+ * No doorbell ever goes behind a server's unread prefix (doorbell_send):
+ * a second leaver could not take it out from behind the prefix.
+ *
+ * Why the counts are the whole story: on each socket every doorbell is
+ * sent before its end's count freezes and every re-sent byte after it.
+ * Nothing read from the segment sizes a copy: T, down_tail and back_len are
+ * checked against the ring's size and the file's, and bytes are taken off
+ * a socket through a fixed buffer.  Single copy: a posted send's bytes are
+ * not in the ring and move none of its indexes; the reader takes none once
+ * the word is set and its ring is empty, and the sender withdraws the rest
+ * after its idle bound and sends it by TCP, after the re-sent bytes (it
+ * needs the tx lock).  A peer that makes no call on the socket (and sleeps
+ * in no wait on it) delays step a: the new program waits for those bytes as
+ * it would for a slow sender.
+ */
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/conn/downgrade.h"
+#include "core/conn/sockstat.h"
+#include "core/fd/fdtable.h"
+#include "base/self.h"
+#include "base/log.h"
+#include "core/conn/negotiate.h"
+#include "core/fd/passthrough.h"
+#include "core/conn/stream.h"
+#include "core/wait/wait.h"
+#include "core/wait/xwake.h"
+#include "base/real.h"
+
+/* How long to wait for bytes known to be on their way over loopback (sent
+ * already, counted) before deciding the connection is dead. */
+#define ARRIVAL_MS 5000
+/* How long the other end waits for the leaver's DOWN_READY (each wait of
+ * the leaver before it is bounded by ARRIVAL_MS) before taking it for dead. */
+#define READY_MS (4 * ARRIVAL_MS)
+
+bool downgrade_leaving_side(struct tcp_sock *t)
+{
+    unsigned d = atomic_load(&t->ch.hdr->down);
+    return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == t->ch.side;
+}
+
+bool downgrade_ring_done(struct tcp_sock *t)
+{
+    return downgrade_leaving_side(t) || (atomic_load(&t->ch.hdr->down) & DOWN_DUPS);
+}
+
+uint64_t downgrade_bells_left(struct tcp_sock *t)
+{
+    uint64_t sent = atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK;
+    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
+    return sent > eaten ? sent - eaten : 0;
+}
+
+/* A short pause: blocked behind another thread's sleep on the doorbells,
+ * or waiting for the other end's step. */
+static void pause_briefly(void)
+{
+    struct timespec ts = { 0, 100000 };
+    nanosleep(&ts, NULL);
+}
+
+/* Stops an end's doorbells and returns how many it sent.  A sender that
+ * died inside its send leaves it busy: after a while that one byte is
+ * given up on (the peer's processes are dying anyway). */
+static uint64_t bells_freeze(_Atomic uint64_t *w)
+{
+    for (int i = 0;; i++) {
+        uint64_t v = atomic_load(w);
+        if (v & BELLS_FROZEN)
+            return v & BELLS_COUNT_MASK;
+        if ((v & BELLS_BUSY_MASK) && i < 100000) {
+            sched_yield();
+            continue;
+        }
+        if (atomic_compare_exchange_weak(w, &v, v | BELLS_FROZEN))
+            return v & BELLS_COUNT_MASK;
+    }
+}
+
+/* Takes exactly n bytes off the socket (into buf if not NULL): bytes that
+ * are known to be queued or on their way.  Returns what it took. */
+static uint64_t take_exact(int fd, uint64_t n, char *buf)
+{
+    char scratch[4096];
+    uint64_t got = 0;
+    int waited = 0;
+    while (got < n) {
+        uint64_t want = n - got;
+        char *dst = buf ? buf + got : scratch;
+        if (!buf && want > sizeof scratch)
+            want = sizeof scratch;
+        ssize_t r = shunt_real.recv(fd, dst, (size_t)want, MSG_DONTWAIT);
+        if (r > 0) {
+            got += (uint64_t)r;
+            waited = 0;   /* bounded is the time without progress */
+            continue;
+        }
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || waited >= ARRIVAL_MS / 10)
+            break;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        shunt_real.poll(&p, 1, 10);
+        waited++;
+    }
+    return got;
+}
+
+/* Writes buf to the kernel socket, whether or not it is O_NONBLOCK: all of
+ * it, or (wait false) what the kernel takes now.  Adds what went to *sent. */
+static int send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *sent)
+{
+    while (len > 0) {
+        ssize_t r = shunt_real.send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+            buf += r;
+            len -= (size_t)r;
+            *sent += (uint64_t)r;
+            continue;
+        }
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -errno;
+        if (!wait && r < 0 && errno != EINTR)
+            return -EAGAIN;
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        shunt_real.poll(&p, 1, 100);
+    }
+    return 0;
+}
+
+/* Sends the bytes [from, head) of a ring this end produces over TCP (all,
+ * or with wait false what the kernel takes now; *sent says how many).  The
+ * caller holds the tx lock: head stays, and nothing is overwritten (the
+ * consumer only reads).  from comes from the segment: checked. */
+static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head, bool wait,
+                          uint64_t *sent)
+{
+    uint64_t size = ring_size_now(r);   /* rings grow: the size in use, not the capacity */
+    *sent = 0;
+    if (size == 0 || head - from > size)
+        return -EIO;   /* a tail the ring never had: the peer scribbled */
+    int err = 0;
+    while (!err && from != head) {
+        uint64_t at = from & (size - 1);
+        uint64_t len = head - from < size - at ? head - from : size - at;
+        err = send_all(fd, (const char *)r->data + at, (size_t)len, wait, sent);
+        from += len;
+    }
+    return err;
+}
+
+static void back_path(const struct tcp_sock *t, char *out, size_t len)
+{
+    snprintf(out, len, "/dev/shm/%s-back", t->ch.name);
+}
+
+/* The leaver hands a server's unread TCP prefix back to the client. */
+static void hand_back_prefix(struct tcp_sock *t, int fd)
+{
+    uint64_t k = atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK;
+    if (t->ch.side != 1 || k == 0)
+        return;
+    char *buf = k <= (64u << 20) ? malloc(k) : NULL;
+    char path[128];
+    back_path(t, path, sizeof path);
+    int out = buf ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    uint64_t got = out >= 0 ? take_exact(fd, k, buf) : 0;
+    if (out < 0 || got != k || shunt_real.write(out, buf, got) != (ssize_t)got) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: could not hand back %llu bytes of TCP prefix", fd, (unsigned long long)k);
+        atomic_store(&t->broken, true);
+    } else {
+        atomic_store(&t->ch.hdr->back_len, (uint32_t)got);
+    }
+    if (out >= 0)
+        shunt_real.close(out);
+    atomic_fetch_sub(&t->ch.hdr->neg, got);
+    free(buf);
+}
+
+/* The other end re-sends the prefix handed back to it, through a fixed
+ * buffer: back_len comes from the segment, and must be the file's size. */
+static int resend_prefix(struct tcp_sock *t, int fd)
+{
+    uint32_t back = atomic_load(&t->ch.hdr->back_len);
+    if (back == 0)
+        return 0;
+    char path[128];
+    back_path(t, path, sizeof path);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int err = in < 0 || fstat(in, &st) < 0 || st.st_size != (off_t)back ? -EIO : 0;
+    char buf[4096];
+    for (uint32_t left = back; !err && left > 0;) {
+        ssize_t n = shunt_real.read(in, buf, left < sizeof buf ? left : sizeof buf);
+        uint64_t sent = 0;
+        if (n <= 0)
+            err = -EIO;
+        else {
+            err = send_all(fd, buf, (size_t)n, true, &sent);
+            left -= (uint32_t)n;
+        }
+    }
+    if (in >= 0)
+        shunt_real.close(in);
+    unlink(path);
+    return err;
+}
+
+/* This object is on TCP from now on, and this process lets go of its hold
+ * on the channel (the mapping stays until the object goes: another thread
+ * may still be looking at it).  Under t->lock. */
+static void settle_on_tcp(struct tcp_sock *t, int fd)
+{
+    if (atomic_load(&t->path) != PATH_SHM)
+        return;
+    if (!t->released) {
+        /* a vfork child shares this object with its parent: the parent's
+         * hold goes, and the one it took for the new program if it took one
+         * (tcp_sockets_before_spawn counts channels with an fd surviving exec) */
+        unsigned holds = shunt_in_vfork_child ? 1u + (t->survives_exec ? 1u : 0u) : 1u;
+        t->released = true;
+        if (atomic_fetch_sub(&t->ch.self->holders, holds) == holds)
+            negotiate_forget(t);
+    }
+    atomic_store(&t->reason, FB_DOWNGRADED);
+    atomic_store_explicit(&t->path, PATH_TCP, memory_order_release);
+    sockstat_publish(t, fd, 0, 0, NULL, 0);   /* shunt stat: on TCP, and why */
+}
+
+/* Step 7: no holder of the other end drains its socket without a bound. */
+static void wait_peer_drain(struct tcp_sock *t, int fd)
+{
+    for (int i = 0; atomic_load(&t->ch.peer->draining); i++) {
+        if (i >= ARRIVAL_MS * 10) {
+            shunt_log(LOG_WARN, "fd %d: downgrade: the peer's drain of doorbells did not end", fd);
+            return;
+        }
+        pause_briefly();
+    }
+}
+
+/* Whether the peer's last close left in TCP what this end had not read
+ * (downgrade_close_copy), waiting for a close under way.  Then nobody is
+ * left to re-send, and nothing may be sent to the peer's socket. */
+static bool peer_left_copy(struct tcp_sock *t)
+{
+    for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10; i++)
+        pause_briefly();
+    return atomic_load(&t->ch.peer->closed_copy) == COPY_DONE;
+}
+
+/* The peer's close copied [copy_from, copy_end) of the ring into our
+ * socket; the copies of what this end read since go, the rest is the new
+ * program's.  The positions come from the segment: checked. */
+static void take_closed_copy(struct tcp_sock *t, int fd)
+{
+    uint64_t from = atomic_load(&t->ch.peer->copy_from);
+    uint64_t read = atomic_load(&t->ch.rx.hdr->tail) - from;
+    uint64_t copied = atomic_load(&t->ch.peer->copy_end) - from;
+    uint64_t sent = atomic_load(&t->ch.rx.hdr->head) - from;
+    if (sent > ring_size_now(&t->ch.rx) || read > sent || copied > sent) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's closing copy is not in the ring", fd);
+        atomic_store(&t->broken, true);
+        return;
+    }
+    uint64_t dups = read < copied ? read : copied;
+    uint64_t took = stream_prefix_left(t) > 0 && dups ? 0 : take_exact(fd, dups, NULL);
+    if (took != dups)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: %llu of the %llu bytes copied at the peer's close that were read "
+                  "already could be taken off the socket", fd, (unsigned long long)took, (unsigned long long)dups);
+    uint64_t past = read > copied ? read : copied;
+    if (past < sent)
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the kernel took only part of the peer's closing copy; the %llu bytes "
+                  "after it are lost (see compatibility.md)", fd, (unsigned long long)(sent - past));
+}
+
+/* The leaver's steps 2 to 8, under its rx, tx and wait locks. */
+static void leave_first(struct tcp_sock *t, int fd)
+{
+    struct chan_hdr *h = t->ch.hdr;
+    uint64_t peer_bells = bells_freeze(&t->ch.peer->bells);
+    atomic_store(&h->down_tail, atomic_load(&t->ch.rx.hdr->tail));
+    /* A peer that closed left its unread bytes in TCP, behind the server's
+     * prefix if there is one: both stay for the new program. */
+    bool closed = peer_left_copy(t);
+    if (!closed)
+        hand_back_prefix(t, fd);
+    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
+    uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
+    /* no doorbell is sent behind a prefix (doorbell_send): none is due then */
+    uint64_t took = stream_prefix_left(t) > 0 ? 0 : take_exact(fd, due, NULL);
+    doorbell_ate(t, (size_t)took);
+    if (took != due)
+        shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
+                  (unsigned long long)took, (unsigned long long)due);
+    int64_t unread = ring_readable(&t->ch.rx);
+    if (closed)
+        take_closed_copy(t, fd);
+    else if (unread > 0 && atomic_load(&t->peer_gone))
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's processes are gone without closing; the %lld bytes it "
+                  "sent that were not read are lost (see compatibility.md)", fd, (long long)unread);
+    uint64_t snap = atomic_load(&t->ch.tx.hdr->tail);
+    atomic_store(&h->down_txtail, snap);
+    wait_peer_drain(t, fd);
+    atomic_fetch_or(&h->down, DOWN_READY);
+    doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
+    bells_freeze(&t->ch.self->bells);
+    uint64_t head = atomic_load(&t->ch.tx.hdr->head), resent = 0;
+    /* A closed peer reads nothing more: bytes sent to its socket would only
+     * make its kernel reset the connection and drop the rest of its copy
+     * (the new program's own sends do that as they would under the kernel) */
+    int err = closed ? 0 : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
+    if (err) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
+                  strerror(-err));
+        atomic_store(&t->broken, true);
+    }
+    shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu (took %llu), resent %llu from %llu%s",
+              fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->tail),
+              (unsigned long long)atomic_load(&t->ch.rx.hdr->head), (unsigned long long)peer_bells,
+              (unsigned long long)took, (unsigned long long)resent, (unsigned long long)snap,
+              closed ? " (the peer closed and left its unread bytes in TCP)" : "");
+}
+
+static int observe(struct tcp_sock *t, int fd, bool leaving);
+
+void downgrade_leave(struct tcp_sock *t, int fd)
+{
+    if (negotiate_settle(t, fd) != PATH_SHM || !t->ch.hdr)
+        return;   /* an offer not yet claimed was withdrawn: TCP already */
+    crit_lock(&t->lock);
+    int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+    int tx = rx < 0 ? -1 : dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+    int w = tx < 0 ? -1 : doorbell_lock(t);
+    unsigned expect = 0;
+    /* Both ends may leave at once: the first one is the leaver, the other
+     * then does the other end's part (observe) before its exec. */
+    bool first = w >= 0 && atomic_load(&t->path) == PATH_SHM &&
+                 atomic_compare_exchange_strong(&t->ch.hdr->down, &expect, DOWN_SET | (unsigned)t->ch.side);
+    if (first)
+        leave_first(t, fd);
+    if (w >= 0)
+        doorbell_unlock(t, w);
+    if (tx >= 0)
+        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
+    if (rx >= 0)
+        dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
+    if (first) {
+        /* a holder of this end in another process, asleep for ring space,
+         * gets no doorbell any more: it goes on by TCP, after our re-sent
+         * bytes (the tx lock it waits for) */
+        xwake_send(t);
+        settle_on_tcp(t, fd);
+        shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
+    }
+    crit_unlock(&t->lock);
+    if (!first && atomic_load(&t->path) == PATH_SHM) {
+        shunt_log(LOG_DEBUG, "fd %d: leaving after another (down %#x)", fd, atomic_load(&t->ch.hdr->down));
+        observe(t, fd, true);
+    }
+}
+
+/* The other end's step a: under the tx lock, once for all holders. */
+static void resend(struct tcp_sock *t, int fd)
+{
+    int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+    if (tx < 0)
+        return;
+    struct chan_hdr *h = t->ch.hdr;
+    if (!(atomic_load(&h->down) & DOWN_RESENT)) {
+        uint64_t sent;
+        int err = resend_prefix(t, fd);
+        if (!err)
+            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), atomic_load(&t->ch.tx.hdr->head), true,
+                                 &sent);
+        if (err) {
+            shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
+            atomic_store(&t->broken, true);
+        }
+        atomic_fetch_or(&h->down, DOWN_RESENT);
+    }
+    dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
+}
+
+/* Step c's removal, under the rx and wait locks; sent: the leaver's
+ * frozen count of doorbells. */
+static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
+{
+    struct chan_hdr *h = t->ch.hdr;
+    if (atomic_load(&h->down) & DOWN_DUPS)
+        return;   /* another holder of this end did it */
+    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
+    uint64_t due = sent > eaten ? sent - eaten : 0;
+    uint64_t from = atomic_load(&h->down_txtail), tail = atomic_load(&t->ch.rx.hdr->tail);
+    uint64_t dups = tail - from;
+    if (dups > ring_size_now(&t->ch.rx)) {
+        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's snapshot %llu is not in the ring (tail %llu)", fd,
+                  (unsigned long long)from, (unsigned long long)tail);
+        atomic_store(&t->broken, true);
+        dups = 0;
+    }
+    uint64_t took = 0, dtook = 0;
+    if (stream_prefix_left(t) > 0 && (due || dups)) {
+        /* only a second leaver gets here: what is queued behind the prefix
+         * cannot be taken out without it */
+        shunt_log(LOG_ERROR, "fd %d: downgrade: %llu doorbells and %llu copies are queued behind the unread TCP prefix",
+                  fd, (unsigned long long)due, (unsigned long long)dups);
+    } else {
+        took = take_exact(fd, due, NULL);
+        doorbell_ate(t, (size_t)took);
+        dtook = took == due ? take_exact(fd, dups, NULL) : 0;
+        if (took != due || dtook != dups)
+            shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells and %llu of %llu copies arrived (the peer is gone?)",
+                      fd, (unsigned long long)took, (unsigned long long)due, (unsigned long long)dtook,
+                      (unsigned long long)dups);
+    }
+    atomic_fetch_or(&h->down, DOWN_DUPS);
+    shunt_log(LOG_DEBUG, "fd %d: the peer left: its doorbells %llu, %llu eaten before, %llu now; copies %llu from %llu",
+              fd, (unsigned long long)sent, (unsigned long long)eaten, (unsigned long long)took,
+              (unsigned long long)dtook, (unsigned long long)from);
+}
+
+/* The other end's step c; false while it cannot happen yet (the program
+ * has a server prefix or bytes of the ring to read, or a thread of this end
+ * sleeps on the doorbells).  leaving: a second leaver, which reads nothing
+ * more and whose sleepers its exec ends. */
+static bool finish(struct tcp_sock *t, int fd, bool leaving)
+{
+    if (!leaving && !downgrade_ring_done(t) && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
+        return false;   /* the doorbells are queued behind the prefix; the ring goes first */
+    int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+    if (rx < 0)
+        return false;
+    uint64_t sent = bells_freeze(&t->ch.peer->bells);
+    int w = doorbell_lock(t);
+    bool done = false;
+    /* A sleeper must see the last doorbell before it goes: it wakes on it,
+     * leaves its wait (draining then), and the next look finishes. */
+    if (w >= 0 && (leaving || atomic_load(&t->ch.self->waiters) == 0)) {
+        take_copies(t, fd, sent);
+        done = true;
+    }
+    if (w >= 0)
+        doorbell_unlock(t, w);
+    dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
+    return done;
+}
+
+/* The other end waits for the leaver's records (a few system calls away,
+ * or at most the leaver's bounded waits); false if they never come. */
+static bool wait_ready(struct tcp_sock *t)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!(atomic_load(&t->ch.hdr->down) & DOWN_READY)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
+            return false;
+        pause_briefly();
+    }
+    return true;
+}
+
+static int observe(struct tcp_sock *t, int fd, bool leaving)
+{
+    bool ready = true;
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
+        !downgrade_leaving_side(t))
+        ready = wait_ready(t);
+    crit_lock(&t->lock);
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
+        if (downgrade_leaving_side(t)) {
+            /* another holder of our end left: wait out copies in progress */
+            int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+            if (rx >= 0)
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
+            int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+            if (tx >= 0)
+                dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
+            settle_on_tcp(t, fd);
+        } else if (!ready) {
+            shunt_log(LOG_ERROR, "fd %d: downgrade: the peer started to leave and never finished; connection reset", fd);
+            atomic_store(&t->broken, true);
+            settle_on_tcp(t, fd);
+        } else {
+            resend(t, fd);
+            if (finish(t, fd, leaving)) {
+                settle_on_tcp(t, fd);
+                shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
+            }
+        }
+    }
+    int path = atomic_load(&t->path);
+    crit_unlock(&t->lock);
+    return path;
+}
+
+int downgrade_observe(struct tcp_sock *t, int fd)
+{
+    return observe(t, fd, false);
+}
+
+int downgrade_until_tcp(struct tcp_sock *t, int fd)
+{
+    int path;
+    while ((path = downgrade_observe(t, fd)) == PATH_SHM)
+        pause_briefly();
+    return path;
+}
+
+void downgrade_close_copy(struct tcp_sock *t, int fd)
+{
+    struct chan_side *self = t->ch.self;
+    /* seq_cst store, then load, against the leaver's compare-exchange of
+     * the word and its load of our state: either it waits for our copy, or
+     * we see it leaving and do the other end's part instead */
+    atomic_store(&self->closed_copy, COPY_WRITING);
+    if (atomic_load(&t->ch.hdr->down)) {
+        atomic_store(&self->closed_copy, COPY_RESENDS);
+        if (!downgrade_leaving_side(t) && wait_ready(t))
+            resend(t, fd);
+        return;
+    }
+    /* nothing unread (the common close) takes no lock: the FIN is in, no
+     * send of ours moves head any more */
+    int tx = ring_readable(&t->ch.tx) == 0 ? -1 : dir_lock(t, &t->tx_lock, &self->tx_lock);
+    uint64_t from = atomic_load(&t->ch.tx.hdr->tail), head = atomic_load(&t->ch.tx.hdr->head), sent = 0;
+    if (tx >= 0 && from != head && !atomic_load(&t->peer_gone) && !(atomic_load(&t->ch.peer->state) & SIDE_CLOSED)) {
+        /* Every doorbell of ours goes ahead of the copy, and the peer's
+         * doorbells stop (the last of ours to our socket is there before it
+         * closes: a byte left unread would make our kernel reset, not end,
+         * the connection).  A drain of the peer's that started without a
+         * bound ends before the copy enters its socket. */
+        bells_freeze(&self->bells);
+        bells_freeze(&t->ch.peer->bells);
+        wait_peer_drain(t, fd);
+        atomic_store(&self->copy_from, from);
+        int err = send_ring_span(fd, &t->ch.tx, from, head, false, &sent);
+        shunt_log_sock(LOG_DEBUG, t, fd, "closing: %llu of the %llu bytes the peer has not read copied into TCP%s",
+                       (unsigned long long)sent, (unsigned long long)(head - from), err ? " (the kernel took no more)" : "");
+    }
+    atomic_store(&self->copy_from, from);
+    atomic_store(&self->copy_end, from + sent);
+    atomic_store(&self->closed_copy, COPY_DONE);
+    if (tx >= 0)
+        dir_unlock(&t->tx_lock, &self->tx_lock, tx);
+}
+
+ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    for (;;) {
+        if (downgrade_observe(t, f->fd) != PATH_SHM)
+            return pt_recv(f, c);
+        if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
+            /* the program reads a server's TCP prefix, then what is left
+             * in the ring, first */
+            ssize_t r = stream_recv(t, f, c);
+            if (r != STREAM_DOWNGRADED)
+                return r;
+        }
+        pause_briefly();
+    }
+}
+
+ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    /* observing re-sends the unread bytes first; our own sends follow */
+    downgrade_observe(t, f->fd);
+    return pt_send(f, c);
+}
+
+short downgrade_poll(struct tcp_sock *t, int fd, short events)
+{
+    short rev = ring_readable(&t->ch.rx) > 0 ? (short)(events & (POLLIN | POLLRDNORM)) : 0;
+    struct pollfd p = { .fd = fd, .events = (short)(events & ~(POLLIN | POLLRDNORM)) };
+    if (shunt_real.poll(&p, 1, 0) > 0)
+        rev |= p.revents;
+    return rev;
+}

@@ -1,0 +1,121 @@
+/*
+ * downgrade.h: moving an accelerated connection back to kernel TCP when one
+ * end is handed to a program that does not run shunt (exec, SCM_RIGHTS),
+ * with the other end's cooperation and no byte lost, duplicated, or seen
+ * that the program should not see (protocol in downgrade.c).
+ */
+#ifndef SHUNT_DOWNGRADE_H
+#define SHUNT_DOWNGRADE_H
+
+#include "core/conn/stream.h"
+#include "core/kinds/tcp_socket.h"
+
+/* What stream_recv/stream_send return when the connection left the channel
+ * under them: the caller goes on through the downgrade (never an errno). */
+#define STREAM_DOWNGRADED (-4096)
+
+/* This process hands the socket to a program without shunt: the connection
+ * moves back to kernel TCP now (an offer not yet claimed is withdrawn).
+ * Afterwards this process's object is on PATH_TCP too. */
+void downgrade_leave(struct tcp_sock *t, int fd);
+
+/* The channel's downgrade word is set: bring this object along.  A holder
+ * of the leaving end just goes to TCP; the other end first puts back into
+ * TCP what the leaver never read, and goes to TCP once the leaver's
+ * doorbells and the copies of what it read after the leaver's snapshot are
+ * off its socket.  Returns the path now. */
+int downgrade_observe(struct tcp_sock *t, int fd);
+
+/* downgrade_observe until this object is on kernel TCP (the caller has no
+ * server prefix left to read).  Returns the path. */
+int downgrade_until_tcp(struct tcp_sock *t, int fd);
+
+/* The last holder of this end closes it (after stream_close): what the
+ * peer has not read yet is copied into TCP, behind this end's last
+ * doorbell and ahead of its FIN, with the stream position it starts at, so
+ * that the peer, if it is ever handed to a program without shunt, finds
+ * those bytes in its socket (it takes off the ones it read from the ring
+ * meanwhile); otherwise nobody reads the copy.  Nothing to copy costs a
+ * few loads and stores.  Should the peer be leaving already, this end
+ * re-sends as the other end of that downgrade instead. */
+void downgrade_close_copy(struct tcp_sock *t, int fd);
+
+/* The calls that found the channel gone under them (STREAM_DOWNGRADED). */
+ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+
+/* stream_recv, going on over TCP when the connection left the channel
+ * under it, for a call that goes on with the ring afterwards (splice): it
+ * ends with tcp_call_done if f->blocked. */
+static inline ssize_t channel_recv_more(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = stream_recv(t, f, c);
+    return r == STREAM_DOWNGRADED ? downgrade_recv(t, f, c) : r;
+}
+
+/* stream_recv and stream_send, going on over TCP when the connection left
+ * the channel under them. */
+static inline ssize_t channel_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = channel_recv_more(t, f, c);
+    if (__builtin_expect(f->blocked, 0))
+        tcp_call_done(t, f);
+    return r;
+}
+
+static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    ssize_t r = stream_send(t, f, c);
+    if (r == STREAM_DOWNGRADED)
+        r = downgrade_send(t, f, c);
+    if (__builtin_expect(f->blocked, 0))
+        tcp_call_done(t, f);
+    return r;
+}
+
+/* For wait.c's drain: this end is the one that left (it drains nothing
+ * more); the doorbells of the peer still queued for this end. */
+bool downgrade_leaving_side(struct tcp_sock *t);
+
+/* The downgrade word is set and this end reads nothing more from its ring:
+ * it is the leaving end, or the copies were taken off its socket already
+ * (by a second leaver: the rest of the ring is in its socket, for the new
+ * program and any other holder alike). */
+bool downgrade_ring_done(struct tcp_sock *t);
+uint64_t downgrade_bells_left(struct tcp_sock *t);
+
+/* readiness of an object whose downgrade is not finished yet */
+short downgrade_poll(struct tcp_sock *t, int fd, short events);
+
+/* Before exec: every accelerated socket that survives it moves back to
+ * TCP if the new program will not run shunt (arguments as below). */
+void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search);
+
+/* Before a program without shunt gets this process's Unix sockets (exec,
+ * posix_spawn): accelerated sockets in messages already queued on them
+ * move back to TCP (a vfork child cannot: it must not touch our table). */
+void downgrade_queued_before_exec(void);
+
+/* Looks up every open fd, so that an accelerated socket this image
+ * inherited and never used is attached (and may move back). */
+void downgrade_take_up_inherited(void);
+
+/* Before sendmsg with SCM_RIGHTS on unix_fd: every accelerated socket among
+ * fds moves back to TCP unless the receiver is known to run shunt.  named:
+ * the message has a destination address of its own (msg_name). */
+void downgrade_sending(const int *fds, size_t n, int unix_fd, bool named);
+
+/* Would every process holding the other end of this Unix socket attach an
+ * accelerated socket it receives?  Only processes known to run shunt do;
+ * named as above (the receiver is then not the peer: unknown). */
+bool downgrade_receiver_runs_shunt(int unix_fd, bool named);
+
+/* Would the program exec'd from path (or fd when path is NULL) with envp
+ * run shunt?  search: look path up in $PATH as execvp does. */
+bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search);
+
+/* Will that exec fail before any program runs (no such file, not
+ * executable)?  Then nothing needs to leave for it. */
+bool downgrade_exec_fails(const char *path, int fd, bool search);
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * negotiate.c: how two shunt processes agree to move a TCP connection onto
+ * a channel, through the registry and never through the byte stream.
+ *
+ *   listen   registers the listener (namespace, address, port, inode)
+ *   connect  if a live accelerated listener matches: bind to learn the local
+ *            port, create the channel, post an offer, then the kernel connect
+ *   accept   find the offer for this 4-tuple, check with sock_diag that the
+ *            client socket of this very connection has the offer's inode and
+ *            our user, and claim it atomically in the channel's
+ *            negotiation word
+ * Until the claim the client sends over TCP and counts the bytes (the
+ * prefix); the claim freezes the count and the server delivers that many
+ * TCP bytes before it reads the ring.  A server that never claims leaves
+ * the connection on TCP, byte for byte what it would have been.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/conn/downgrade.h"
+#include "core/fd/fdtable.h"
+#include "base/self.h"
+#include "base/log.h"
+#include "core/conn/negotiate.h"
+#include "core/fd/passthrough.h"
+#include "base/settings.h"
+#include "core/wait/wait.h"
+#include "base/real.h"
+#include "registry/registry.h"
+#include "registry/sockdiag.h"
+
+static uint64_t fd_inode(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* This socket's own address (peer false) or its peer's, normalised. */
+static int sock_addr(int fd, bool peer, struct reg_addr *out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int r = peer ? shunt_real.getpeername(fd, (struct sockaddr *)&ss, &len)
+                 : shunt_real.getsockname(fd, (struct sockaddr *)&ss, &len);
+    if (r < 0)
+        return -errno;
+    return reg_addr_from_sockaddr(out, (struct sockaddr *)&ss, len);
+}
+
+static int local_addr(int fd, struct reg_addr *out) { return sock_addr(fd, false, out); }
+static int peer_addr(int fd, struct reg_addr *out) { return sock_addr(fd, true, out); }
+
+/* Doorbells are single bytes that must not wait for Nagle.  The program's
+ * own TCP_NODELAY is remembered and answered from tcp_sock. */
+static void companion_nodelay(int fd)
+{
+    int one = 1;
+    shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void negotiate_listen(struct tcp_sock *t, int fd)
+{
+    if (!shunt_settings.accel || t->listener_pid == shunt_pid)
+        return;
+    struct reg_addr bound;
+    if (local_addr(fd, &bound) < 0 || reg_open() < 0) {
+        shunt_log_sock(LOG_INFO, t, fd, "listener not registered: no registry");
+        return;
+    }
+    int v6only = 0;
+    if (t->base.domain == AF_INET6) {
+        socklen_t len = sizeof v6only;
+        shunt_real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len);
+    }
+    t->inode = fd_inode(fd);
+    int r = reg_listener_add(t->inode, &bound, v6only != 0);
+    if (r < 0) {
+        shunt_log_sock(LOG_WARN, t, fd, "listener on port %u not registered: %s", bound.port, strerror(-r));
+        return;
+    }
+    t->listener_pid = shunt_pid;
+    _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
+    memcpy(t->bound, &bound, sizeof bound);
+    shunt_log_sock(LOG_INFO, t, fd, "accelerated listener on port %u", bound.port);
+}
+
+/* The wildcard address of the socket's family, port 0: the kernel picks the
+ * port now instead of at connect, so the offer can name it. */
+static int bind_any(int fd, int domain)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (domain == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_any;
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        len = sizeof *a;
+    }
+    return shunt_real.bind(fd, (struct sockaddr *)&ss, len) < 0 ? -errno : 0;
+}
+
+void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, socklen_t len)
+{
+    if (t->negotiated)
+        return;
+    t->negotiated = true;
+    if (!shunt_settings.accel) {
+        tcp_fallback(t, fd, FB_DISABLED, false);
+        return;
+    }
+    struct reg_addr dst;
+    if (reg_addr_from_sockaddr(&dst, dst_sa, len) < 0)
+        return;   /* AF_UNSPEC and friends: the kernel will answer */
+    if (!reg_addr_is_loopback(&dst)) {
+        tcp_fallback(t, fd, FB_NOT_LOOPBACK, false);
+        return;
+    }
+    if (reg_open() < 0) {
+        tcp_fallback(t, fd, FB_REGISTRY, false);
+        return;
+    }
+    if (!reg_listener_match(&dst)) {
+        tcp_fallback(t, fd, FB_NO_LISTENER, false);
+        return;
+    }
+    struct reg_addr self;
+    if (local_addr(fd, &self) < 0 || (self.port == 0 && (bind_any(fd, t->base.domain) < 0 || local_addr(fd, &self) < 0))) {
+        tcp_fallback(t, fd, FB_BIND, true);
+        return;
+    }
+    int r = channel_create(&t->ch, shunt_settings.ring_size, shunt_settings.ring_start, shunt_settings.shm_limit);
+    if (r < 0) {
+        shunt_log_sock(LOG_WARN, t, fd, "no channel: %s", strerror(-r));
+        tcp_fallback(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : FB_CHANNEL, r != -ENOSPC);
+        return;
+    }
+    t->inode = fd_inode(fd);
+    struct reg_conn offer;
+    memset(&offer, 0, sizeof offer);
+    offer.client_inode = t->inode;
+    offer.client = self;
+    offer.server = dst;
+    offer.client_pid = (int32_t)getpid();
+    snprintf(offer.channel, sizeof offer.channel, "%s", t->ch.name);
+    atomic_store(&t->ch.self->holders, 1);
+    atomic_store(&t->ch.self->pid, (int)getpid());
+    r = reg_conn_post(&offer);
+    if (r < 0) {
+        channel_unlink(t->ch.name);
+        channel_detach(&t->ch);
+        tcp_fallback(t, fd, r == -ENOSPC ? FB_REGISTRY_FULL : FB_REGISTRY, true);
+        return;
+    }
+    atomic_store(&t->path, PATH_OFFERED);
+    shunt_log_sock(LOG_DEBUG, t, fd, "offered channel %s to port %u", t->ch.name, dst.port);
+}
+
+void negotiate_withdraw(struct tcp_sock *t, int fd)
+{
+    crit_lock(&t->lock);
+    if (atomic_load(&t->path) == PATH_OFFERED) {
+        if (reg_conn_end(t->inode))
+            channel_unlink(t->ch.name);
+        channel_detach(&t->ch);
+        atomic_store(&t->path, PATH_TCP);
+        atomic_store(&t->reason, FB_CONNECT_FAILED);
+        shunt_log_sock(LOG_DEBUG, t, fd, "connect failed; offer withdrawn");
+    }
+    crit_unlock(&t->lock);
+}
+
+/* How long the server waits for a client's in-flight TCP send to finish
+ * before it gives up and leaves the connection on TCP.  A send that blocks
+ * on a full socket buffer never finishes while we wait (nobody reads until
+ * accept returns), so the wait is bounded; but the bound is time, not a
+ * count of yields: a client thread preempted between its flag and its send
+ * on a loaded machine stays away for a tick or more (4 ms at HZ=250), and
+ * 2000 yields (about 1 ms) gave up on it (Node.js' connections under CI).
+ * The first looks yield, then the wait sleeps 20 us at a time. */
+#define CLAIM_WAIT_NS (20u * 1000u * 1000u)
+#define CLAIM_YIELDS 64
+
+void negotiate_claim(struct tcp_sock *t, int fd)
+{
+    t->negotiated = true;
+    if (!shunt_settings.accel) {
+        tcp_fallback(t, fd, FB_DISABLED, false);
+        return;
+    }
+    struct reg_addr client, server;
+    if (peer_addr(fd, &client) < 0 || local_addr(fd, &server) < 0)
+        return;
+    struct reg_conn offer;
+    if (reg_conn_find_offer(&client, &server, &offer) < 0) {
+        tcp_fallback(t, fd, FB_NO_OFFER, false);
+        return;
+    }
+    shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d for port %u (client sock %llu, channel %s)",
+                   (int)offer.client_pid, client.port, (unsigned long long)offer.client_inode, offer.channel);
+    uint64_t inode = 0;
+    uid_t uid = (uid_t)-1;
+    int r = sockdiag_lookup(&client, &server, &inode, &uid);
+    if (r < 0 || inode != offer.client_inode) {
+        shunt_log_sock(LOG_WARN, t, fd, "offer for port %u names inode %llu, the kernel says %llu (%s)",
+                       client.port, (unsigned long long)offer.client_inode, (unsigned long long)inode,
+                       r < 0 ? strerror(-r) : "mismatch");
+        tcp_fallback(t, fd, FB_VERIFY, true);
+        return;
+    }
+    shunt_log_sock(LOG_DEBUG, t, fd, "offer verified with sock_diag (uid %u)", (unsigned)uid);
+    if (uid != geteuid()) {
+        tcp_fallback(t, fd, FB_OTHER_USER, false);
+        return;
+    }
+    r = channel_attach(&t->ch, offer.channel, 1);
+    if (r < 0) {
+        shunt_log_sock(LOG_WARN, t, fd, "cannot map channel %s: %s", offer.channel, strerror(-r));
+        tcp_fallback(t, fd, FB_ATTACH, true);
+        return;
+    }
+    _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    bool claimed = false;
+    uint64_t give_up = wait_now_ns() + CLAIM_WAIT_NS;
+    for (int i = 0; !claimed; i++) {
+        uint64_t w = atomic_load(neg);
+        if (w & (NEG_CLAIMED | NEG_REFUSED))
+            break;
+        if (w & NEG_SENDING) {
+            if (wait_now_ns() > give_up)
+                break;
+            if (i < CLAIM_YIELDS) {
+                sched_yield();
+            } else {
+                struct timespec pause = { 0, 20000 };
+                nanosleep(&pause, NULL);
+            }
+            continue;
+        }
+        /* seq_cst CAS pairs with the client's CAS that sets NEG_SENDING:
+         * exactly one of them wins, so the prefix we read is final. */
+        claimed = atomic_compare_exchange_strong(neg, &w, w | NEG_CLAIMED);
+    }
+    if (!claimed) {
+        atomic_fetch_or(neg, NEG_REFUSED);
+        channel_detach(&t->ch);
+        tcp_fallback(t, fd, FB_CLAIM, true);
+        return;
+    }
+    t->inode = fd_inode(fd);
+    atomic_store(&t->ch.self->holders, 1);
+    atomic_store(&t->ch.self->pid, (int)getpid());
+    reg_conn_claimed(offer.client_inode, t->inode, (int32_t)getpid());
+    companion_nodelay(fd);
+    atomic_store(&t->path, PATH_SHM);
+    /* One doorbell: a client blocked in the kernel on the TCP path wakes up
+     * and sees the claim. */
+    doorbell_send(t, fd);
+    shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
+                   (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
+}
+
+int negotiate_observe_slow(struct tcp_sock *t, int fd)
+{
+    int path = atomic_load_explicit(&t->path, memory_order_acquire);
+    if (path != PATH_OFFERED) {
+        if (path == PATH_SHM && t->ch.hdr && atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+            return downgrade_observe(t, fd);
+        return path;
+    }
+    uint64_t w = atomic_load(&t->ch.hdr->neg);
+    if (!(w & (NEG_CLAIMED | NEG_REFUSED)))
+        return PATH_OFFERED;
+    crit_lock(&t->lock);
+    path = atomic_load(&t->path);
+    if (path == PATH_OFFERED) {
+        if (w & NEG_REFUSED) {
+            if (reg_conn_end(t->inode))
+                channel_unlink(t->ch.name);
+            channel_detach(&t->ch);
+            atomic_store(&t->reason, FB_REFUSED);
+            path = PATH_TCP;
+            fdt_settle_kernel(fd, &t->base);
+            shunt_log_sock(LOG_INFO, t, fd, "server refused the offer; kernel TCP");
+        } else {
+            companion_nodelay(fd);
+            path = PATH_SHM;
+            shunt_log_sock(LOG_INFO, t, fd, "accelerated (client, channel %s)", t->ch.name);
+        }
+        atomic_store_explicit(&t->path, path, memory_order_release);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+    }
+    crit_unlock(&t->lock);
+    return path;
+}
+
+int negotiate_settle(struct tcp_sock *t, int fd)
+{
+    if (atomic_load(&t->path) != PATH_OFFERED)
+        return atomic_load(&t->path);
+    _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    for (;;) {
+        uint64_t w = atomic_load(neg);
+        if (w & (NEG_CLAIMED | NEG_REFUSED))
+            break;
+        if (w & NEG_SENDING) {
+            sched_yield();
+            continue;
+        }
+        /* seq_cst CAS against the server's claim: one of them wins */
+        if (atomic_compare_exchange_strong(neg, &w, w | NEG_REFUSED)) {
+            shunt_log_sock(LOG_INFO, t, fd, "offer withdrawn before the server claimed it");
+            int path = negotiate_observe(t, fd);
+            atomic_store(&t->reason, FB_WITHDRAWN);
+            sockstat_publish(t, fd, 0, 0, NULL, 0);
+            return path;
+        }
+    }
+    return negotiate_observe(t, fd);
+}
+
+int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result)
+{
+    _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    for (;;) {
+        uint64_t w = atomic_load(neg);
+        if (w & (NEG_CLAIMED | NEG_REFUSED)) {
+            if (negotiate_observe(t, f->fd) == PATH_SHM)
+                return 1;
+            *result = pt_send(f, c);
+            return 0;
+        }
+        if (w & NEG_SENDING) {   /* another thread of ours is mid-send */
+            sched_yield();
+            continue;
+        }
+        if (atomic_compare_exchange_strong(neg, &w, w | NEG_SENDING))
+            break;
+    }
+    ssize_t r = pt_send(f, c);
+    /* Clears NEG_SENDING and adds what went out, in one step: the server
+     * cannot claim in between because it waits while NEG_SENDING is set. */
+    uint64_t sent = r > 0 ? (uint64_t)r : 0;
+    atomic_fetch_add(neg, sent - NEG_SENDING);
+    *result = r;
+    return 0;
+}
+
+void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
+{
+    uint64_t inode = fd_inode(fd);
+    if (!inode || reg_open() < 0)
+        return;
+    struct reg_conn rec;
+    int side;
+    if (reg_conn_find_inode(inode, &rec, &side) < 0)
+        return;
+    t->inode = inode;
+    t->negotiated = true;
+    int r = channel_attach(&t->ch, rec.channel, side);
+    if (r < 0) {
+        /* The connection's bytes are in a ring this process cannot reach:
+         * saying so beats handing the program doorbells as data. */
+        shunt_log_sock(LOG_ERROR, t, fd, "inherited accelerated connection, channel %s unreachable: %s", rec.channel,
+                       strerror(-r));
+        atomic_store(&t->broken, true);
+        atomic_store(&t->path, PATH_SHM);
+        return;
+    }
+    (void)passed;   /* whoever passed the fd on (sender, parent, old image) took our hold */
+    bool claimed = side == 1 || (atomic_load(&t->ch.hdr->neg) & NEG_CLAIMED);
+    atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
+    shunt_log_sock(LOG_INFO, t, fd, "attached inherited connection (channel %s, side %d)", rec.channel, side);
+}
+
+/* After the kernel closed our last fd of a listener: our registry entry
+ * goes, unless another process (a pre-forked worker that has not yet made
+ * its own entry) still listens on the same socket. */
+void negotiate_listener_closed(struct tcp_sock *t)
+{
+    if (t->listener_pid != shunt_pid)
+        return;
+    t->listener_pid = 0;
+    struct reg_addr bound, none;
+    memcpy(&bound, t->bound, sizeof bound);
+    memset(&none, 0, sizeof none);
+    if (IN6_IS_ADDR_V4MAPPED(&bound.addr))
+        none.addr.s6_addr[10] = none.addr.s6_addr[11] = 0xff;   /* no peer, same family */
+    uint64_t inode = 0;
+    uid_t uid;
+    if (sockdiag_lookup(&bound, &none, &inode, &uid) == 0 && inode == t->inode)
+        return;
+    reg_listener_remove(t->inode);
+}
+
+void negotiate_forget(struct tcp_sock *t)
+{
+    if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
+        /* A peer that died without closing never ends its side of the
+         * record: the last one out removes both, so that nothing of the
+         * connection outlives its processes. */
+        bool gone = atomic_load(&t->peer_gone);
+        if (gone ? reg_conn_end_all(t->inode) : reg_conn_end(t->inode))
+            channel_unlink(t->ch.name);
+    }
+}

@@ -1,0 +1,57 @@
+/*
+ * negotiate.h: out-of-band negotiation of acceleration (DESIGN section 2).
+ * Nothing here ever writes a byte into the TCP stream the program sees.
+ */
+#ifndef SHUNT_NEGOTIATE_H
+#define SHUNT_NEGOTIATE_H
+
+#include "core/kinds/tcp_socket.h"
+
+/* listen(): registers an accelerated listener. */
+void negotiate_listen(struct tcp_sock *t, int fd);
+
+/* connect(), before the kernel's connect: offers a channel when a live
+ * accelerated listener matches the destination. */
+void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst, socklen_t len);
+
+/* connect() failed for good: withdraws the offer. */
+void negotiate_withdraw(struct tcp_sock *t, int fd);
+
+/* accept(): looks for this connection's offer, verifies and claims it. */
+void negotiate_claim(struct tcp_sock *t, int fd);
+
+/* A client that offered: has the server claimed or refused since?  And a
+ * channel whose other end left for a program without shunt (downgrade.c)
+ * is left here.  Returns the path now. */
+int negotiate_observe_slow(struct tcp_sock *t, int fd);
+
+static inline int negotiate_observe(struct tcp_sock *t, int fd)
+{
+    /* the common case, inline: accelerated and staying so */
+    if (__builtin_expect(atomic_load_explicit(&t->path, memory_order_acquire) == PATH_SHM, 1) && t->ch.hdr &&
+        !atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+        return PATH_SHM;
+    return negotiate_observe_slow(t, fd);
+}
+
+/* A client about to do what must not wait for the claim (shutdown): the
+ * offer is settled now, withdrawn if the server has not claimed it yet.
+ * Returns the path, never PATH_OFFERED. */
+int negotiate_settle(struct tcp_sock *t, int fd);
+
+/* Client send while the offer is pending: sends over TCP and adds the
+ * bytes to the prefix, unless the claim has landed (then returns 1 and
+ * sends nothing). */
+int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result);
+
+/* A socket found by probing (exec, SCM_RIGHTS): attaches it to its channel
+ * if the registry knows its inode. */
+void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed);
+
+/* The last holder of this endpoint is gone: forget its registry records. */
+void negotiate_forget(struct tcp_sock *t);
+
+/* A listener's last fd in this process is closed (by the kernel already). */
+void negotiate_listener_closed(struct tcp_sock *t);
+
+#endif

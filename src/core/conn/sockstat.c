@@ -1,0 +1,165 @@
+/*
+ * sockstat.c: turns a TCP socket's state into its record in this
+ * process's fd table (registry/procstat.h) for `shunt stat`.  Everything
+ * here runs at a state change of a socket (or a fork, exec or exit), never
+ * on a send or a receive.
+ */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fd/fdtable.h"
+#include "base/self.h"
+#include "base/log.h"
+#include "core/conn/sockstat.h"
+#include "core/kinds/tcp_socket.h"
+#include "base/real.h"
+#include "registry/procstat.h"
+
+uint64_t sockstat_id(struct tcp_sock *t, int fd)
+{
+    if (!t->inode) {
+        struct stat st;
+        if (fstat(fd, &st) == 0)
+            t->inode = (uint64_t)st.st_ino;
+    }
+    return t->inode;
+}
+
+static void sock_address(int fd, bool peer, struct reg_addr *out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int r = peer ? shunt_real.getpeername(fd, (struct sockaddr *)&ss, &len)
+                 : shunt_real.getsockname(fd, (struct sockaddr *)&ss, &len);
+    if (r == 0)
+        reg_addr_from_sockaddr(out, (struct sockaddr *)&ss, len);
+}
+
+static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = t->stat.kind;
+    r->role = t->stat.role;
+    r->fd = fd;
+    r->sock = sockstat_id(t, fd);
+    r->local = t->stat.local;
+    r->peer = t->stat.peer;
+    r->broken = atomic_load(&t->broken);
+    int path = atomic_load(&t->path);
+    const char *reason = NULL;
+    if (t->stat.kind == PST_KIND_LISTENER) {
+        bool registered = t->listener_pid != 0;
+        r->path = registered ? PST_PATH_SHM : PST_PATH_TCP;
+        if (!registered)
+            reason = shunt_settings.accel ? "registry" : fallback_reason_key(FB_DISABLED);
+    } else {
+        r->path = path == PATH_SHM ? PST_PATH_SHM : path == PATH_OFFERED ? PST_PATH_OFFERED : PST_PATH_TCP;
+        if (path == PATH_TCP)
+            reason = fallback_reason_key((enum fallback_reason)atomic_load(&t->reason));
+    }
+    if (reason)
+        snprintf(r->reason, sizeof r->reason, "%s", reason);
+}
+
+static void put(struct tcp_sock *t, int fd)
+{
+    struct pst_rec r;
+    fill(&r, t, fd);
+    int e = pst_put(&r);
+    if (e == 0 && atomic_load(&t->base.fds) > 1)
+        pst_put_all(&r);   /* dup'd fds of the same socket */
+    shunt_log_sock(LOG_TRACE, t, fd, "stat: %s %s %s%s%s (%s)", pst_kind_name(r.kind), pst_role_name(r.role),
+                   pst_path_name(r.path), r.reason[0] ? " " : "", r.reason, e == 0 ? "recorded" : strerror(-e));
+}
+
+void sockstat_publish(struct tcp_sock *t, int fd, unsigned kind, unsigned role, const struct sockaddr *dst,
+                      socklen_t dstlen)
+{
+    if (shunt_in_vfork_child || fd < 0)
+        return;
+    if (kind) {
+        t->stat.kind = (uint8_t)kind;
+        t->stat.role = (uint8_t)role;
+        memset(&t->stat.local, 0, sizeof t->stat.local);
+        memset(&t->stat.peer, 0, sizeof t->stat.peer);
+        sock_address(fd, false, &t->stat.local);
+        if (kind == PST_KIND_CONN) {
+            if (dst)
+                reg_addr_from_sockaddr(&t->stat.peer, dst, dstlen);
+            sock_address(fd, true, &t->stat.peer);
+        }
+    }
+    if (!t->stat.kind)
+        return;   /* nothing known about it yet: a fresh socket */
+    t->stat.published = true;
+    put(t, fd);
+}
+
+void sockstat_inherited(struct tcp_sock *t, int fd)
+{
+    if (shunt_in_vfork_child)
+        return;
+    /* After exec the image before this one may have recorded the fd, with
+     * what it knew (the role, a fallback's reason): keep that. */
+    struct pst_rec old;
+    if (pst_open() == 0 && pst_get(fd, &old) == 0 && old.sock == sockstat_id(t, fd) && old.kind != PST_KIND_NONE) {
+        t->stat.kind = old.kind;
+        t->stat.role = old.role;
+        t->stat.local = old.local;
+        t->stat.peer = old.peer;
+        if (atomic_load(&t->path) == PATH_TCP && old.path == PST_PATH_TCP)
+            return;   /* the record stands, reason and all */
+        t->stat.published = true;
+        put(t, fd);
+        return;
+    }
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
+    if (listening) {
+        sockstat_publish(t, fd, PST_KIND_LISTENER, PST_ROLE_UNKNOWN, NULL, 0);
+        return;
+    }
+    unsigned role = PST_ROLE_UNKNOWN;
+    if (t->ch.hdr)
+        role = t->ch.side == 0 ? PST_ROLE_CLIENT : PST_ROLE_SERVER;
+    if (atomic_load(&t->path) == PATH_TCP)
+        atomic_store(&t->reason, FB_INHERITED);
+    sockstat_publish(t, fd, PST_KIND_CONN, role, NULL, 0);
+}
+
+void sockstat_dup(int fd, int newfd)
+{
+    if (shunt_in_vfork_child)
+        return;
+    struct pst_rec r;
+    if (pst_get(fd, &r) == 0) {
+        r.fd = newfd;
+        pst_put(&r);
+    } else {
+        pst_clear(newfd);
+    }
+}
+
+void sockstat_gone(int fd)
+{
+    if (!shunt_in_vfork_child)
+        pst_clear(fd);
+}
+
+void sockstat_gone_range(unsigned first, unsigned last)
+{
+    if (!shunt_in_vfork_child)
+        pst_clear_range(first, last);
+}
+
+void sockstat_after_fork_child(void)
+{
+    pst_after_fork_child();
+}
+
+void sockstat_at_exit(void)
+{
+    if (!shunt_in_vfork_child)   /* the table is the parent's */
+        pst_exit();
+}

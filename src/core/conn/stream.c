@@ -1,0 +1,525 @@
+/*
+ * stream.c: recv, send, shutdown and close of an accelerated connection.
+ *
+ * The rings carry the bytes; the companion TCP socket carries only
+ * doorbells and tells us when the peer process is gone.  Semantics follow
+ * the kernel's TCP: partial reads, MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT and
+ * O_NONBLOCK, timeouts and EINTR (the blocking itself happens in the
+ * kernel on the program's own socket, so SO_RCVTIMEO and SA_RESTART apply
+ * as they would), in-order EOF, half-close, EPIPE/SIGPIPE and resets.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+
+#include "core/conn/downgrade.h"
+#include "base/self.h"
+#include "base/log.h"
+#include "core/fd/passthrough.h"
+#include "core/conn/stream.h"
+#include "core/wait/wait.h"
+#include "core/conn/zcopy.h"
+#include "base/real.h"
+
+/* A large send is published to the ring in pieces of SHUNT_CHUNK_SIZE, so
+ * the reader copies one piece out while the writer copies the next one in
+ * (as the kernel's 64 KiB segments pipeline), instead of waiting for all. */
+
+/* The program's buffers as one iovec list. */
+struct iobuf {
+    struct iovec one;
+    const struct iovec *iov;
+    int iovcnt;
+    size_t total;
+};
+
+static int iobuf_from_call(struct iobuf *b, struct io_call *c)
+{
+    switch (c->kind) {
+    case IO_READ: case IO_RECV: case IO_RECVFROM: case IO_WRITE: case IO_SEND: case IO_SENDTO:
+        b->one.iov_base = c->buf;
+        b->one.iov_len = c->len;
+        b->iov = &b->one;
+        b->iovcnt = 1;
+        break;
+    case IO_READV: case IO_WRITEV:
+        b->iov = c->iov;
+        b->iovcnt = c->iovcnt;
+        break;
+    case IO_RECVMSG: case IO_SENDMSG:
+        if (c->msg->msg_iovlen > INT_MAX)
+            return -EMSGSIZE;
+        b->iov = c->msg->msg_iov;
+        b->iovcnt = (int)c->msg->msg_iovlen;
+        break;
+    }
+    if (b->iovcnt < 0 || b->iovcnt > IOV_MAX)
+        return -EINVAL;
+    if (b->iovcnt > 0 && !b->iov)
+        return -EFAULT;
+    b->total = 0;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (b->iov[i].iov_len > SSIZE_MAX - b->total)
+            return -EINVAL;
+        b->total += b->iov[i].iov_len;
+    }
+    return 0;
+}
+
+/* Whether this call must not wait.  A socket believed blocking is not
+ * asked: if that changed, the kernel's recv in the wait says EAGAIN. */
+static bool nonblocking(struct tcp_sock *t, int fd, int flags)
+{
+    if (flags & MSG_DONTWAIT)
+        return true;
+    if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 0)
+        return false;
+    int fl = shunt_real.fcntl(fd, F_GETFL);
+    bool nb = fl >= 0 && (fl & O_NONBLOCK);
+    atomic_store_explicit(&t->nonblock, nb, memory_order_relaxed);
+    return nb;
+}
+
+static bool peer_finished(struct tcp_sock *t)
+{
+    return stream_peer_finished(t);
+}
+
+static bool rx_ready(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.rx);
+    return n != 0 || zc_pending(t) || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+}
+
+static bool tx_ready(struct tcp_sock *t)
+{
+    return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t) ||
+           (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
+}
+
+static int broken(struct tcp_sock *t, int fd)
+{
+    if (!atomic_exchange(&t->broken, true))
+        shunt_log_sock(LOG_ERROR, t, fd, "the peer corrupted the shared channel; connection reset");
+    return -ECONNRESET;
+}
+
+/* What an empty ring means once nothing more can come. */
+static ssize_t end_of_stream(struct tcp_sock *t)
+{
+    int eof = ring_at_eof(&t->ch.rx);
+    if (eof < 0)
+        return -EIO;
+    if (eof == 1)
+        return 0;
+    unsigned peer = atomic_load(&t->ch.peer->state);
+    if ((peer & SIDE_RESET) || (atomic_load(&t->peer_gone) && ring_readable(&t->ch.tx) != 0 && !(peer & SIDE_CLOSED))) {
+        /* TCP reports a reset once; after it the socket reads as closed. */
+        return atomic_exchange(&t->reset_reported, true) ? 0 : -ECONNRESET;
+    }
+    return 0;
+}
+
+/* Server side: the client's bytes sent before the claim come first, by TCP. */
+static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t done, int flags)
+{
+    uint64_t left = stream_prefix_left(t);
+    struct iovec part[IOV_MAX];
+    int n = 0;
+    size_t want = b->total - done, skip = done;
+    if (want > left)
+        want = (size_t)left;
+    for (int i = 0; i < b->iovcnt && want > 0; i++) {
+        size_t len = b->iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        size_t take = len - skip < want ? len - skip : want;
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = take;
+        n++;
+        want -= take;
+        skip = 0;
+    }
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+    ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_PEEK | MSG_DONTWAIT | MSG_WAITALL));
+    if (r < 0)
+        return -errno;
+    if (r > 0 && !(flags & MSG_PEEK))
+        atomic_fetch_sub(&t->ch.hdr->neg, (uint64_t)r);
+    return r;
+}
+
+/* The iovecs of b from byte skip on (at most IOV_MAX of them). */
+static int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part)
+{
+    int n = 0;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (skip >= b->iov[i].iov_len) {
+            skip -= b->iov[i].iov_len;
+            continue;
+        }
+        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+        part[n].iov_len = b->iov[i].iov_len - skip;
+        n++;
+        skip = 0;
+    }
+    return n;
+}
+
+/* MSG_WAITALL met the downgrade after some bytes came from the ring: the
+ * call goes on by TCP, where the rest of the stream is, as the kernel's
+ * would (it returns short only for a signal, an error or EOF). */
+static ssize_t recv_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t got, int flags)
+{
+    if (downgrade_until_tcp(t, fd) != PATH_TCP)
+        return (ssize_t)got;
+    struct iovec part[IOV_MAX];
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, got, part) };
+    ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_WAITALL | MSG_DONTWAIT));
+    return r > 0 ? (ssize_t)got + r : (ssize_t)got;
+}
+
+ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    struct iobuf b;
+    int r = iobuf_from_call(&b, c);
+    if (r < 0)
+        return r;
+    int flags = c->flags;
+    if (c->kind == IO_READ || c->kind == IO_READV)
+        flags = 0;
+    if (flags & (MSG_OOB | MSG_ERRQUEUE))
+        return flags & MSG_ERRQUEUE ? -EAGAIN : -EINVAL;
+    if (c->kind == IO_RECVFROM && c->addrlen)
+        *c->addrlen = 0;   /* TCP reports no source address */
+    if (c->kind == IO_RECVMSG) {
+        c->msg->msg_flags = 0;
+        c->msg->msg_controllen = 0;
+        c->msg->msg_namelen = 0;
+    }
+    if (atomic_load(&t->broken) && !t->ch.hdr)
+        return -ECONNRESET;
+    if (b.total == 0 && (c->kind == IO_READ || c->kind == IO_READV))
+        return 0;   /* read(2) of nothing returns at once; recv(2) of nothing waits for data */
+
+    size_t got = 0;
+    for (;;) {
+        if (stream_prefix_left(t) > 0) {
+            ssize_t n = recv_prefix(t, f->fd, &b, got, got ? flags | MSG_DONTWAIT : flags);
+            if (n < 0)
+                return got ? (ssize_t)got : n;
+            if (n == 0)
+                return (ssize_t)got;   /* the client closed before the claim */
+            got += (size_t)n;
+            if (got == b.total || (flags & MSG_PEEK) || !(flags & MSG_WAITALL))
+                return (ssize_t)got;
+            continue;
+        }
+        if (b.total == 0) {
+            int64_t avail = ring_readable(&t->ch.rx);
+            if (avail != 0 || zc_pending(t))
+                return avail < 0 ? broken(t, f->fd) : 0;
+        }
+        int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
+            (downgrade_ring_done(t) || ring_readable(&t->ch.rx) == 0)) {
+            /* the connection went back to TCP: the rest of it is there
+             * (what is left in the ring is read first: the program may
+             * have peeked at it; downgrade.c) */
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+            if (got && (flags & MSG_WAITALL) && !(flags & MSG_PEEK))
+                return recv_rest_by_tcp(t, f->fd, &b, got, flags);
+            return got ? (ssize_t)got : STREAM_DOWNGRADED;
+        }
+        ssize_t n = lk < 0 ? lk : ring_read(&t->ch.rx, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+        if (n == 0) {
+            /* an empty ring may be followed by a single-copy send */
+            n = zc_recv(t, f->fd, b.iov, b.iovcnt, got, b.total - got, flags & MSG_PEEK);
+            if (n == -EAGAIN) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                continue;
+            }
+            if (n == -EFAULT) {
+                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+                return got ? (ssize_t)got : n;
+            }
+        }
+        if (n > 0 && !(flags & MSG_PEEK)) {
+            counter_add(&t->ch.self->bytes_in, (uint64_t)n);
+            counter_add(&t->ch.self->recvs, 1);
+        }
+        if (lk >= 0)
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+        if (n < 0)
+            return got ? (ssize_t)got : broken(t, f->fd);
+        if (n > 0) {
+            got += (size_t)n;
+            if (!(flags & MSG_PEEK))
+                wake_peer(t, f->fd, WANT_SPACE);
+            if (got == b.total || !(flags & MSG_WAITALL) || (flags & MSG_PEEK))
+                return (ssize_t)got;
+            continue;
+        }
+        /* The ring was empty a moment ago, but the peer may have written
+         * its last bytes and then its end (FIN, close, reset, exit) since:
+         * an end seen now says nothing about the ring as we saw it.  Its
+         * loads come first, so a look at the ring after them sees every
+         * byte written before it; those are read before the end counts. */
+        bool ended = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
+        if (ended && ring_readable(&t->ch.rx) != 0)
+            continue;
+        if ((atomic_load(&t->ch.peer->state) & SIDE_RESET) && !got &&
+            !atomic_exchange(&t->reset_reported, true))
+            return -ECONNRESET;   /* a reset is reported even after our SHUT_RD */
+        if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_RD))
+            return (ssize_t)got;
+        if (ended) {
+            ssize_t end = end_of_stream(t);
+            shunt_log_sock(LOG_DEBUG, t, f->fd,
+                           "end of stream (fin %llu head %llu tail %llu gone %d peer state %u): %zd",
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
+                           (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),
+                           atomic_load(&t->ch.peer->state), end);
+            return got ? (ssize_t)got : end;
+        }
+        if (got && !(flags & MSG_WAITALL))
+            return (ssize_t)got;
+        stream_flush_held(t, f->fd);   /* about to wait for an answer */
+        if (nonblocking(t, f->fd, flags)) {
+            /* An empty ring on a non-blocking socket: a look at the
+             * companion notices a peer that died without a word. */
+            doorbell_check_peer(t, f->fd);
+            if (peer_finished(t))
+                continue;
+            return got ? (ssize_t)got : -EAGAIN;
+        }
+        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked);
+        f->fd = tcp_call_fd(t, f->fd);   /* closed meanwhile: go on with shunt's copy */
+        if (w < 0)
+            return got ? (ssize_t)got : w;
+    }
+}
+
+/*
+ * Corked sends (TCP_CORK, MSG_MORE).  The bytes go into the ring at once
+ * (a reader that is awake may take them, as it may take a full segment
+ * from a corked kernel socket), but a reader asleep is not woken for them:
+ * the doorbell is owed until a send without MSG_MORE, uncorking, a full
+ * ring, shutdown or close, or until this end itself waits or looks at its
+ * readiness, which is what a program does when it expects an answer.  So a
+ * request in pieces costs one wake-up, and a request-response exchange
+ * never waits for a cork.
+ */
+static void hold_doorbell(struct tcp_sock *t)
+{
+    if (!atomic_exchange(&t->ch.self->doorbell_owed, 1))
+        atomic_fetch_add_explicit(&t->ch.self->doorbells_held, 1, memory_order_relaxed);
+}
+
+void stream_flush_held(struct tcp_sock *t, int fd)
+{
+    if (atomic_load_explicit(&t->ch.self->doorbell_owed, memory_order_relaxed) &&
+        atomic_exchange(&t->ch.self->doorbell_owed, 0))
+        wake_peer(t, fd, WANT_DATA);
+}
+
+static ssize_t send_failed(int flags)
+{
+    if (!(flags & MSG_NOSIGNAL))
+        raise(SIGPIPE);
+    return -EPIPE;
+}
+
+/* The connection went back to TCP in the middle of a send: what went into
+ * the ring is re-sent by the downgrade, and the rest follows it by TCP, so
+ * that a blocking send still takes everything at once. */
+static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t sent, int flags)
+{
+    downgrade_observe(t, fd);
+    struct iovec part[IOV_MAX];
+    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, sent, part) };
+    ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);
+    return r > 0 ? (ssize_t)sent + r : (ssize_t)sent;
+}
+
+ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
+{
+    struct iobuf b;
+    int r = iobuf_from_call(&b, c);
+    if (r < 0)
+        return r;
+    int flags = c->flags;
+    if (c->kind == IO_WRITE || c->kind == IO_WRITEV)
+        flags = 0;
+    if (flags & MSG_OOB)
+        return -EOPNOTSUPP;
+    if (atomic_load(&t->broken))
+        return t->ch.hdr ? send_failed(flags) : -ECONNRESET;
+    if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_WR))
+        return send_failed(flags);
+    if (peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_RESET))
+        return send_failed(flags);
+    if (b.total == 0)
+        return 0;
+    unsigned ps = atomic_load(&t->ch.peer->state);
+    if ((ps & (SIDE_SHUT_RD | SIDE_SHUT_WR)) == (SIDE_SHUT_RD | SIDE_SHUT_WR)) {
+        /* Data for a socket shut down both ways: TCP accepts the send and
+         * the peer answers with a reset, which both ends then see. */
+        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+        wake_peer(t, f->fd, WANT_ANY);
+        return (ssize_t)b.total;
+    }
+
+    size_t sent = zc_send(t, f->fd, b.iov, b.iovcnt, b.total, !nonblocking(t, f->fd, flags));
+    if (sent == b.total)
+        return (ssize_t)sent;
+    for (;;) {
+        int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+        if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
+            dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+            return sent ? send_rest_by_tcp(t, f->fd, &b, sent, flags) : STREAM_DOWNGRADED;
+        }
+        /* after FIN nothing more may enter the ring, even from a send that
+         * raced with shutdown in another thread or process */
+        size_t chunk = b.total - sent < shunt_settings.chunk_size ? b.total - sent : shunt_settings.chunk_size;
+        if (lk >= 0)
+            channel_tx_grow(&t->ch, b.total - sent, shunt_settings.shm_limit);
+        ssize_t n = lk < 0 ? lk
+                    : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
+                    : zc_tx_busy(t) ? 0   /* another thread's single copy goes first */
+                    : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
+        if (n > 0) {
+            counter_add(&t->ch.self->bytes_out, (uint64_t)n);
+            if (sent == 0)
+                counter_add(&t->ch.self->sends, 1);
+        }
+        if (lk >= 0)
+            dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+        if (n == -EPIPE)
+            return sent ? (ssize_t)sent : send_failed(flags);
+        if (n < 0)
+            return sent ? (ssize_t)sent : broken(t, f->fd);
+        if (n > 0) {
+            sent += (size_t)n;
+            /* A spinning reader follows the pieces as they land; a sleeping
+             * one is woken once, when the send is done or the ring is full,
+             * not for every piece (on a shared CPU that would be a context
+             * switch each). */
+            if (sent == b.total) {
+                if ((flags & MSG_MORE) || atomic_load_explicit(&t->ch.self->corked, memory_order_relaxed)) {
+                    hold_doorbell(t);
+                } else {
+                    atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
+                    wake_peer(t, f->fd, WANT_DATA);
+                }
+                return (ssize_t)sent;
+            }
+            continue;
+        }
+        t->ch.tx_was_full = true;         /* grow it once it is empty again */
+        atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
+        wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
+        if (peer_finished(t))
+            return sent ? (ssize_t)sent : send_failed(flags);
+        if (nonblocking(t, f->fd, flags))
+            return sent ? (ssize_t)sent : -EAGAIN;
+        int w = stream_wait_writable(t, f);
+        if (w < 0)
+            return sent ? (ssize_t)sent : w;
+    }
+}
+
+int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
+{
+    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked);
+    f->fd = tcp_call_fd(t, f->fd);
+    return w;
+}
+
+/* FIN goes into the ring once, after whatever a send in progress (in any
+ * holder of this end) still copies in: the state bit stops further sends. */
+static void write_fin(struct tcp_sock *t)
+{
+    atomic_store(&t->ch.self->doorbell_owed, 0);   /* the caller wakes the peer anyway */
+    if (atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR) & SIDE_SHUT_WR)
+        return;
+    int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+    if (lk >= 0) {
+        ring_set_fin(&t->ch.tx);
+        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+    }
+}
+
+int stream_shutdown(struct tcp_sock *t, int fd, int how)
+{
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return -EINVAL;
+    if (how != SHUT_WR)
+        atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_RD);
+    if (how != SHUT_RD)
+        write_fin(t);
+    wake_peer(t, fd, WANT_ANY);
+    /* as the kernel's shutdown, it wakes our own threads blocked on the
+     * socket: a reader returns 0 after SHUT_RD, a writer EPIPE after SHUT_WR */
+    wait_wake_shutdown(t, fd);
+    return 0;
+}
+
+void stream_close(struct tcp_sock *t, int fd)
+{
+    struct linger lg = { 0, 0 };
+    socklen_t len = sizeof lg;
+    shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
+    bool unread = ring_readable(&t->ch.rx) != 0 || zc_pending(t);
+    if ((lg.l_onoff && lg.l_linger == 0) || unread)
+        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+    else
+        write_fin(t);
+    atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
+    wake_peer(t, fd, WANT_ANY);
+    shunt_log_sock(LOG_DEBUG, t, fd, "closed (%s)", (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
+}
+
+long stream_readable(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.rx);
+    return (long)stream_prefix_left(t) + (n > 0 ? (long)n : 0) + (long)zc_pending(t);
+}
+
+long stream_unread_by_peer(struct tcp_sock *t)
+{
+    int64_t n = ring_readable(&t->ch.tx);
+    return n > 0 ? (long)n : 0;
+}
+
+short stream_poll(struct tcp_sock *t, int fd, short events)
+{
+    short rev = 0;
+    stream_flush_held(t, fd);   /* a program looking at readiness may wait next */
+    if (atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
+        return downgrade_poll(t, fd, events);
+    if (atomic_load(&t->broken))
+        return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM)));
+    int64_t readable = ring_readable(&t->ch.rx);
+    int64_t writable = ring_writable(&t->ch.tx);
+    if (readable < 0 || writable < 0)
+        return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM)));
+    unsigned peer = atomic_load(&t->ch.peer->state);
+    bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
+    bool rd_shut = peer_fin || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+    if (readable > 0 || rd_shut || zc_pending(t))
+        rev |= POLLIN | POLLRDNORM;
+    if (rd_shut)
+        rev |= POLLRDHUP;
+    bool wr_shut = (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
+    if (writable > 0 || wr_shut || peer_finished(t))
+        rev |= POLLOUT | POLLWRNORM;
+    if (peer & SIDE_RESET)   /* the error is reported once (recv, send, SO_ERROR), as the kernel clears it */
+        rev |= (atomic_load(&t->reset_reported) ? 0 : POLLERR) | POLLHUP;
+    else if (rd_shut && wr_shut)
+        rev |= POLLHUP;   /* both directions shut, as the kernel reports it */
+    return (short)(rev & (events | POLLERR | POLLHUP));
+}

@@ -1,0 +1,47 @@
+/*
+ * stream.h: TCP's stream semantics over a channel: recv and send with
+ * their flags, shutdown, close, and what a dead or misbehaving peer looks
+ * like (DESIGN sections 4 and 7).
+ */
+#ifndef SHUNT_STREAM_H
+#define SHUNT_STREAM_H
+
+#include "core/kinds/tcp_socket.h"
+
+ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+int stream_shutdown(struct tcp_sock *t, int fd, int how);
+
+/* The last holder of this endpoint closes it: FIN, or a reset when
+ * SO_LINGER is {1, 0} or data was left unread (as TCP would). */
+void stream_close(struct tcp_sock *t, int fd);
+
+/* Bytes readable (FIONREAD) and bytes sent but not yet read by the peer (SIOCOUTQ). */
+long stream_readable(struct tcp_sock *t);
+long stream_unread_by_peer(struct tcp_sock *t);
+
+/* Readiness in poll(2) terms for the requested events. */
+short stream_poll(struct tcp_sock *t, int fd, short events);
+
+/* Rings the doorbell a corked send (MSG_MORE, TCP_CORK) put off, if any. */
+void stream_flush_held(struct tcp_sock *t, int fd);
+
+/* A blocking writer's wait for ring space (or the peer's end): 0, or
+ * -EAGAIN (SO_SNDTIMEO), -EINTR.  Counted in f->blocked as a send's wait
+ * (the caller ends with tcp_call_done); f->fd becomes shunt's copy of the
+ * socket if the program closed it meanwhile. */
+int stream_wait_writable(struct tcp_sock *t, struct fdref *f);
+
+/* The peer will send nothing more: its process is gone, or it closed. */
+static inline bool stream_peer_finished(struct tcp_sock *t)
+{
+    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+}
+
+/* The TCP bytes the server must still deliver before the ring. */
+static inline uint64_t stream_prefix_left(const struct tcp_sock *t)
+{
+    return t->ch.side == 1 ? (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK) : 0;
+}
+
+#endif

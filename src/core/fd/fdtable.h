@@ -1,0 +1,107 @@
+/*
+ * fdtable.h: what shunt knows about each fd number of this process.
+ *
+ * An entry is one atomic word: UNKNOWN (never seen, or closed: probed lazily
+ * on next use, which is how fds inherited across exec or received with
+ * SCM_RIGHTS are recognised), PASSTHROUGH (not a socket shunt manages),
+ * CLOSING (being closed or replaced: callers go straight to the kernel), or
+ * a pointer to a struct shunt_sock holding one reference for the table.
+ */
+#ifndef SHUNT_FDTABLE_H
+#define SHUNT_FDTABLE_H
+
+#include <stdint.h>
+
+#include "core/fd/sock.h"
+
+/* True in the child of vfork, which shares our memory but not our fds:
+ * the table then answers passthrough for everything and changes nothing. */
+extern SHUNT_TLS bool shunt_in_vfork_child;
+
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
+
+/*
+ * A TCP socket whose path is settled on the kernel's (it fell back, or was
+ * never to be accelerated) keeps its object, tagged in the low bit: lookups
+ * then answer passthrough at the cost of one load, so a program whose
+ * connections all fall back pays next to nothing for shunt.
+ */
+#define KERNEL_TAG ((uintptr_t)1)
+
+#define CHUNK_SHIFT 10
+#define CHUNK_SLOTS (1u << CHUNK_SHIFT)
+
+struct slot {
+    _Atomic uintptr_t val;
+    atomic_uint inflight;
+};
+
+extern _Atomic(struct slot *) *fdt_directory;
+extern size_t fdt_directory_chunks;
+
+/* True when fd is surely the kernel's alone (not a socket shunt manages, or
+ * one settled on kernel TCP): the data wrappers then call libc at once.
+ * False means "look it up" (fdt_get), never a wrong answer. */
+static inline bool fdt_kernel_only(int fd)
+{
+    _Atomic(struct slot *) *dir = atomic_load_explicit(&fdt_directory, memory_order_acquire);
+    if (fd < 0 || !dir || shunt_in_vfork_child)
+        return true;
+    size_t c = (size_t)fd >> CHUNK_SHIFT;
+    if (c >= fdt_directory_chunks)
+        return true;
+    struct slot *chunk = atomic_load_explicit(&dir[c], memory_order_acquire);
+    if (!chunk)
+        return false;
+    uintptr_t v = atomic_load_explicit(&chunk[fd & (CHUNK_SLOTS - 1)].val, memory_order_acquire);
+    return v == FDT_PASSTHROUGH || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
+}
+
+/* Bumped whenever an fd with an object is closed or replaced: epoll sets
+ * look for members that lost their fd only when it moved. */
+extern atomic_uint fdt_closes;
+
+/* Sizes the table from RLIMIT_NOFILE and fs.nr_open.  Before it runs every
+ * lookup answers passthrough. */
+void fdt_init(void);
+
+/* Looks fd up, probing it if unknown.  Never fails: an fd shunt does not
+ * manage (or a bad fd) gives passthrough_ops. */
+struct fdref fdt_get(int fd);
+void fdt_put(struct fdref *r);
+
+/* fdt_get that also stores the object found in *mark (a call mark,
+ * call_marks.h) before a closer of fd may go on: a closer that waited for
+ * the lookup sees the mark. */
+struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark);
+
+/* Records a new fd the program got from an intercepted call; takes over one
+ * reference to s.  NULL records passthrough. */
+void fdt_install(int fd, struct shunt_sock *s);
+
+/* Marks fd as being closed and returns its object with the table's
+ * reference (NULL if none); fdt_close_end() ends the closing state. */
+struct shunt_sock *fdt_close_begin(int fd);
+void fdt_close_end(int fd);
+
+/* The socket s at fd will stay on kernel TCP: from now on lookups of fd
+ * answer passthrough without touching s. */
+void fdt_settle_kernel(int fd, struct shunt_sock *s);
+
+/* Forgets fd, so that its next use probes it again. */
+void fdt_forget(int fd);
+
+/* An fd that just arrived with SCM_RIGHTS: forgets what the table knew
+ * about its number and takes it up at once (see tcp_socket_probe). */
+void fdt_adopt_passed(int fd);
+
+/* In the child of fork: the lock of the probes is free. */
+void fdt_after_fork_child(void);
+
+/* Forgets every fd in [first, last] (after close_range). */
+void fdt_forget_range(unsigned first, unsigned last);
+
+/* Calls fn for every fd in [first, last] that has an object. */
+void fdt_for_each_object(unsigned first, unsigned last, void (*fn)(int fd, void *ctx), void *ctx);
+
+#endif

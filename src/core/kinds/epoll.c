@@ -1,0 +1,1075 @@
+/*
+ * epoll.c: the epoll kind of fd, with a cost that follows readiness.
+ *
+ * Sockets on the TCP path stay in the kernel's set exactly as the program
+ * put them there ("kernel members").  A socket with a channel is registered
+ * in the kernel's set under a tag, edge-triggered on its companion, so that
+ * a doorbell or the peer's death wakes epoll_wait; its real events come
+ * from the rings, with level, edge and one-shot semantics kept here.
+ *
+ * Each such member is either
+ *   hot   looked at on every wait (it was active lately), no doorbell asked;
+ *   cold  a doorbell asked for (its peer rings at its next progress), so
+ *         the kernel's set tells when it needs a look again;
+ *   off   EPOLLONESHOT fired: neither, until EPOLL_CTL_MOD.
+ * A hot member that shows nothing for a few looks, and every hot member
+ * when the wait is about to sleep, turns cold.  A wait therefore costs
+ * O(hot members + kernel events), whatever the number of idle members.
+ * When the set has kernel members or cold ones, every wait also asks the
+ * kernel without blocking, so its answer is complete, as the kernel's is.
+ *
+ * A TCP socket added before its connect (nginx adds its upstream sockets
+ * first) cannot be told apart yet from one that will stay on kernel TCP: it
+ * is a pending member, registered with the kernel exactly as the program
+ * asked, and becomes one of ours at the first look that finds it offered or
+ * accelerated (or leaves our table once it settled on TCP).
+ *
+ * An epoll fd inside another (or watched by poll/select) is a member whose
+ * readiness is "the inner set has something"; before the outer one sleeps,
+ * the inner's hot members turn cold so that their doorbells make the inner
+ * fd readable in the kernel.
+ *
+ * The table of members (slots, fd index, hot list, doorbell requests) and
+ * the journal that keeps it in step across fork are epoll_set.c's.
+ */
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kinds/epoll.h"
+#include "core/kinds/epoll_set.h"
+#include "core/fd/fdtable.h"
+#include "core/conn/negotiate.h"
+#include "core/fd/passthrough.h"
+#include "core/kinds/readiness.h"
+#include "core/wait/turns.h"
+#include "base/self.h"
+#include "base/settings.h"
+#include "base/signals.h"
+#include "core/conn/stream.h"
+#include "core/wait/wait.h"
+#include "core/wait/xwake.h"
+#include "base/real.h"
+
+#define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
+#define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
+
+/* What the kernel accepts together with EPOLLEXCLUSIVE (epoll_ctl(2)). */
+#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
+
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct epoll_obj *all;
+
+/* ---- the object ---- */
+
+static void epoll_destroy(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    pthread_mutex_lock(&all_lock);
+    if (ep->prev)
+        ep->prev->next = ep->next;
+    else
+        all = ep->next;
+    if (ep->next)
+        ep->next->prev = ep->prev;
+    pthread_mutex_unlock(&all_lock);
+    set_free(ep);
+    pthread_mutex_destroy(&ep->lock);
+    free(ep);
+}
+
+const struct sock_ops epoll_ops = {
+    .kind = "epoll",
+    .recv = pt_recv, .send = pt_send, .recvmmsg = pt_recvmmsg, .sendmmsg = pt_sendmmsg, .sendfile = pt_sendfile,
+    .bind = pt_bind, .listen = pt_listen, .accept = pt_accept, .connect = pt_connect, .shutdown = pt_shutdown,
+    .getsockopt = pt_getsockopt, .setsockopt = pt_setsockopt, .getsockname = pt_getsockname,
+    .getpeername = pt_getpeername, .fcntl = pt_fcntl, .ioctl = pt_ioctl, .release_fd = pt_release_fd,
+    .destroy = epoll_destroy,
+};
+
+struct shunt_sock *epoll_object_new(void)
+{
+    struct epoll_obj *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return NULL;
+    atomic_init(&ep->base.refs, 1);
+    ep->base.ops = &epoll_ops;
+    pthread_mutex_init(&ep->lock, NULL);
+    ep->closes_seen = atomic_load(&fdt_closes);
+    pthread_mutex_lock(&all_lock);
+    ep->next = all;
+    if (all)
+        all->prev = ep;
+    all = ep;
+    pthread_mutex_unlock(&all_lock);
+    return &ep->base;
+}
+
+/* The epoll object behind epfd, made on first need (an inherited epoll fd
+ * arrives without one).  Returns it with a reference, or NULL. */
+static struct epoll_obj *epoll_of(int epfd, bool create)
+{
+    struct fdref f = fdt_get(epfd);
+    if (f.sock && f.sock->ops == &epoll_ops)
+        return (struct epoll_obj *)f.sock;
+    fdt_put(&f);
+    if (!create)
+        return NULL;
+    struct shunt_sock *s = epoll_object_new();
+    if (!s)
+        return NULL;
+    sock_get(s);
+    fdt_install(epfd, s);
+    return (struct epoll_obj *)s;
+}
+
+/* Only a settled channel can be left to its doorbells: while negotiating,
+ * or while a client's TCP prefix is queued, the kernel sees the data. */
+static bool can_go_cold(struct ep_entry *e)
+{
+    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
+    return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
+}
+
+/* ---- epoll_ctl ---- */
+
+static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    return shunt_real.epoll_ctl(epfd, op, fd, ev) < 0 ? -errno : 0;
+}
+
+/* The kernel's registration of a member of ours: edge-triggered, so that a
+ * doorbell another holder has not drained yet cannot wake us again and
+ * again.  The program's EPOLLEXCLUSIVE goes along (the kernel then checks
+ * its rules); an inner epoll set is watched level-triggered. */
+static struct epoll_event tagged(int fd, uint32_t user_events, enum member_kind kind)
+{
+    struct epoll_event k;
+    if (kind == M_EPOLL)
+        k.events = EPOLLIN;
+    else if (user_events & EPOLLEXCLUSIVE)
+        k.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    else
+        k.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    k.data.u64 = TAG_HIGH << 32 | (uint32_t)fd;
+    return k;
+}
+
+/* The rules the kernel would apply to the program's own events, which our
+ * tagged registration does not carry. */
+static int check_events(int op, const struct epoll_event *ev, enum member_kind kind)
+{
+    if (!ev)
+        return -EFAULT;
+    if ((ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK) || kind == M_EPOLL))
+        return -EINVAL;
+    return 0;
+}
+
+static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock *s, enum member_kind kind,
+                      struct epoll_event *ev)
+{
+    int r = check_events(EPOLL_CTL_ADD, ev, kind);
+    if (r)
+        return r;
+    struct epoll_event k = tagged(fd, ev->events, kind);
+    if ((r = kernel_ctl(epfd, EPOLL_CTL_ADD, fd, &k)))
+        return r;
+    struct ep_entry *e = new_slot(ep, fd);
+    if (!e) {
+        kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+        return -ENOMEM;
+    }
+    entry_hold(e, s, kind);
+    if (kind == M_EPOLL)
+        ep->nested++;
+    member_reset(e, ev);
+    hot_add(ep, e);
+    return 0;
+}
+
+/* A socket on kernel TCP for now that may yet connect through shunt. */
+static bool might_connect(struct tcp_sock *t, int fd)
+{
+    if (t->negotiated || !shunt_settings.accel || t->listener_pid != 0)
+        return false;
+    int v = 0;
+    socklen_t len = sizeof v;
+    return !(shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v);
+}
+
+int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    struct fdref f = fdt_get(fd);
+    if (op != EPOLL_CTL_DEL)
+        tcp_socket_watched(f.sock, fd);
+    struct shunt_sock *s = NULL;
+    enum member_kind kind = M_SOCKET;
+    bool pending = false;
+    if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
+        s = f.sock;
+    } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->ops == &tcp_ops && might_connect(tcp_of(f.sock), fd)) {
+        s = f.sock;
+        pending = true;
+    } else if (f.sock && f.sock->ops == &epoll_ops && fd != epfd) {
+        s = f.sock;
+        kind = M_EPOLL;
+    }
+    struct epoll_obj *ep = epoll_of(epfd, s != NULL);
+    int r;
+    if (!ep) {
+        r = kernel_ctl(epfd, op, fd, ev);
+        fdt_put(&f);
+        return r;
+    }
+    crit_lock(&ep->lock);
+    ep->kfd = epfd;
+    struct ep_entry *e = slot_for_fd(ep, fd);
+    if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
+        /* a stale entry: that fd number was closed and now names another
+         * file (one slot per number here, where the kernel keys by number
+         * and file: a member living on through a dup gives way) */
+        release_slot(ep, e, false);
+        e = NULL;
+    } else if (e && e->kind == M_SOCKET && !e->pending && atomic_load(&tcp_of(e->s)->path) == PATH_TCP) {
+        /* our member fell back to kernel TCP since the last wait: the
+         * kernel has it from now on, and this call changes it there */
+        release_slot(ep, e, true);
+        ep->kernel_members++;
+        e = NULL;
+    } else if (e && e->s != s) {
+        e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
+    }
+    journal_apply(ep);
+    if (op == EPOLL_CTL_ADD && pending) {
+        r = ev ? kernel_ctl(epfd, op, fd, ev) : -EFAULT;
+        struct ep_entry *p = r ? NULL : new_slot(ep, fd);
+        if (p) {
+            entry_hold(p, s, M_SOCKET);
+            p->pending = true;
+            ep->pending++;
+            member_reset(p, ev);
+            hot_add(ep, p);
+        }
+        if (!r)
+            ep->kernel_members++;   /* the kernel reports it as the program asked, for now */
+    } else if (op == EPOLL_CTL_ADD && s) {
+        r = member_add(ep, epfd, fd, s, kind, ev);
+        if (!r && kind == M_SOCKET)
+            journal_append(ep, op, fd, ev, tcp_of(s)->inode);
+    } else if (op == EPOLL_CTL_MOD && e) {
+        r = check_events(op, ev, e->kind);
+        struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
+        if (!r)
+            r = kernel_ctl(epfd, op, fd, e->pending ? ev : &k);
+        if (!r) {
+            e->poked = false;   /* the registration is the usual one again */
+            member_reset(e, ev);
+            make_hot(ep, e);
+            if (e->kind == M_SOCKET)
+                journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
+        }
+    } else if (op == EPOLL_CTL_DEL && e) {
+        r = kernel_ctl(epfd, op, fd, ev);
+        if (!r) {
+            e->poked = false;
+            if (e->pending && ep->kernel_members)
+                ep->kernel_members--;
+            else if (e->kind == M_SOCKET)
+                journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
+            release_slot(ep, e, true);
+        }
+    } else {
+        r = kernel_ctl(epfd, op, fd, ev);
+        if (!r && op == EPOLL_CTL_ADD)
+            ep->kernel_members++;
+        else if (!r && op == EPOLL_CTL_DEL && ep->kernel_members)
+            ep->kernel_members--;
+    }
+    crit_unlock(&ep->lock);
+    sock_put(&ep->base);
+    fdt_put(&f);
+    return r;
+}
+
+/* ---- looking at members ---- */
+
+/* An entry whose socket fell back to TCP goes back to the kernel as the
+ * program registered it. */
+static void hand_back(int epfd, struct epoll_obj *ep, struct ep_entry *e)
+{
+    struct epoll_event k = { .events = e->events, .data = e->data };
+    if (!e->off)
+        kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k);
+    release_slot(ep, e, true);
+    ep->kernel_members++;
+}
+
+static void find_fd(int fd, void *ctx)
+{
+    struct ep_entry *e = ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock == e->s && e->io_fd < 0)
+        e->io_fd = fd;
+    fdt_put(&f);
+}
+
+/* After fds were closed in this process: members whose socket has no fd
+ * left leave the set, as the kernel's rule has it (the last duplicate
+ * closed); a member whose own fd was closed but has a duplicate is used
+ * through the duplicate.  Runs only when something was closed. */
+static void sweep_closed(struct epoll_obj *ep)
+{
+    unsigned closes = atomic_load(&fdt_closes);
+    if (closes == ep->closes_seen)
+        return;
+    ep->closes_seen = closes;
+    for (uint32_t i = 0; i < ep->nv; i++) {
+        struct ep_entry *e = &ep->v[i];
+        if (!e->s)
+            continue;
+        if (atomic_load(&e->s->fds) <= 0) {
+            release_slot(ep, e, false);
+            continue;
+        }
+        struct fdref f = fdt_get(e->io_fd);
+        bool same = f.sock == e->s;
+        fdt_put(&f);
+        if (!same) {
+            disarm(ep, e, false);
+            e->io_fd = -1;
+            fdt_for_each_object(0, ~0U, find_fd, e);
+            if (e->io_fd < 0)
+                release_slot(ep, e, false);
+            else
+                hot_add(ep, e);
+        }
+    }
+}
+
+static bool has_ready(struct epoll_obj *ep, int epfd);
+
+/* The events of a socket member now, or of an inner epoll set. */
+static uint32_t level_events(struct ep_entry *e)
+{
+    uint32_t want = e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM);
+    if (e->kind == M_EPOLL) {
+        struct epoll_obj *inner = (struct epoll_obj *)e->s;
+        crit_lock(&inner->lock);
+        bool r = has_ready(inner, e->io_fd);
+        crit_unlock(&inner->lock);
+        return r ? (want & (EPOLLIN | EPOLLRDNORM)) : 0;
+    }
+    struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
+    int rev = readiness_of(&f, (short)want);
+    if (rev < 0) {
+        /* still negotiating: the kernel knows */
+        struct pollfd p = { .fd = e->io_fd, .events = (short)want };
+        if (shunt_real.poll(&p, 1, 0) <= 0)
+            return 0;
+        rev = readiness_settled(&f, (short)want, p.revents);
+    }
+    return (uint32_t)rev & (want | EPOLLERR | EPOLLHUP);
+}
+
+struct edge_state {
+    uint64_t rx, tx;
+    bool end;
+};
+
+static struct edge_state edge_now(struct ep_entry *e)
+{
+    struct tcp_sock *t = sock_of(e);
+    struct edge_state s = { 0, 0, false };
+    if (t && t->ch.hdr) {
+        s.rx = atomic_load(&t->ch.rx.hdr->head);
+        s.tx = atomic_load(&t->ch.tx.hdr->tail);
+        s.end = atomic_load(&t->ch.rx.hdr->fin) || atomic_load(&t->peer_gone) ||
+                (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+    }
+    return s;
+}
+
+/* Edge-triggered: an event for each change: data arrived, space was made,
+ * the peer finished, or a condition newly became true. */
+static uint32_t fresh_events(struct ep_entry *e, uint32_t got, struct edge_state now)
+{
+    uint32_t fresh = got & ~e->last;
+    if (now.rx != e->last_rx || now.end != e->last_end)
+        fresh |= got & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
+    if (now.tx != e->last_tx)
+        fresh |= got & (EPOLLOUT | EPOLLWRNORM);
+    return fresh;
+}
+
+/* What a look at e reports (and, for EPOLLET, remembers as seen). */
+static uint32_t entry_events(struct ep_entry *e)
+{
+    uint32_t got = level_events(e);
+    if (!(e->events & EPOLLET))
+        return got;
+    struct edge_state now = edge_now(e);
+    uint32_t fresh = fresh_events(e, got, now);
+    e->last = got;
+    e->last_rx = now.rx;
+    e->last_tx = now.tx;
+    e->last_end = now.end;
+    return fresh;
+}
+
+static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke);
+static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
+
+static bool hot_ready(struct epoll_obj *ep)
+{
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct ep_entry *e = &ep->v[ep->hot[i]];
+        uint32_t got = level_events(e);
+        if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e))))
+            return true;
+    }
+    return false;
+}
+
+/* Would a wait report something now?  Looks without consuming (poll on an
+ * epoll fd, or an outer set).  The kernel's answer for the set counts our
+ * tagged registrations too: when every registration is ours, their events
+ * are taken in (lossless: nothing of the program's is among them), so that a
+ * doorbell whose data the program has read meanwhile does not keep the set
+ * readable.  Caller holds ep->lock. */
+static bool has_ready(struct epoll_obj *ep, int epfd)
+{
+    static const struct timespec zero = { 0, 0 };
+    if (hot_ready(ep))
+        return true;
+    struct pollfd p = { .fd = epfd, .events = POLLIN };
+    if (shunt_real.poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
+        return false;
+    if (ep->kernel_members)
+        return true;   /* the program's own events are in there: the kernel's word stands */
+    struct epoll_event tmp[64];
+    int k;
+    do {
+        bool woke = false;
+        k = kernel_wait(epfd, tmp, 64, &zero, NULL);
+        if (k > 0 && filter_kernel(ep, tmp, k, &woke) > 0)
+            return true;   /* not ours after all: cannot happen without kernel members */
+    } while (k == 64);
+    return hot_ready(ep);
+}
+
+/* Arms every hot member that can go cold, and (inner sets) makes their
+ * hot members cold too; a member found ready meanwhile stays hot.
+ * Returns whether something is ready. */
+static bool quiesce(struct epoll_obj *ep)
+{
+    bool ready = false;
+    /* make_cold and make_hot reorder hot[]: walk a copy of it */
+    uint32_t count = ep->nhot, stack[64];
+    if (count == 0)
+        return false;
+    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
+    if (!order)
+        return true;   /* no memory to arm them: do not sleep on them */
+    memcpy(order, ep->hot, count * sizeof *order);
+    for (uint32_t k = 0; k < count; k++) {
+        struct ep_entry *e = &ep->v[order[k]];
+        if (e->kind == M_EPOLL) {
+            struct epoll_obj *inner = (struct epoll_obj *)e->s;
+            crit_lock(&inner->lock);
+            inner->kfd = e->io_fd;   /* its cold members' wake FIFOs go into it */
+            ready |= quiesce(inner);
+            crit_unlock(&inner->lock);
+            continue;
+        }
+        if (!can_go_cold(e))
+            continue;
+        make_cold(ep, e);
+        uint32_t got = level_events(e);
+        if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e)))) {
+            make_hot(ep, e);
+            ready = true;
+        }
+    }
+    if (order != stack)
+        free(order);
+    return ready;
+}
+
+/* A pending member: still waiting for its connect (false: the kernel
+ * answers for it), settled on kernel TCP (it leaves our table; false), or
+ * negotiated through shunt: registered under our tag from now on, and what
+ * is ready now counts as new (true). */
+static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e)
+{
+    struct tcp_sock *t = sock_of(e);
+    int path = negotiate_observe(t, e->io_fd);
+    if (path == PATH_TCP) {
+        if (t->negotiated)
+            release_slot(ep, e, true);   /* the kernel has it as the program asked */
+        return false;
+    }
+    struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
+    if (kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k) != 0)
+        return false;
+    e->pending = false;
+    ep->pending--;
+    if (ep->kernel_members)
+        ep->kernel_members--;
+    e->last = 0;
+    e->last_rx = e->last_tx = 0;
+    e->last_end = false;
+    return true;
+}
+
+/* Looks at the members in order[] (slots; those no longer hot are passed
+ * over); fills evs; members that keep showing nothing turn cold. */
+static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const uint32_t *order,
+                        uint32_t count, bool count_idle)
+{
+    int n = 0;
+    uint64_t now = wait_now_ns();
+    for (uint32_t k = 0; k < count && n < max; k++) {
+        struct ep_entry *e = &ep->v[order[k]];
+        if (!e->s || e->hot_pos == NO_SLOT)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (e->pending && !pending_settled(epfd, ep, e))
+            continue;
+        if (t && atomic_load(&t->path) != PATH_SHM && negotiate_observe(t, e->io_fd) == PATH_TCP) {
+            hand_back(epfd, ep, e);
+            continue;
+        }
+        uint32_t got = entry_events(e);
+        if (got) {
+            evs[n].events = got;
+            evs[n].data = e->data;
+            n++;
+            e->idle = 0;
+            e->active_ns = now;
+            ep->rotate = e->hot_pos + 1;
+            if (e->events & EPOLLONESHOT) {
+                hot_remove(ep, e);
+                e->off = true;
+            }
+        } else if (count_idle && ++e->idle >= IDLE_LOOKS && now - e->active_ns > IDLE_NS && can_go_cold(e)) {
+            make_cold(ep, e);
+            if ((got = entry_events(e))) {   /* it moved while we armed */
+                make_hot(ep, e);
+                evs[n].events = got;
+                evs[n].data = e->data;
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+/* Looks at the hot members, starting where the last look left off. */
+static int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
+{
+    uint32_t count = ep->nhot;
+    if (count == 0 || max <= 0)
+        return 0;
+    uint32_t start = ep->rotate % count;
+    /* Members leave hot[] as we go (swapped with the last): walk a copy of
+     * the order by slot, which stays valid. */
+    uint32_t stack[64];
+    uint32_t *order = count <= 64 ? stack : malloc(count * sizeof *order);
+    if (!order)
+        return 0;
+    for (uint32_t k = 0; k < count; k++)
+        order[k] = ep->hot[(start + k) % count];
+    int n = collect_from(epfd, ep, evs, max, order, count, count_idle);
+    if (order != stack)
+        free(order);
+    return n;
+}
+
+/* Looks at the members the kernel just named, and only at them: the
+ * others were looked at already in this call (never report one twice). */
+static int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+{
+    uint32_t count = ep->nwoken;
+    ep->nwoken = 0;
+    return max > 0 ? collect_from(epfd, ep, evs, max, ep->woken, count, false) : 0;
+}
+
+/* An event the kernel gave for a pending member (it carries the program's
+ * data): true if that socket has meanwhile become ours, so the event stands
+ * for nothing (the claim's doorbell, say) and the rings answer instead. */
+static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bool *woke)
+{
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct ep_entry *e = &ep->v[ep->hot[i]];
+        if (!e->pending || e->data.u64 != ev->data.u64)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (!t->negotiated || negotiate_observe(t, e->io_fd) == PATH_TCP)
+            return false;
+        if (ep->nwoken < ep->capwoken)
+            ep->woken[ep->nwoken++] = (uint32_t)(e - ep->v);
+        *woke = true;
+        return true;
+    }
+    return false;
+}
+
+/*
+ * A local shutdown (another thread of this process) changed what a member
+ * reports, and the kernel's shutdown would wake every wait on the socket.
+ * A cold member waits for a doorbell that will not come (the peer did
+ * nothing), so its kernel registration is made ready for a moment:
+ * EPOLLOUT added to it (the companion is always writable) queues its tag
+ * and wakes whoever sleeps on this set, on a set that holds this one, or in
+ * poll on it.  The tag's report puts the registration back (filter_kernel).
+ * A hot member needs nothing: a wait looks at it anyway.
+ */
+static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)
+{
+    struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
+    k.events |= extra;
+    if (!(e->events & EPOLLEXCLUSIVE))
+        return kernel_ctl(ep->kfd, EPOLL_CTL_MOD, e->fd, &k);
+    /* EPOLL_CTL_MOD is refused for EPOLLEXCLUSIVE: the kernel looks at a
+     * member it adds, and queues it if it is ready */
+    kernel_ctl(ep->kfd, EPOLL_CTL_DEL, e->fd, NULL);
+    return kernel_ctl(ep->kfd, EPOLL_CTL_ADD, e->fd, &k);
+}
+
+static void poke(struct epoll_obj *ep, struct ep_entry *e)
+{
+    /* the set's fd and the member's key must still be what they were: the
+     * program may have closed them, and the numbers name other files now */
+    if (!e->armed || e->poked || e->pending || !fd_names(ep->kfd, &ep->base) || !fd_names(e->fd, e->s))
+        return;
+    if (reregister(ep, e, EPOLLOUT) == 0)
+        e->poked = true;
+}
+
+static void unpoke(struct epoll_obj *ep, struct ep_entry *e)
+{
+    e->poked = false;
+    if (fd_names(ep->kfd, &ep->base) && fd_names(e->fd, e->s))
+        reregister(ep, e, 0);
+}
+
+/* Takes a reference to ep unless it is already being destroyed. */
+static bool set_get(struct epoll_obj *ep)
+{
+    int r = atomic_load(&ep->base.refs);
+    while (r > 0 && !atomic_compare_exchange_weak(&ep->base.refs, &r, r + 1))
+        ;
+    return r > 0;
+}
+
+/* The sets of this process, each with a reference (sets_put drops them):
+ * ep->lock is never taken under all_lock (destroying a nested set takes
+ * all_lock under its outer set's lock).  *sets is stack, or allocated. */
+static size_t sets_get(struct epoll_obj ***sets, struct epoll_obj **stack, size_t cap)
+{
+    size_t n = 0;
+    *sets = stack;
+    pthread_mutex_lock(&all_lock);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        if (n == cap) {
+            struct epoll_obj **more = malloc(2 * cap * sizeof *more);
+            if (!more)
+                break;
+            memcpy(more, *sets, n * sizeof *more);
+            if (*sets != stack)
+                free(*sets);
+            *sets = more;
+            cap *= 2;
+        }
+        if (set_get(ep))
+            (*sets)[n++] = ep;
+    }
+    pthread_mutex_unlock(&all_lock);
+    return n;
+}
+
+static void sets_put(struct epoll_obj **sets, struct epoll_obj **stack, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sock_put(&sets[i]->base);
+    if (sets != stack)
+        free(sets);
+}
+
+/* Calls fn on every member of this process's sets that is t: by fd first,
+ * then (a duplicate was registered) by looking at every member, only as
+ * long as some are still unfound. */
+static void each_entry_of(struct tcp_sock *t, int fd, void (*fn)(struct epoll_obj *, struct ep_entry *))
+{
+    unsigned entries = atomic_load(&t->epoll_entries);
+    if (entries == 0)
+        return;
+    struct epoll_obj *stack[16], **sets;
+    size_t n = sets_get(&sets, stack, 16);
+    unsigned found = 0;
+    for (int pass = 0; pass < 2 && found < entries; pass++) {
+        for (size_t i = 0; i < n && found < entries; i++) {
+            struct epoll_obj *ep = sets[i];
+            crit_lock(&ep->lock);
+            for (uint32_t j = 0; j < ep->nv; j++) {
+                struct ep_entry *e = pass == 0 ? slot_for_fd(ep, fd) : &ep->v[j];
+                if (e && e->s == &t->base && e->kind == M_SOCKET && (pass == 0 || e->fd != fd)) {
+                    found++;
+                    fn(ep, e);
+                }
+                if (pass == 0)
+                    break;
+            }
+            crit_unlock(&ep->lock);
+        }
+    }
+    sets_put(sets, stack, n);
+}
+
+void epoll_socket_changed(struct tcp_sock *t, int fd)
+{
+    each_entry_of(t, fd, poke);
+}
+
+void epoll_socket_shared(struct tcp_sock *t, int fd)
+{
+    each_entry_of(t, fd, watch_xwake);
+}
+
+/* Removes our tagged events from what the kernel returned: each names a
+ * member that needs a look (made hot); returns how many of the program's
+ * events remain, moved to the front. */
+static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke)
+{
+    int kept = 0;
+    ep->nwoken = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = evs[i].data.u64 >> 32;
+        if (tag != TAG_HIGH && tag != TAG_XWAKE) {
+            if (!ep->pending || !pending_event(ep, &evs[i], woke))
+                evs[kept++] = evs[i];
+            continue;
+        }
+        struct ep_entry *e = slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);
+        if (!e)
+            continue;
+        struct tcp_sock *t = sock_of(e);
+        if (e->poked)
+            unpoke(ep, e);
+        /* the wake FIFO's EPOLLHUP says nothing about the peer */
+        if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+            doorbell_check_peer(t, e->io_fd);
+        if (e->armed || e->hot_pos == NO_SLOT) {
+            make_hot(ep, e);
+            if (e->hot_pos != NO_SLOT && ep->nwoken < ep->capwoken)
+                ep->woken[ep->nwoken++] = (uint32_t)(e - ep->v);
+            *woke = true;
+        }
+    }
+    return kept;
+}
+
+/* epoll_pwait2 came with Linux 5.11 (and valgrind does not know it yet).
+ * Asked once, with arguments no kernel accepts: only a missing call says
+ * ENOSYS. */
+bool epoll_kernel_has_pwait2(void)
+{
+    static atomic_int known;   /* 0: not asked yet, 1: there, -1: missing */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k == 0) {
+        int saved = errno;
+        k = shunt_real.epoll_pwait2(-1, NULL, 0, NULL, NULL) < 0 && errno == ENOSYS ? -1 : 1;
+        errno = saved;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k > 0;
+}
+
+/* Without epoll_pwait2 a timeout is given in whole milliseconds, rounded
+ * up, so that a wait never ends before its deadline. */
+static int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
+{
+    int r;
+    if (epoll_kernel_has_pwait2()) {
+        r = shunt_real.epoll_pwait2(epfd, evs, max, tmo, mask);
+    } else {
+        long long ms = tmo ? (long long)tmo->tv_sec * 1000 + (tmo->tv_nsec + 999999) / 1000000 : -1;
+        r = shunt_real.epoll_pwait(epfd, evs, max, ms > INT_MAX ? INT_MAX : (int)ms, mask);
+    }
+    return r < 0 ? -errno : r;
+}
+
+static bool needs_kernel(const struct epoll_obj *ep)
+{
+    return ep->kernel_members || ep->cold || ep->nested;
+}
+
+/* One look without sleeping: the hot members and, when the set has a
+ * kernel part, the kernel's answer too, ours and the kernel's taking turns
+ * at being first.  A call that finds none of ours ready and may wait skips
+ * the kernel here: the wait that follows asks it anyway.  Returns a count
+ * or -errno. */
+static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool zero_wait)
+{
+    static const struct timespec zero = { 0, 0 };
+    journal_apply(ep);
+    sweep_closed(ep);
+    bool kernel_first = ep->kernel_first;
+    ep->kernel_first = !kernel_first;
+    int n = 0;
+    bool woke = false;
+    if (kernel_first && needs_kernel(ep) && (ep->nhot > 0 || zero_wait)) {
+        int k = kernel_wait(epfd, evs, max, &zero, NULL);
+        if (k < 0)
+            return k;
+        n = filter_kernel(ep, evs, k, &woke);
+        kernel_first = true;
+    } else {
+        kernel_first = false;
+    }
+    n += collect_hot(epfd, ep, evs + n, max - n, true);
+    if (!kernel_first && n < max && needs_kernel(ep) && (n > 0 || zero_wait)) {
+        int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
+        if (k > 0)
+            n += filter_kernel(ep, evs + n, k, &woke);
+        if (woke && n < max)
+            n += collect_woken(epfd, ep, evs + n, max - n);
+    }
+    return n;
+}
+
+/*
+ * Spinning pays only while a peer is running and about to produce: not on
+ * one CPU, not when every hot member's peer sleeps waiting for us, and not
+ * after it kept failing (then only now and then).  The kernel's part is
+ * looked at every few microseconds meanwhile.
+ */
+#define SPIN_GIVE_UP 8
+#define SPIN_RETRY 32
+#define KERNEL_LOOK_NS 4000u
+
+/* here: a busy peer last ran on our CPU, so the spin yields at every look
+ * (see spin in wait.c) */
+static bool worth_spinning(struct epoll_obj *ep, bool *here)
+{
+    if (!wait_may_spin() || ep->nhot == 0)
+        return false;
+    if (ep->spin_fails >= SPIN_GIVE_UP) {
+        if (++ep->spin_fails < SPIN_GIVE_UP + SPIN_RETRY)
+            return false;
+        ep->spin_fails = SPIN_GIVE_UP - 1;
+    }
+    bool busy = false;
+    *here = false;
+    for (uint32_t i = 0; i < ep->nhot; i++) {
+        struct tcp_sock *t = sock_of(&ep->v[ep->hot[i]]);
+        if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t)) {
+            busy = true;
+            if (wait_peer_here(t)) {
+                *here = true;
+                break;
+            }
+        }
+    }
+    return busy;
+}
+
+static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const struct deadline *dl)
+{
+    bool here;
+    if (!worth_spinning(ep, &here))
+        return 0;
+    uint64_t start = wait_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
+    uint64_t next_kernel = start + KERNEL_LOOK_NS;
+    static const struct timespec zero = { 0, 0 };
+    for (unsigned i = 1;; i++) {
+        int n = collect_hot(epfd, ep, evs, max, false);
+        if (n > 0) {
+            ep->spin_fails = 0;
+            return n;
+        }
+        if (ep->nhot == 0)
+            break;
+        wait_cpu_relax();
+        if ((i & 15) == 0 || here) {
+            uint64_t now = wait_now_ns();
+            if (now > end || deadline_passed(dl))
+                break;
+            if (now > next_kernel && needs_kernel(ep)) {
+                bool woke = false;
+                int k = kernel_wait(epfd, evs, max, &zero, NULL);
+                if (k > 0 && (n = filter_kernel(ep, evs, k, &woke)) > 0)
+                    return n;
+                next_kernel = now + KERNEL_LOOK_NS;
+            }
+            turn_spin_yield(now);
+        }
+    }
+    ep->spin_fails++;
+    return 0;
+}
+
+int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
+{
+    if (max <= 0)
+        return kernel_wait(epfd, evs, max, tmo, mask);
+    struct epoll_obj *ep = epoll_of(epfd, false);
+    if (!ep || !ep->members) {
+        if (ep)
+            sock_put(&ep->base);
+        return kernel_wait(epfd, evs, max, tmo, mask);
+    }
+    if (!timeout_valid(tmo)) {
+        sock_put(&ep->base);
+        return -EINVAL;
+    }
+    turn_take();
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+    unsigned handlers_ran = shunt_sig_ran;
+    int result;
+    for (;;) {
+        crit_lock(&ep->lock);
+        ep->kfd = epfd;
+        int n = gather(epfd, ep, evs, max, zero_wait);
+        if (n == 0 && !zero_wait)
+            n = spin_phase(epfd, ep, evs, max, &dl);
+        if (n != 0 || zero_wait || deadline_passed(&dl)) {
+            crit_unlock(&ep->lock);
+            result = n;
+            break;
+        }
+        /* About to sleep: every hot member asks for a doorbell, then one
+         * more look (a member that moved meanwhile stays hot). */
+        bool ready = quiesce(ep);
+        crit_unlock(&ep->lock);
+        if (ready)
+            continue;
+        if (shunt_sig_ran != handlers_ran) {
+            /* a handler ran while we looked (deferred to the end of a
+             * critical section, or during the spin): the kernel's wait
+             * would have ended with EINTR, which epoll never restarts */
+            result = -EINTR;
+            break;
+        }
+        struct timespec left;
+        int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
+        turn_gave_way(wait_now_ns());
+        if (r < 0) {
+            result = r;
+            break;
+        }
+        crit_lock(&ep->lock);
+        bool woke = false;
+        int k = filter_kernel(ep, evs, r, &woke);
+        if (k < max)
+            k += collect_hot(epfd, ep, evs + k, max - k, true);
+        crit_unlock(&ep->lock);
+        if (k > 0) {
+            result = k;
+            break;
+        }
+        /* Woken for nothing: a doorbell that came after its data had been
+         * read, or one meant for another holder.  Our registrations are
+         * edge-triggered, so this cannot repeat without a new doorbell:
+         * just wait again. */
+    }
+    sock_put(&ep->base);
+    return result;
+}
+
+/* ---- poll, select and fork/exec ---- */
+
+int epoll_poll_events(struct shunt_sock *s, int fd, short events)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    crit_lock(&ep->lock);
+    ep->kfd = fd;
+    bool r = ep->members && has_ready(ep, fd);
+    crit_unlock(&ep->lock);
+    return r ? (events & (POLLIN | POLLRDNORM)) : 0;
+}
+
+bool epoll_has_members(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    crit_lock(&ep->lock);
+    bool r = ep->members > 0;
+    crit_unlock(&ep->lock);
+    return r;
+}
+
+bool epoll_before_sleep(struct shunt_sock *s)
+{
+    struct epoll_obj *ep = (struct epoll_obj *)s;
+    crit_lock(&ep->lock);
+    bool r = quiesce(ep);
+    crit_unlock(&ep->lock);
+    return r;
+}
+
+/* Before fork: every set gets its journal, which parent and child will
+ * share; and the child will hold every end, so every cold member watches
+ * its end's wake FIFO from now on (before the child can shut one down),
+ * and so does every member turning cold until the fork is done. */
+void epoll_before_fork(void)
+{
+    atomic_fetch_add(&epoll_forking, 1);
+    struct epoll_obj *stack[16], **sets;
+    size_t n = sets_get(&sets, stack, 16);
+    for (size_t i = 0; i < n; i++) {
+        struct epoll_obj *ep = sets[i];
+        crit_lock(&ep->lock);
+        journal_create(ep);
+        for (uint32_t j = 0; ep->cold > 0 && j < ep->nv; j++)
+            if (ep->v[j].s && ep->v[j].armed)
+                watch_xwake(ep, &ep->v[j]);
+        crit_unlock(&ep->lock);
+    }
+    sets_put(sets, stack, n);
+}
+
+void epoll_after_fork_parent(void)
+{
+    atomic_fetch_sub(&epoll_forking, 1);
+}
+
+/* The child of fork has copies of our sets; the doorbell requests counted
+ * in the segments are the parent's, so the child starts with every member
+ * hot and asks for its own. */
+void epoll_after_fork_child(void)
+{
+    pthread_mutex_init(&all_lock, NULL);
+    atomic_store(&epoll_forking, 0);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        pthread_mutex_init(&ep->lock, NULL);
+        for (uint32_t i = 0; i < ep->nv; i++) {
+            struct ep_entry *e = &ep->v[i];
+            if (e->s && e->armed) {
+                e->armed = 0;
+                e->xkeep = -1;   /* closed below: the parent's */
+                ep->cold--;
+                hot_add(ep, e);
+            }
+        }
+    }
+    xwake_after_fork_child();
+}
+
+/* Before exec and at exit: take back every doorbell request, so that the
+ * other holders of those connections can drain their doorbells. */
+void epoll_release_all(void)
+{
+    pthread_mutex_lock(&all_lock);
+    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
+        crit_lock(&ep->lock);
+        for (uint32_t i = 0; i < ep->nv; i++)
+            if (ep->v[i].s && ep->v[i].armed)
+                make_hot(ep, &ep->v[i]);
+        crit_unlock(&ep->lock);
+    }
+    pthread_mutex_unlock(&all_lock);
+}

@@ -1,0 +1,368 @@
+/*
+ * readiness.c: poll and select over mixed sets.
+ *
+ * Without an accelerated fd in the set the call is the kernel's, unchanged.
+ * With one: the rings are looked at first; if something is ready (or the
+ * timeout is zero) the other fds get a zero-timeout kernel poll and the
+ * answers are merged.  Otherwise doorbells are armed, the rings looked at
+ * again, and the kernel waits on everything at once: the companion of each
+ * accelerated socket is watched for POLLIN, which a doorbell (or the peer's
+ * death) produces.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/kinds/epoll.h"
+#include "core/conn/negotiate.h"
+#include "core/kinds/readiness.h"
+#include "base/signals.h"
+#include "core/conn/stream.h"
+#include "core/wait/turns.h"
+#include "core/wait/wait.h"
+#include "core/wait/xwake.h"
+#include "core/fd/fdtable.h"
+#include "base/real.h"
+
+bool timeout_valid(const struct timespec *tmo)
+{
+    return !tmo || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000);
+}
+
+void deadline_start(struct deadline *d, const struct timespec *tmo)
+{
+    d->forever = tmo == NULL;
+    if (d->forever)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &d->at);
+    d->at.tv_sec += tmo->tv_sec;
+    d->at.tv_nsec += tmo->tv_nsec;
+    if (d->at.tv_nsec >= 1000000000) {
+        d->at.tv_sec++;
+        d->at.tv_nsec -= 1000000000;
+    }
+}
+
+const struct timespec *deadline_left(const struct deadline *d, struct timespec *buf)
+{
+    if (d->forever)
+        return NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    buf->tv_sec = d->at.tv_sec - now.tv_sec;
+    buf->tv_nsec = d->at.tv_nsec - now.tv_nsec;
+    if (buf->tv_nsec < 0) {
+        buf->tv_sec--;
+        buf->tv_nsec += 1000000000;
+    }
+    if (buf->tv_sec < 0)
+        buf->tv_sec = buf->tv_nsec = 0;
+    return buf;
+}
+
+bool deadline_passed(const struct deadline *d)
+{
+    struct timespec left;
+    const struct timespec *l = deadline_left(d, &left);
+    return l && l->tv_sec == 0 && l->tv_nsec == 0;
+}
+
+static struct tcp_sock *accelerated(struct fdref *f)
+{
+    if (!f->sock || f->sock->ops != &tcp_ops)
+        return NULL;
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_observe(t, f->fd) != PATH_SHM || !t->ch.hdr || stream_prefix_left(t) > 0)
+        return NULL;
+    return t;
+}
+
+/* An epoll fd with accelerated members: its readiness is ours to tell. */
+static bool nested_epoll(struct fdref *f)
+{
+    return f->sock && f->sock->ops == &epoll_ops && epoll_has_members(f->sock);
+}
+
+/* The readiness of an fd whose answer is ours, or -1 for the kernel's. */
+static int ours(struct fdref *f, struct pollfd *p)
+{
+    if (p->fd < 0)
+        return -1;
+    struct tcp_sock *t = accelerated(f);
+    if (t)
+        return stream_poll(t, p->fd, p->events);
+    if (nested_epoll(f))
+        return epoll_poll_events(f->sock, p->fd, p->events);
+    return -1;
+}
+
+int readiness_settled(struct fdref *f, short events, short kernel_revents)
+{
+    if (!(kernel_revents & POLLIN) || !f->sock || f->sock->ops != &tcp_ops)
+        return kernel_revents;
+    int rev = readiness_of(f, events);
+    return rev >= 0 ? rev : kernel_revents;
+}
+
+int readiness_of(struct fdref *f, short events)
+{
+    struct tcp_sock *t = accelerated(f);
+    return t ? stream_poll(t, f->fd, events) : -1;
+}
+
+static int kernel_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    int r = shunt_real.ppoll(fds, n, tmo, mask);
+    return r < 0 ? -errno : r;
+}
+
+#define STACK_FDS 32
+
+/* The doorbells a readiness wait for these events needs. */
+static int wants(short events)
+{
+    int w = 0;
+    if (events & (POLLIN | POLLRDNORM | POLLRDBAND | POLLPRI | POLLRDHUP))
+        w |= WANT_DATA;
+    if (events & (POLLOUT | POLLWRNORM | POLLWRBAND))
+        w |= WANT_SPACE;
+    return w ? w : WANT_DATA;   /* errors and hang-ups come with data's doorbell */
+}
+
+int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    struct fdref stack_refs[STACK_FDS];
+    struct pollfd stack_k[2 * STACK_FDS + 1];
+    int stack_lw[STACK_FDS];
+    struct fdref *refs = stack_refs;
+    /* the fds as the kernel waits on them, the local wake, then the wakes
+     * from other processes of the accelerated ones (xwake.c) */
+    struct pollfd *k = stack_k;
+    int *lw = stack_lw;
+    if (n > STACK_FDS) {
+        refs = malloc(n * sizeof *refs);
+        k = malloc((2 * n + 1) * sizeof *k);
+        lw = malloc(n * sizeof *lw);
+        if (!refs || !k || !lw) {
+            free(refs);
+            free(k);
+            free(lw);
+            return kernel_ppoll(fds, n, tmo, mask);
+        }
+    }
+    bool any = false;
+    for (nfds_t i = 0; i < n; i++) {
+        refs[i] = fdt_get(fds[i].fd);
+        tcp_socket_watched(refs[i].sock, fds[i].fd);
+        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
+            any = true;
+    }
+    int result;
+    if (!any) {
+        result = kernel_ppoll(fds, n, tmo, mask);
+        goto out;
+    }
+    if (!timeout_valid(tmo)) {
+        result = -EINVAL;
+        goto out;
+    }
+
+    turn_take();
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    static const struct timespec zero = { 0, 0 };
+    struct backoff bo = { 0 };
+    unsigned handlers_ran = shunt_sig_ran;
+    for (;;) {
+        int count = 0;
+        for (nfds_t i = 0; i < n; i++) {
+            int rev = ours(&refs[i], &fds[i]);
+            fds[i].revents = rev > 0 ? (short)rev : 0;
+            if (rev > 0)
+                count++;
+        }
+        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+        if (count > 0 || zero_wait || deadline_passed(&dl)) {
+            /* the other fds, without waiting */
+            for (nfds_t i = 0; i < n; i++) {
+                k[i] = fds[i];
+                if (accelerated(&refs[i]) || nested_epoll(&refs[i]))
+                    k[i].fd = -1;
+            }
+            int r = kernel_ppoll(k, n, &zero, NULL);
+            if (r < 0 && count == 0) {
+                result = r;
+                goto out;
+            }
+            for (nfds_t i = 0; r > 0 && i < n; i++)
+                if (k[i].fd >= 0 && (fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents)))
+                    count++;
+            result = count;
+            goto out;
+        }
+
+        bool ready = false;
+        bool busy = false;   /* the local wake is being emptied: look again soon */
+        k[n] = (struct pollfd){ .fd = -1, .events = POLLIN };
+        for (nfds_t i = 0; i < n; i++) {
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            k[i] = fds[i];
+            lw[i] = -1;   /* not entered */
+            k[n + 1 + i] = (struct pollfd){ .fd = -1, .events = POLLIN };
+            if (t) {
+                /* a shutdown of t by another thread wakes us through the
+                 * local wake, by another process through the end's wake */
+                int efd = -1;
+                lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd, &k[n + 1 + i].fd);
+                if (lw[i] == LW_ON)
+                    k[n].fd = efd;
+                busy |= lw[i] == LW_BUSY;
+                k[i].events = POLLIN | POLLRDHUP;
+            } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
+                ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */
+            }
+        }
+        /* armed: anything produced from now on rings; look once more */
+        for (nfds_t i = 0; i < n && !ready; i++) {
+            struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            ready = t && stream_poll(t, fds[i].fd, fds[i].events);
+        }
+        struct timespec left;
+        const struct timespec *sleep_for = deadline_left(&dl, &left);
+        static const struct timespec busy_cap = { 0, 1000000 };
+        if (busy && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > busy_cap.tv_nsec))
+            sleep_for = &busy_cap;
+        /* a handler that ran meanwhile (deferred to the end of a critical
+         * section) ends the call as the kernel's sleep would: poll and select
+         * are never restarted */
+        int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
+                          : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
+        if (!ready)
+            turn_gave_way(wait_now_ns());
+        if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
+            wait_local_lost(k[n].fd);
+        int count2 = 0;
+        for (nfds_t i = 0; i < n; i++) {
+            /* left as entered, even if the socket left the channel meanwhile */
+            struct tcp_sock *t = lw[i] >= 0 ? tcp_of(refs[i].sock) : NULL;
+            if (t) {
+                doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i], k[n + 1 + i].fd);
+                if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
+                    doorbell_check_peer(t, fds[i].fd);
+            } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
+                fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents);
+                count2 += fds[i].revents != 0;
+            }
+        }
+        if (r < 0) {
+            result = r;
+            goto out;
+        }
+        if (count2 > 0) {
+            for (nfds_t i = 0; i < n; i++) {
+                if (k[i].fd >= 0 && !accelerated(&refs[i]) && !nested_epoll(&refs[i]))
+                    continue;
+                int rev = ours(&refs[i], &fds[i]);
+                if (rev > 0) {
+                    fds[i].revents = (short)rev;
+                    count2++;
+                }
+            }
+            result = count2;
+            goto out;
+        }
+        if (r > 0 && !ready)
+            backoff_fruitless(&bo);   /* woken by a doorbell meant for another holder */
+    }
+out:
+    for (nfds_t i = 0; i < n; i++)
+        fdt_put(&refs[i]);
+    if (refs != stack_refs) {
+        free(refs);
+        free(k);
+        free(lw);
+    }
+    return result;
+}
+
+static bool bit_isset(const fd_set *s, int fd)
+{
+    return s && (s->fds_bits[fd / (8 * (int)sizeof(long))] & (1UL << (fd % (8 * (int)sizeof(long)))));
+}
+
+static void bit_set(fd_set *s, int fd)
+{
+    s->fds_bits[fd / (8 * (int)sizeof(long))] |= 1UL << (fd % (8 * (int)sizeof(long)));
+}
+
+bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+    bool any = false;
+    for (int fd = 0; fd < nfds && !any; fd++) {
+        if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
+            continue;
+        struct fdref f = fdt_get(fd);
+        any = accelerated(&f) != NULL || nested_epoll(&f);
+        fdt_put(&f);
+    }
+    return any;
+}
+
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
+                     struct timespec *left)
+{
+    if (nfds < 0 || !timeout_valid(tmo))
+        return -EINVAL;
+    int count = 0;
+    for (int fd = 0; fd < nfds; fd++)
+        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
+            count++;
+    struct pollfd *p = malloc((size_t)(count ? count : 1) * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int i = 0;
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
+        if (ev)
+            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
+    if (left && tmo)
+        deadline_left(&dl, left);
+    if (n < 0) {
+        free(p);
+        return n;
+    }
+    for (i = 0; i < count; i++)
+        if (p[i].revents & POLLNVAL) {
+            free(p);
+            return -EBADF;
+        }
+    fd_set *sets[3] = { r, w, e };
+    for (int s = 0; s < 3; s++)
+        if (sets[s])
+            for (int fd = 0; fd < nfds; fd++)
+                if (bit_isset(sets[s], fd))
+                    sets[s]->fds_bits[fd / (8 * (int)sizeof(long))] &= ~(1UL << (fd % (8 * (int)sizeof(long))));
+    int bits = 0;
+    for (i = 0; i < count; i++) {
+        short rev = p[i].revents;
+        int fd = p[i].fd;
+        if (r && (p[i].events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR))) {
+            bit_set(r, fd);
+            bits++;
+        }
+        if (w && (p[i].events & POLLOUT) && (rev & (POLLOUT | POLLERR))) {
+            bit_set(w, fd);
+            bits++;
+        }
+        if (e && (p[i].events & POLLPRI) && (rev & POLLPRI)) {
+            bit_set(e, fd);
+            bits++;
+        }
+    }
+    free(p);
+    return bits;
+}

@@ -1,0 +1,132 @@
+/*
+ * wait.h: waiting for a channel (DESIGN section 5).  A waiter spins a
+ * bounded, adaptive time, then asks the peer for a doorbell and sleeps in
+ * the kernel on its own TCP socket, the companion.  Doorbells are single
+ * bytes on the companion that shunt consumes; the program never sees them.
+ */
+#ifndef SHUNT_WAIT_H
+#define SHUNT_WAIT_H
+
+#include "core/kinds/tcp_socket.h"
+
+typedef bool (*ready_fn)(struct tcp_sock *t);
+
+/* What a sleeper waits for, and what a waker made happen. */
+enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
+
+/* Waits until ready(t) may have become true.  0: check again; -EAGAIN:
+ * the socket's timeout ran out; -EINTR: a signal the program asked to
+ * interrupt calls.  Sets t->peer_gone when the companion closes.  blocked
+ * (may be NULL): the call's flag, set and counted in t->blocked_calls the
+ * first time it sleeps, so that a close meanwhile waits for it. */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked);
+
+/* Another thread of this process changed what this socket's waiters wait
+ * for (shutdown): wakes every thread of ours blocked on it, in the kernel
+ * (through the local wake, an eventfd) or on the futex. */
+void wait_wake_local(struct tcp_sock *t);
+
+/* shutdown of t (on the program's fd): wakes whatever waits on it, as the
+ * kernel's shutdown does: our threads (wait_wake_local), our epoll sets
+ * (epoll_socket_changed), and the sleepers of other processes holding the
+ * same end (xwake_send). */
+void wait_wake_shutdown(struct tcp_sock *t, int fd);
+
+/* The program closes the last fd of t while calls of its threads wait on
+ * it: keeps a private copy of the socket (t->own_fd) for them and returns
+ * true, and the close of the channel waits for the last of them.  False:
+ * nobody waits (or no fd was left for the copy): close now. */
+bool wait_defer_close(struct tcp_sock *t, int fd);
+
+/* Before wait_defer_close: waits until every call of another thread of
+ * ours that is under way on t (call_marks.h) is either asleep (counted in
+ * t->blocked_calls, so the close waits for it) or has returned.  Calls
+ * that are awake are short (a spin, which this ends, or a copy). */
+void wait_calls_settle(struct tcp_sock *t);
+void wait_undefer_close(struct tcp_sock *t);   /* it could not be remembered after all */
+
+/* A call is about to wait outside wait_channel (splice on its pipe): it
+ * is counted as wait_channel counts a sleeper, once (*blocked). */
+void wait_call_blocks(struct tcp_sock *t, bool *blocked);
+
+/* A call that waited (f->blocked) returns; true if it was the last one
+ * and the socket was closed meanwhile: the caller finishes the close. */
+bool wait_call_done(struct tcp_sock *t);
+
+/* A close-on-exec duplicate of fd near the top of the fd limit, or -1. */
+int wait_private_dup(int fd);
+
+/* The local wake's fd (-1 before the first sleep); moves it to another
+ * number if it is fd (the program's dup2 onto it): true if it moved. */
+int wait_local_fd(void);
+bool wait_relocate_local(int fd);
+
+/* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
+void wait_local_lost(int efd);
+
+/* In the child after fork: an eventfd of its own, no sleeper registered;
+ * and, per socket, the counts of the parent's threads forgotten. */
+void wait_after_fork_child(void);
+void wait_forget_threads(struct tcp_sock *t);
+
+/* After producing into (WANT_DATA), consuming from (WANT_SPACE) a ring, or
+ * closing (WANT_ANY): rings the peer's doorbell if it asked for that. */
+void wake_peer(struct tcp_sock *t, int fd, int what);
+
+/* A readiness wait (poll, epoll) that is about to sleep in the kernel
+ * watching this socket: enter asks the peer for a doorbell; leave takes the
+ * request back and drains the doorbells if no other thread is still asleep
+ * on them (setting peer_gone on EOF or error).  Always in pairs. */
+void doorbell_enter(struct tcp_sock *t, int what);
+void doorbell_leave(struct tcp_sock *t, int fd, int what);
+
+/* The same, also registering for the local wake (wait_wake_local): LW_ON,
+ * watch *efd (POLLIN) beside the companion; LW_BUSY, the local wake is being
+ * emptied: sleep at most a millisecond and look again; LW_NONE, there is
+ * none.  And for the wake from other processes holding the end (xwake.c):
+ * *xfd to watch too (POLLIN: it reports POLLHUP), or -1.  leave takes both
+ * back (the values enter gave). */
+enum { LW_NONE, LW_ON, LW_BUSY };
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd);
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd);
+
+/* As doorbell_leave, for an fd that may be closed already: nothing drained. */
+void doorbell_forget(struct tcp_sock *t, int what);
+
+/* Looks at the companion without consuming anything: EOF or an error mean
+ * the peer is gone. */
+void doorbell_check_peer(struct tcp_sock *t, int fd);
+
+/* For waits that spin over several sockets (epoll): whether spinning can
+ * pay on this machine at all, whether this peer is running (not asleep
+ * waiting for us), and whether it runs on our CPU (then the spin yields at
+ * every look). */
+bool wait_may_spin(void);
+bool wait_peer_busy(struct tcp_sock *t);    /* not asleep waiting for us */
+bool wait_peer_here(struct tcp_sock *t);    /* last ran on our CPU (and notes ours) */
+uint64_t wait_now_ns(void);
+
+void wait_cpu_relax(void);
+
+/* Pauses a wait loop whose kernel waits keep waking for nothing. */
+struct backoff {
+    unsigned fruitless, us;
+};
+void backoff_fruitless(struct backoff *b);
+
+/* Sends one doorbell byte, counted in the end's bells word; none once the
+ * word is frozen (the connection is moving back to TCP).  True if sent. */
+bool doorbell_send(struct tcp_sock *t, int fd);
+
+/* n doorbell bytes were taken off this end's TCP socket. */
+void doorbell_ate(struct tcp_sock *t, size_t n);
+
+/* The lock under which sleeps are announced and doorbells drained, among
+ * all holders of this end (a dir_lock token, or -EIO). */
+int doorbell_lock(struct tcp_sock *t);
+void doorbell_unlock(struct tcp_sock *t, int token);
+
+/* Called once at start-up: how many CPUs may run at once. */
+void wait_init(void);
+
+#endif

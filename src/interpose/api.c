@@ -1,0 +1,64 @@
+/*
+ * api.c: the small query API libshunt.so exports beside the intercepted
+ * calls, for tests and tools that want to know what shunt did with an fd.
+ */
+#include "core/fd/fdtable.h"
+#include "interpose/init.h"
+#include "core/kinds/tcp_socket.h"
+#include "core/wait/turns.h"
+#include "shunt.h"
+#include <string.h>
+
+/* 1 if fd is a connection on an accelerated path, 0 if not (kernel TCP, or
+ * not a socket shunt manages). */
+__attribute__((visibility("default"))) int shunt_fd_accelerated(int fd)
+{
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    int r = f.sock && f.sock->ops == &tcp_ops ? tcp_socket_accelerated(f.sock, fd) : 0;
+    fdt_put(&f);
+    return r;
+}
+
+static long long counter_of(struct tcp_sock *t, const char *name)
+{
+    struct chan_side *me = t->ch.self;
+    static const struct { const char *name; size_t off; } tab[] = {
+        { "bytes_out", offsetof(struct chan_side, bytes_out) },
+        { "bytes_in", offsetof(struct chan_side, bytes_in) },
+        { "sends", offsetof(struct chan_side, sends) },
+        { "recvs", offsetof(struct chan_side, recvs) },
+        { "doorbells", offsetof(struct chan_side, doorbells) },
+        { "sleeps", offsetof(struct chan_side, sleeps) },
+        { "zc_sends", offsetof(struct chan_side, zc_sends) },
+        { "zc_bytes", offsetof(struct chan_side, zc_bytes) },
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(name, tab[i].name))
+            return (long long)atomic_load((_Atomic uint64_t *)((char *)me + tab[i].off));
+    if (!strcmp(name, "zc_off"))
+        return atomic_load(&me->zc_off);
+    if (!strcmp(name, "doorbells_held"))
+        return atomic_load(&me->doorbells_held);
+    if (!strcmp(name, "ring_size"))
+        return (long long)ring_size_now(&t->ch.tx);
+    if (!strcmp(name, "holders"))
+        return atomic_load(&me->holders);
+    if (!strcmp(name, "turns_given"))
+        return turn_count();
+    if (!strcmp(name, "shm_bytes"))
+        return (long long)channel_reserved(&t->ch);
+    return -1;
+}
+
+/* A counter of this end, by name (see shunt.h), or -1. */
+__attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const char *name)
+{
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);
+    long long r = -1;
+    if (name && f.sock && f.sock->ops == &tcp_ops && tcp_socket_accelerated(f.sock, fd))
+        r = counter_of(tcp_of(f.sock), name);
+    fdt_put(&f);
+    return r;
+}

@@ -1,0 +1,97 @@
+/*
+ * init.c: the ordered start-up of libshunt.so.
+ *
+ * Stages, in order, and why there:
+ *   1. real functions: everything after this reaches libc through the table;
+ *      until then the table's stand-ins make system calls directly.
+ *   2. settings: read once from the environment; a bad value is reported in
+ *      one line and leaves every connection on kernel TCP.
+ *   3. log: needs the settings, and is needed by everything after it.
+ *   4. fd table and waiting: need the log for their own errors.  Until it exists every
+ *      lookup answers passthrough, which is what a call re-entering shunt
+ *      from inside stages 1 to 3 (a malloc replacement reading a file while
+ *      dlsym allocates) must get.
+ */
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/fd/fdtable.h"
+#include "core/kinds/epoll.h"
+#include "interpose/init.h"
+#include "base/log.h"
+#include "core/conn/sockstat.h"
+#include "core/kinds/tcp_socket.h"
+#include "core/wait/wait.h"
+#include "base/real.h"
+#include "interpose/stdio_calls.h"
+
+atomic_int shunt_init_state;
+static SHUNT_TLS bool initialising;
+
+void shunt_init_slow(void)
+{
+    if (initialising)
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&shunt_init_state, &expected, 1)) {
+        /* Another thread is initialising: it waits for nothing, so this ends. */
+        while (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
+            sched_yield();
+        return;
+    }
+    initialising = true;
+
+    shunt_real_resolve();
+
+    char err[400];
+    if (settings_load(&shunt_settings, err, sizeof err) < 0) {
+        size_t len = strlen(err);
+        err[len] = '\n';
+        shunt_real.write(2, err, len + 1);
+        memset(&shunt_settings, 0, sizeof shunt_settings);
+        shunt_settings.accel = false;
+    }
+
+    shunt_log_open(&shunt_settings);
+    shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
+
+    fdt_init();
+    wait_init();
+    shunt_pid = getpid();
+
+    initialising = false;
+    atomic_store_explicit(&shunt_init_state, 2, memory_order_release);
+}
+
+void shunt_after_fork_child(void)
+{
+    /* The fd table is lock-free and copied with the process; the epoll
+     * sets' doorbell requests are the parent's. */
+    shunt_pid = getpid();
+    fdt_after_fork_child();
+    epoll_after_fork_child();
+    sockstat_after_fork_child();   /* the child's own table for shunt stat */
+    stdio_after_fork_child();
+}
+
+__attribute__((constructor(101))) static void shunt_constructor(void)
+{
+    shunt_ensure_init();
+    /* after init (not in it: init may run inside another library's call),
+     * and before main: an image exec'd onto an accelerated socket on fd 0,
+     * 1 or 2 gets standard streams that go through shunt */
+    stdio_at_start();
+}
+
+/* Runs at exit() (not at _exit or on a fatal signal: the registry's sweep
+ * and the companion's FIN cover those). */
+__attribute__((destructor(101))) static void shunt_destructor(void)
+{
+    if (atomic_load(&shunt_init_state) == 2) {
+        epoll_release_all();
+        stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
+        tcp_sockets_at_exit();
+        sockstat_at_exit();
+    }
+}
