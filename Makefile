@@ -60,9 +60,9 @@ $(BUILD)/libshunt.so: $(LIB_OBJ) $(BUILD)/libshunt.map
 	    -Wl,-z,defs -Wl,-z,now -o $@.tmp $(LIB_OBJ) -ldl
 	mv -f $@.tmp $@   # a program starting now never maps a half-written library
 
-$(BUILD)/shunt: $(TOOL_SRC) $(TOOL_OBJ) $(HEADERS)
+$(BUILD)/shunt: $(patsubst src/%.c,$(BUILD)/obj/%.o,$(TOOL_SRC)) $(TOOL_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) -pthread -o $@ $(TOOL_SRC) $(TOOL_OBJ) -ldl
+	$(CC) $(BASEFLAGS) -pthread -o $@ $^ -ldl
 
 $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)

@@ -15,7 +15,7 @@ __attribute__((visibility("default"))) int shunt_fd_accelerated(int fd)
 {
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
-    int r = f.sock && f.sock->ops == &tcp_ops ? tcp_socket_accelerated(f.sock, fd) : 0;
+    int r = f.sock && f.sock->kind == SOCK_TCP ? tcp_socket_accelerated(f.sock, fd) : 0;
     fdt_put(&f);
     return r;
 }
@@ -57,7 +57,7 @@ __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const 
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
     long long r = -1;
-    if (name && f.sock && f.sock->ops == &tcp_ops && tcp_socket_accelerated(f.sock, fd))
+    if (name && f.sock && f.sock->kind == SOCK_TCP && tcp_socket_accelerated(f.sock, fd))
         r = counter_of(tcp_of(f.sock), name);
     fdt_put(&f);
     return r;

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <linux/close_range.h>
 
+#include "core/conn/private_fds.h"
 #include "core/conn/sockstat.h"
 #include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
@@ -15,7 +16,7 @@ SHUNT_EXPORT int close(int fd)
 {
     int saved = errno;
     shunt_ensure_init();
-    if (__builtin_expect(tcp_private_fd(fd), 0)) {
+    if (__builtin_expect(private_fd_is(fd), 0)) {
         errno = EBADF;   /* not an fd the program opened: as without shunt */
         return -1;
     }
@@ -57,8 +58,8 @@ static void release_cb(int fd, void *ctx)
 /* close_range over [first, last] except shunt's private fds. */
 static int close_range_around_private(unsigned first, unsigned last, int flags)
 {
-    int priv[TCP_PRIVATE_MAX];
-    int n = tcp_private_fds(priv, (int)(sizeof priv / sizeof priv[0]));
+    int priv[PRIVATE_FDS_MAX];
+    int n = private_fds_list(priv, (int)(sizeof priv / sizeof priv[0]));
     unsigned from = first;
     for (int i = 0; i < n; i++) {
         unsigned p = (unsigned)priv[i];
@@ -135,8 +136,8 @@ static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
     if (fd == fd2)   /* dup2: nothing changes; dup3: EINVAL.  The kernel says which. */
         return is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     struct fdref f = fdt_get(fd);
-    if (__builtin_expect(tcp_private_fd(fd2), 0))
-        tcp_relocate_private(fd2);   /* fd2 is free as far as the program knows */
+    if (__builtin_expect(private_fd_is(fd2), 0))
+        private_fd_relocate(fd2);   /* fd2 is free as far as the program knows */
     struct shunt_sock *old = fdt_close_begin(fd2);
     int r = is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     int err = errno;

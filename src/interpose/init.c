@@ -16,14 +16,15 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "base/real.h"
+#include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
 #include "core/kinds/epoll.h"
-#include "interpose/init.h"
-#include "base/log.h"
-#include "core/conn/sockstat.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/process/holders.h"
 #include "core/wait/wait.h"
-#include "base/real.h"
+#include "interpose/init.h"
 #include "interpose/stdio_calls.h"
 
 atomic_int shunt_init_state;
@@ -56,6 +57,8 @@ void shunt_init_slow(void)
     shunt_log_open(&shunt_settings);
     shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
 
+    tcp_socket_init();   /* the fd table's probe, and the epoll sets' shutdown hook: before the table exists */
+    epoll_init();
     fdt_init();
     wait_init();
     shunt_pid = getpid();
@@ -91,7 +94,7 @@ __attribute__((destructor(101))) static void shunt_destructor(void)
     if (atomic_load(&shunt_init_state) == 2) {
         epoll_release_all();
         stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
-        tcp_sockets_at_exit();
+        holders_at_exit();
         sockstat_at_exit();
     }
 }

@@ -4,11 +4,12 @@
  */
 #include <string.h>
 
-#include "core/fd/call_marks.h"
 #include "core/conn/downgrade.h"
-#include "core/fd/passthrough.h"
 #include "core/conn/splice.h"
+#include "core/fd/call_marks.h"
+#include "core/fd/passthrough.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/process/holders.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
@@ -79,12 +80,12 @@ static void leave_unless_shunt(const int *fds, size_t n)
 
 static void hold_in_flight(const int *fds, size_t n)
 {
-    tcp_sockets_in_flight(fds, n, 1);
+    holders_in_flight(fds, n, 1);
 }
 
 static void release_in_flight(const int *fds, size_t n)
 {
-    tcp_sockets_in_flight(fds, n, -1);
+    holders_in_flight(fds, n, -1);
 }
 
 SHUNT_EXPORT ssize_t read(int fd, void *buf, size_t n)

@@ -6,12 +6,13 @@
  */
 #include <stdarg.h>
 
-#include "core/conn/downgrade.h"
-#include "core/kinds/epoll.h"
 #include "base/signals.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/sockstat.h"
-#include "core/process/spawn_plan.h"
+#include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/process/holders.h"
+#include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"
 
 extern char **environ;
@@ -23,20 +24,20 @@ SHUNT_EXPORT pid_t fork(void)
     shunt_ensure_init();
     spawn_actions_before_fork();
     epoll_before_fork();
-    tcp_sockets_before_fork();
+    holders_before_fork();
     pid_t pid = shunt_real.fork();
     int err = errno;
     spawn_actions_after_fork();
     if (pid == 0) {
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
-        tcp_sockets_after_fork_child();
+        holders_after_fork_child();
     } else {
         epoll_after_fork_parent();
     }
-    tcp_sockets_after_fork();
+    holders_after_fork();
     if (pid < 0)
-        tcp_sockets_fork_failed();
+        holders_fork_failed();
     errno = err;
     return pid;
 }
@@ -54,7 +55,7 @@ static _Noreturn void exit_now(void (*real)(int), int status)
     if (atomic_load(&shunt_init_state) == 2 && !shunt_in_vfork_child &&
         !atomic_exchange(&released, true)) {
         epoll_release_all();
-        tcp_sockets_at_exit();
+        holders_at_exit();
     }
     if (atomic_load(&shunt_init_state) == 2)
         sockstat_at_exit();
@@ -77,10 +78,10 @@ SHUNT_EXPORT void _Exit(int status)
 #define AROUND_EXEC(call, path, fd, envp, search) \
     shunt_ensure_init();                    \
     downgrade_before_exec(path, fd, envp, search); \
-    tcp_sockets_before_exec();              \
+    holders_before_exec();              \
     int r_ = call;                          \
     int err_ = errno;                       \
-    tcp_sockets_exec_failed();              \
+    holders_exec_failed();              \
     errno = err_;                           \
     return r_
 

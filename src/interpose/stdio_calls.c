@@ -218,7 +218,7 @@ static struct cstream *make_cookie(int fd, int std, const char *mode)
 static bool on_channel(int fd)
 {
     struct fdref f = fdt_get(fd);
-    bool r = f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP;
+    bool r = f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP;
     fdt_put(&f);
     return r;
 }
@@ -229,7 +229,7 @@ static bool may_get_channel(int fd)
 {
     struct fdref f = fdt_get(fd);
     bool r = false;
-    if (f.sock && f.sock->ops == &tcp_ops) {
+    if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) != PATH_TCP) {
             r = true;
@@ -250,7 +250,7 @@ static bool may_get_channel(int fd)
 static void fall_back(int fd, const char *why)
 {
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops) {
+    if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         downgrade_leave(t, fd);
         if (atomic_load(&t->path) == PATH_TCP) {

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "core/kinds/tcp_socket.h"
+#include "core/process/holders.h"
 #include "interpose/wrap.h"
 
 #define VFORK_DEPTH 8
@@ -27,7 +28,7 @@ void *shunt_vfork_leave(long result);
 __attribute__((used)) void *shunt_vfork_enter(void *ret)
 {
     shunt_ensure_init();
-    tcp_sockets_before_spawn();
+    holders_before_spawn();
     if (vfork_depth < VFORK_DEPTH)
         vfork_return[vfork_depth] = ret;
     vfork_depth++;
@@ -47,7 +48,7 @@ __attribute__((used)) void *shunt_vfork_leave(long result)
         vfork_depth--;
         if (result < 0) {
             int err = errno;
-            tcp_sockets_spawn_failed();
+            holders_spawn_failed();
             errno = err;
         }
     }

@@ -182,6 +182,22 @@ struct channel {
     char name[CHANNEL_NAME_MAX];
 };
 
+/* The downgrade word names this end as the one that left for a program
+ * without shunt: it reads nothing more from its ring (downgrade.c). */
+static inline bool channel_self_left(const struct channel *ch)
+{
+    unsigned d = atomic_load(&ch->hdr->down);
+    return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == ch->side;
+}
+
+/* Doorbells the peer sent that this end has not taken off its TCP socket. */
+static inline uint64_t channel_bells_unread(const struct channel *ch)
+{
+    uint64_t sent = atomic_load(&ch->peer->bells) & BELLS_COUNT_MASK;
+    uint64_t eaten = atomic_load(&ch->self->bells_eaten);
+    return sent > eaten ? sent - eaten : 0;
+}
+
 /* Bytes the segment takes for a ring size. */
 size_t channel_size(uint32_t ring_size);
 

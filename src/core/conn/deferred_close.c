@@ -3,10 +3,9 @@
  * process wait on it.
  *
  * Owns: the list of such sockets, shunt's private copies of their fds
- * (t->own_fd, close-on-exec, near the top of the fd limit) and the fds the
- * program must not touch (tcp_private_fd*: those, the local wake, and the
- * wake FIFOs epoll sets keep), and finishing each close when
- * its last waiting call returns, at exit, or (forgotten) in a forked child.
+ * (t->own_fd, close-on-exec, near the top of the fd limit: private fds,
+ * private_fds.c), and finishing each close when its last waiting call
+ * returns, at exit, or (forgotten) in a forked child.
  *
  * The kernel keeps a socket open until the last call using it returns, so
  * the connection stays whole (no FIN, bytes still flow) until then
@@ -14,15 +13,14 @@
  */
 #include <stdatomic.h>
 
-#include "core/conn/deferred_close.h"
 #include "base/log.h"
-#include "base/signals.h"
-#include "core/wait/wait.h"
-#include "core/wait/xwake.h"
 #include "base/real.h"
-
-#define DEFERRED_MAX 64
-_Static_assert(1 + DEFERRED_MAX + XWAKE_KEPT_MAX <= TCP_PRIVATE_MAX, "every private fd fits");
+#include "base/signals.h"
+#include "core/conn/deferred_close.h"
+#include "core/conn/release.h"
+#include "core/fd/fd_place.h"
+#include "core/wait/wait.h"
+#define DEFERRED_MAX DEFERRED_CLOSE_MAX
 static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tcp_sock *deferred[DEFERRED_MAX];
 static atomic_int deferred_count;
@@ -58,12 +56,8 @@ static bool deferred_remove(struct tcp_sock *t)
     return found;
 }
 
-bool tcp_private_fd(int fd)
+bool deferred_close_owns(int fd)
 {
-    if (fd < 0)
-        return false;
-    if (fd == wait_local_fd() || xwake_kept_is(fd))
-        return true;
     if (atomic_load_explicit(&deferred_count, memory_order_relaxed) == 0)
         return false;
     bool found = false;
@@ -74,13 +68,9 @@ bool tcp_private_fd(int fd)
     return found;
 }
 
-int tcp_private_fds(int *out, int max)
+int deferred_close_fds(int *out, int max)
 {
     int n = 0;
-    int lw = wait_local_fd();
-    if (lw >= 0 && n < max)
-        out[n++] = lw;
-    n += xwake_kept_fds(out + n, max - n);
     if (atomic_load_explicit(&deferred_count, memory_order_relaxed) != 0) {
         crit_lock(&deferred_lock);
         for (int i = 0; i < DEFERRED_MAX && n < max; i++) {
@@ -90,24 +80,16 @@ int tcp_private_fds(int *out, int max)
         }
         crit_unlock(&deferred_lock);
     }
-    for (int i = 1; i < n; i++)   /* sorted, for close_range */
-        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-            int x = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = x;
-        }
     return n;
 }
 
-bool tcp_relocate_private(int fd)
+bool deferred_close_relocate(int fd)
 {
-    if (wait_relocate_local(fd) || xwake_kept_relocate(fd))
-        return true;
     bool moved = false;
     crit_lock(&deferred_lock);
     for (int i = 0; i < DEFERRED_MAX && !moved; i++) {
         if (deferred[i] && atomic_load(&deferred[i]->own_fd) == fd) {
-            int hi = wait_private_dup(fd);
+            int hi = fd_place_high(fd);
             if (hi >= 0) {
                 atomic_store(&deferred[i]->own_fd, hi);
                 moved = true;
@@ -125,7 +107,7 @@ static void finish_deferred(struct tcp_sock *t)
     if (own < 0)
         return;
     struct fdref g = { .fd = own, .sock = &t->base, .ops = t->base.ops };
-    tcp_release_channel(&g);
+    release_channel(&g);
     shunt_log_sock(LOG_DEBUG, t, own, "the last call that waited returned: closed");
     if (deferred_remove(t)) {
         atomic_store(&t->own_fd, -1);
@@ -134,13 +116,12 @@ static void finish_deferred(struct tcp_sock *t)
     }
 }
 
-void tcp_call_done(struct tcp_sock *t, struct fdref *f)
+void deferred_close_call_done(struct tcp_sock *t, struct fdref *f)
 {
     f->blocked = false;
     if (wait_call_done(t))
         finish_deferred(t);
 }
-
 
 bool deferred_close_hold(struct tcp_sock *t, int fd)
 {

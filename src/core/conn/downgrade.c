@@ -118,8 +118,7 @@
 
 bool downgrade_leaving_side(struct tcp_sock *t)
 {
-    unsigned d = atomic_load(&t->ch.hdr->down);
-    return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == t->ch.side;
+    return channel_self_left(&t->ch);
 }
 
 bool downgrade_ring_done(struct tcp_sock *t)
@@ -129,9 +128,7 @@ bool downgrade_ring_done(struct tcp_sock *t)
 
 uint64_t downgrade_bells_left(struct tcp_sock *t)
 {
-    uint64_t sent = atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK;
-    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
-    return sent > eaten ? sent - eaten : 0;
+    return channel_bells_unread(&t->ch);
 }
 
 /* A short pause: blocked behind another thread's sleep on the doorbells,
@@ -297,7 +294,7 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
     if (!t->released) {
         /* a vfork child shares this object with its parent: the parent's
          * hold goes, and the one it took for the new program if it took one
-         * (tcp_sockets_before_spawn counts channels with an fd surviving exec) */
+         * (holders_before_spawn counts channels with an fd surviving exec) */
         unsigned holds = shunt_in_vfork_child ? 1u + (t->survives_exec ? 1u : 0u) : 1u;
         t->released = true;
         if (atomic_fetch_sub(&t->ch.self->holders, holds) == holds)

@@ -8,7 +8,8 @@
 #define SHUNT_DOWNGRADE_H
 
 #include "core/conn/stream.h"
-#include "core/kinds/tcp_socket.h"
+#include "core/conn/deferred_close.h"
+#include "core/fd/tcp_sock.h"
 
 /* What stream_recv/stream_send return when the connection left the channel
  * under them: the caller goes on through the downgrade (never an errno). */
@@ -46,7 +47,7 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 
 /* stream_recv, going on over TCP when the connection left the channel
  * under it, for a call that goes on with the ring afterwards (splice): it
- * ends with tcp_call_done if f->blocked. */
+ * ends with deferred_close_call_done if f->blocked. */
 static inline ssize_t channel_recv_more(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     ssize_t r = stream_recv(t, f, c);
@@ -59,7 +60,7 @@ static inline ssize_t channel_recv(struct tcp_sock *t, struct fdref *f, struct i
 {
     ssize_t r = channel_recv_more(t, f, c);
     if (__builtin_expect(f->blocked, 0))
-        tcp_call_done(t, f);
+        deferred_close_call_done(t, f);
     return r;
 }
 
@@ -69,12 +70,12 @@ static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct i
     if (r == STREAM_DOWNGRADED)
         r = downgrade_send(t, f, c);
     if (__builtin_expect(f->blocked, 0))
-        tcp_call_done(t, f);
+        deferred_close_call_done(t, f);
     return r;
 }
 
-/* For wait.c's drain: this end is the one that left (it drains nothing
- * more); the doorbells of the peer still queued for this end. */
+/* This end is the one that left (it drains nothing more); and the
+ * doorbells of the peer still queued for this end (channel.h). */
 bool downgrade_leaving_side(struct tcp_sock *t);
 
 /* The downgrade word is set and this end reads nothing more from its ring:

@@ -21,15 +21,17 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "core/conn/downgrade.h"
-#include "core/fd/fdtable.h"
-#include "base/self.h"
+#include "base/clock.h"
 #include "base/log.h"
-#include "core/conn/negotiate.h"
-#include "core/fd/passthrough.h"
-#include "base/settings.h"
-#include "core/wait/wait.h"
 #include "base/real.h"
+#include "base/self.h"
+#include "base/settings.h"
+#include "core/conn/downgrade.h"
+#include "core/conn/negotiate.h"
+#include "core/conn/sockstat.h"
+#include "core/fd/fdtable.h"
+#include "core/fd/passthrough.h"
+#include "core/wait/wait.h"
 #include "registry/registry.h"
 #include "registry/sockdiag.h"
 
@@ -115,33 +117,33 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         return;
     t->negotiated = true;
     if (!shunt_settings.accel) {
-        tcp_fallback(t, fd, FB_DISABLED, false);
+        fallback_record(t, fd, FB_DISABLED, false);
         return;
     }
     struct reg_addr dst;
     if (reg_addr_from_sockaddr(&dst, dst_sa, len) < 0)
         return;   /* AF_UNSPEC and friends: the kernel will answer */
     if (!reg_addr_is_loopback(&dst)) {
-        tcp_fallback(t, fd, FB_NOT_LOOPBACK, false);
+        fallback_record(t, fd, FB_NOT_LOOPBACK, false);
         return;
     }
     if (reg_open() < 0) {
-        tcp_fallback(t, fd, FB_REGISTRY, false);
+        fallback_record(t, fd, FB_REGISTRY, false);
         return;
     }
     if (!reg_listener_match(&dst)) {
-        tcp_fallback(t, fd, FB_NO_LISTENER, false);
+        fallback_record(t, fd, FB_NO_LISTENER, false);
         return;
     }
     struct reg_addr self;
     if (local_addr(fd, &self) < 0 || (self.port == 0 && (bind_any(fd, t->base.domain) < 0 || local_addr(fd, &self) < 0))) {
-        tcp_fallback(t, fd, FB_BIND, true);
+        fallback_record(t, fd, FB_BIND, true);
         return;
     }
     int r = channel_create(&t->ch, shunt_settings.ring_size, shunt_settings.ring_start, shunt_settings.shm_limit);
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "no channel: %s", strerror(-r));
-        tcp_fallback(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : FB_CHANNEL, r != -ENOSPC);
+        fallback_record(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : FB_CHANNEL, r != -ENOSPC);
         return;
     }
     t->inode = fd_inode(fd);
@@ -158,7 +160,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     if (r < 0) {
         channel_unlink(t->ch.name);
         channel_detach(&t->ch);
-        tcp_fallback(t, fd, r == -ENOSPC ? FB_REGISTRY_FULL : FB_REGISTRY, true);
+        fallback_record(t, fd, r == -ENOSPC ? FB_REGISTRY_FULL : FB_REGISTRY, true);
         return;
     }
     atomic_store(&t->path, PATH_OFFERED);
@@ -194,7 +196,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
 {
     t->negotiated = true;
     if (!shunt_settings.accel) {
-        tcp_fallback(t, fd, FB_DISABLED, false);
+        fallback_record(t, fd, FB_DISABLED, false);
         return;
     }
     struct reg_addr client, server;
@@ -202,7 +204,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         return;
     struct reg_conn offer;
     if (reg_conn_find_offer(&client, &server, &offer) < 0) {
-        tcp_fallback(t, fd, FB_NO_OFFER, false);
+        fallback_record(t, fd, FB_NO_OFFER, false);
         return;
     }
     shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d for port %u (client sock %llu, channel %s)",
@@ -214,29 +216,29 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         shunt_log_sock(LOG_WARN, t, fd, "offer for port %u names inode %llu, the kernel says %llu (%s)",
                        client.port, (unsigned long long)offer.client_inode, (unsigned long long)inode,
                        r < 0 ? strerror(-r) : "mismatch");
-        tcp_fallback(t, fd, FB_VERIFY, true);
+        fallback_record(t, fd, FB_VERIFY, true);
         return;
     }
     shunt_log_sock(LOG_DEBUG, t, fd, "offer verified with sock_diag (uid %u)", (unsigned)uid);
     if (uid != geteuid()) {
-        tcp_fallback(t, fd, FB_OTHER_USER, false);
+        fallback_record(t, fd, FB_OTHER_USER, false);
         return;
     }
     r = channel_attach(&t->ch, offer.channel, 1);
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "cannot map channel %s: %s", offer.channel, strerror(-r));
-        tcp_fallback(t, fd, FB_ATTACH, true);
+        fallback_record(t, fd, FB_ATTACH, true);
         return;
     }
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
     bool claimed = false;
-    uint64_t give_up = wait_now_ns() + CLAIM_WAIT_NS;
+    uint64_t give_up = clock_now_ns() + CLAIM_WAIT_NS;
     for (int i = 0; !claimed; i++) {
         uint64_t w = atomic_load(neg);
         if (w & (NEG_CLAIMED | NEG_REFUSED))
             break;
         if (w & NEG_SENDING) {
-            if (wait_now_ns() > give_up)
+            if (clock_now_ns() > give_up)
                 break;
             if (i < CLAIM_YIELDS) {
                 sched_yield();
@@ -253,7 +255,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     if (!claimed) {
         atomic_fetch_or(neg, NEG_REFUSED);
         channel_detach(&t->ch);
-        tcp_fallback(t, fd, FB_CLAIM, true);
+        fallback_record(t, fd, FB_CLAIM, true);
         return;
     }
     t->inode = fd_inode(fd);

@@ -11,19 +11,9 @@
 #include "base/self.h"
 #include "base/log.h"
 #include "core/conn/sockstat.h"
-#include "core/kinds/tcp_socket.h"
+#include "core/conn/fallback.h"
 #include "base/real.h"
 #include "registry/procstat.h"
-
-uint64_t sockstat_id(struct tcp_sock *t, int fd)
-{
-    if (!t->inode) {
-        struct stat st;
-        if (fstat(fd, &st) == 0)
-            t->inode = (uint64_t)st.st_ino;
-    }
-    return t->inode;
-}
 
 static void sock_address(int fd, bool peer, struct reg_addr *out)
 {
@@ -41,7 +31,7 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
     r->kind = t->stat.kind;
     r->role = t->stat.role;
     r->fd = fd;
-    r->sock = sockstat_id(t, fd);
+    r->sock = tcp_sock_id(t, fd);
     r->local = t->stat.local;
     r->peer = t->stat.peer;
     r->broken = atomic_load(&t->broken);
@@ -102,7 +92,7 @@ void sockstat_inherited(struct tcp_sock *t, int fd)
     /* After exec the image before this one may have recorded the fd, with
      * what it knew (the role, a fallback's reason): keep that. */
     struct pst_rec old;
-    if (pst_open() == 0 && pst_get(fd, &old) == 0 && old.sock == sockstat_id(t, fd) && old.kind != PST_KIND_NONE) {
+    if (pst_open() == 0 && pst_get(fd, &old) == 0 && old.sock == tcp_sock_id(t, fd) && old.kind != PST_KIND_NONE) {
         t->stat.kind = old.kind;
         t->stat.role = old.role;
         t->stat.local = old.local;
@@ -139,18 +129,6 @@ void sockstat_dup(int fd, int newfd)
     } else {
         pst_clear(newfd);
     }
-}
-
-void sockstat_gone(int fd)
-{
-    if (!shunt_in_vfork_child)
-        pst_clear(fd);
-}
-
-void sockstat_gone_range(unsigned first, unsigned last)
-{
-    if (!shunt_in_vfork_child)
-        pst_clear_range(first, last);
 }
 
 void sockstat_after_fork_child(void)

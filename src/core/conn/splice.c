@@ -32,7 +32,7 @@
 
 static struct tcp_sock *accelerated(struct fdref *f)
 {
-    if (!f->sock || f->sock->ops != &tcp_ops)
+    if (!f->sock || f->sock->kind != SOCK_TCP)
         return NULL;
     struct tcp_sock *t = tcp_of(f->sock);
     return negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr ? t : NULL;
@@ -173,7 +173,7 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
 static ssize_t call_done(struct tcp_sock *t, struct fdref *f, ssize_t r)
 {
     if (f->blocked)
-        tcp_call_done(t, f);
+        deferred_close_call_done(t, f);
     return r;
 }
 

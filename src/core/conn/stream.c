@@ -12,14 +12,15 @@
 #include <signal.h>
 #include <string.h>
 
-#include "core/conn/downgrade.h"
-#include "base/self.h"
 #include "base/log.h"
-#include "core/fd/passthrough.h"
-#include "core/conn/stream.h"
-#include "core/wait/wait.h"
-#include "core/conn/zcopy.h"
 #include "base/real.h"
+#include "base/self.h"
+#include "core/conn/downgrade.h"
+#include "core/conn/stream.h"
+#include "core/conn/zcopy.h"
+#include "core/fd/passthrough.h"
+#include "core/wait/wait.h"
+#include "core/wait/xwake.h"
 
 /* A large send is published to the ring in pieces of SHUNT_CHUNK_SIZE, so
  * the reader copies one piece out while the writer copies the next one in
@@ -439,6 +440,13 @@ int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
     return w;
 }
 
+static _Atomic(shutdown_hook_fn) shutdown_hook;
+
+void stream_set_shutdown_hook(shutdown_hook_fn fn)
+{
+    atomic_store_explicit(&shutdown_hook, fn, memory_order_release);
+}
+
 /* FIN goes into the ring once, after whatever a send in progress (in any
  * holder of this end) still copies in: the state bit stops further sends. */
 static void write_fin(struct tcp_sock *t)
@@ -462,9 +470,15 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
     if (how != SHUT_RD)
         write_fin(t);
     wake_peer(t, fd, WANT_ANY);
-    /* as the kernel's shutdown, it wakes our own threads blocked on the
-     * socket: a reader returns 0 after SHUT_RD, a writer EPIPE after SHUT_WR */
-    wait_wake_shutdown(t, fd);
+    /* as the kernel's shutdown, it wakes whatever waits on the socket: our
+     * own threads blocked on it (a reader returns 0 after SHUT_RD, a writer
+     * EPIPE after SHUT_WR), our epoll sets, and the sleepers of other
+     * processes holding the same end */
+    wait_wake_local(t);
+    shutdown_hook_fn hook = atomic_load_explicit(&shutdown_hook, memory_order_acquire);
+    if (hook)
+        hook(t, fd);
+    xwake_send(t);
     return 0;
 }
 

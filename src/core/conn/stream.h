@@ -12,6 +12,11 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 int stream_shutdown(struct tcp_sock *t, int fd, int how);
 
+/* Called by stream_shutdown after the state changed, for the waits of a
+ * higher layer (the epoll sets: core/kinds/epoll.c gives it at start-up). */
+typedef void (*shutdown_hook_fn)(struct tcp_sock *t, int fd);
+void stream_set_shutdown_hook(shutdown_hook_fn fn);
+
 /* The last holder of this endpoint closes it: FIN, or a reset when
  * SO_LINGER is {1, 0} or data was left unread (as TCP would). */
 void stream_close(struct tcp_sock *t, int fd);
@@ -28,7 +33,7 @@ void stream_flush_held(struct tcp_sock *t, int fd);
 
 /* A blocking writer's wait for ring space (or the peer's end): 0, or
  * -EAGAIN (SO_SNDTIMEO), -EINTR.  Counted in f->blocked as a send's wait
- * (the caller ends with tcp_call_done); f->fd becomes shunt's copy of the
+ * (the caller ends with deferred_close_call_done); f->fd becomes shunt's copy of the
  * socket if the program closed it meanwhile. */
 int stream_wait_writable(struct tcp_sock *t, struct fdref *f);
 

@@ -24,11 +24,9 @@
 #include "core/fd/fdtable.h"
 #include "base/log.h"
 #include "base/signals.h"
-#include "core/kinds/tcp_socket.h"
+#include "core/fd/passthrough.h"
 #include "base/real.h"
-
-
-
+#include "registry/procstat.h"
 
 SHUNT_TLS bool shunt_in_vfork_child;   /* set and cleared by interpose/vfork.c */
 
@@ -111,6 +109,13 @@ static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
 static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }
 static struct shunt_sock *obj(uintptr_t v) { return (struct shunt_sock *)(v & ~KERNEL_TAG); }
 
+static _Atomic(const struct fdt_probe_hooks *) probe_hooks;
+
+void fdt_set_probe_hooks(const struct fdt_probe_hooks *h)
+{
+    atomic_store_explicit(&probe_hooks, h, memory_order_release);
+}
+
 static struct fdref passthrough_ref(int fd)
 {
     return (struct fdref){ .fd = fd, .sock = NULL, .ops = &passthrough_ops };
@@ -134,14 +139,15 @@ static uintptr_t probe(int fd, bool passed, bool *shared)
     *shared = false;
     if (fstat(fd, &st) < 0)
         return FDT_UNKNOWN;   /* closed or bad: the kernel will say so; remember nothing */
-    if (!S_ISSOCK(st.st_mode))
+    const struct fdt_probe_hooks *h = atomic_load_explicit(&probe_hooks, memory_order_acquire);
+    if (!S_ISSOCK(st.st_mode) || !h)
         return FDT_PASSTHROUGH;
-    struct shunt_sock *s = tcp_socket_share(fd, (uint64_t)st.st_ino, passed);
+    struct shunt_sock *s = h->share(fd, (uint64_t)st.st_ino, passed);
     if (s) {
         *shared = true;
         return (uintptr_t)s;
     }
-    s = tcp_socket_probe(fd, (uint64_t)st.st_ino, passed);
+    s = h->probe(fd, (uint64_t)st.st_ino, passed);
     return s ? (uintptr_t)s : FDT_PASSTHROUGH;
 }
 
@@ -272,8 +278,8 @@ void fdt_close_end(int fd)
         return;
     uintptr_t expected = FDT_CLOSING;
     /* An fd the kernel reused meanwhile has been installed already: keep that. */
-    if (atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN))
-        sockstat_gone(fd);
+    if (atomic_compare_exchange_strong(&sl->val, &expected, FDT_UNKNOWN) && !shunt_in_vfork_child)
+        pst_clear(fd);   /* shunt stat's record of it */
 }
 
 void fdt_adopt_passed(int fd)
@@ -341,7 +347,8 @@ static void forget_slot(int fd, struct slot *sl, void *ctx)
 void fdt_forget_range(unsigned first, unsigned last)
 {
     for_each_slot(first, last, forget_slot, NULL);
-    sockstat_gone_range(first, last);
+    if (!shunt_in_vfork_child)
+        pst_clear_range(first, last);
 }
 
 struct visit { void (*fn)(int fd, void *ctx); void *ctx; };

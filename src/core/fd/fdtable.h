@@ -65,6 +65,23 @@ extern atomic_uint fdt_closes;
  * lookup answers passthrough. */
 void fdt_init(void);
 
+/*
+ * How the table takes up a socket it has not seen (an fd inherited across
+ * exec, received with SCM_RIGHTS, or dup'ed behind its back): given at
+ * start-up by the kind that manages such sockets (core/kinds/tcp_socket.c),
+ * so that the table, a layer below the kinds, knows none of them.  Without
+ * hooks every socket is passthrough.
+ *   share  the object another fd of this process already has for the
+ *          socket with this inode, with one reference for the caller, or NULL
+ *   probe  a new object for it (one reference), or NULL: not managed
+ * passed: the fd just arrived with SCM_RIGHTS (see tcp_socket_probe).
+ */
+struct fdt_probe_hooks {
+    struct shunt_sock *(*share)(int fd, uint64_t inode, bool passed);
+    struct shunt_sock *(*probe)(int fd, uint64_t inode, bool passed);
+};
+void fdt_set_probe_hooks(const struct fdt_probe_hooks *h);
+
 /* Looks fd up, probing it if unknown.  Never fails: an fd shunt does not
  * manage (or a bad fd) gives passthrough_ops. */
 struct fdref fdt_get(int fd);

@@ -74,15 +74,19 @@ struct sock_ops {
     void (*destroy)(struct shunt_sock *s);
 };
 
+/* What an object is; code that must tell kinds apart tests this field
+ * (never which ops table it has, which would tie it to the kind's file). */
+enum sock_kind { SOCK_TCP = 1, SOCK_EPOLL = 2 };
+
 struct shunt_sock {
     atomic_int refs;
     atomic_int fds;     /* fd-table entries of this process that point here */
+    enum sock_kind kind;
     const struct sock_ops *ops;
     int domain;     /* AF_INET or AF_INET6 */
 };
 
 extern const struct sock_ops passthrough_ops;
-extern const struct sock_ops tcp_ops;
 
 static inline void sock_get(struct shunt_sock *s)
 {

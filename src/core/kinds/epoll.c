@@ -37,20 +37,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kinds/epoll.h"
-#include "core/kinds/epoll_set.h"
-#include "core/fd/fdtable.h"
-#include "core/conn/negotiate.h"
-#include "core/fd/passthrough.h"
-#include "core/kinds/readiness.h"
-#include "core/wait/turns.h"
+#include "base/clock.h"
+#include "base/real.h"
 #include "base/self.h"
 #include "base/settings.h"
 #include "base/signals.h"
+#include "core/conn/negotiate.h"
 #include "core/conn/stream.h"
+#include "core/fd/fdtable.h"
+#include "core/fd/passthrough.h"
+#include "core/kinds/epoll.h"
+#include "core/kinds/epoll_set.h"
+#include "core/kinds/readiness.h"
+#include "core/wait/turns.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
-#include "base/real.h"
 
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
@@ -94,6 +95,7 @@ struct shunt_sock *epoll_object_new(void)
     if (!ep)
         return NULL;
     atomic_init(&ep->base.refs, 1);
+    ep->base.kind = SOCK_EPOLL;
     ep->base.ops = &epoll_ops;
     pthread_mutex_init(&ep->lock, NULL);
     ep->closes_seen = atomic_load(&fdt_closes);
@@ -111,7 +113,7 @@ struct shunt_sock *epoll_object_new(void)
 static struct epoll_obj *epoll_of(int epfd, bool create)
 {
     struct fdref f = fdt_get(epfd);
-    if (f.sock && f.sock->ops == &epoll_ops)
+    if (f.sock && f.sock->kind == SOCK_EPOLL)
         return (struct epoll_obj *)f.sock;
     fdt_put(&f);
     if (!create)
@@ -207,12 +209,12 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     struct shunt_sock *s = NULL;
     enum member_kind kind = M_SOCKET;
     bool pending = false;
-    if (f.sock && f.sock->ops == &tcp_ops && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
+    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
         s = f.sock;
-    } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->ops == &tcp_ops && might_connect(tcp_of(f.sock), fd)) {
+    } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->kind == SOCK_TCP && might_connect(tcp_of(f.sock), fd)) {
         s = f.sock;
         pending = true;
-    } else if (f.sock && f.sock->ops == &epoll_ops && fd != epfd) {
+    } else if (f.sock && f.sock->kind == SOCK_EPOLL && fd != epfd) {
         s = f.sock;
         kind = M_EPOLL;
     }
@@ -529,7 +531,7 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
                         uint32_t count, bool count_idle)
 {
     int n = 0;
-    uint64_t now = wait_now_ns();
+    uint64_t now = clock_now_ns();
     for (uint32_t k = 0; k < count && n < max; k++) {
         struct ep_entry *e = &ep->v[order[k]];
         if (!e->s || e->hot_pos == NO_SLOT)
@@ -733,6 +735,11 @@ void epoll_socket_changed(struct tcp_sock *t, int fd)
     each_entry_of(t, fd, poke);
 }
 
+void epoll_init(void)
+{
+    stream_set_shutdown_hook(epoll_socket_changed);
+}
+
 void epoll_socket_shared(struct tcp_sock *t, int fd)
 {
     each_entry_of(t, fd, watch_xwake);
@@ -881,7 +888,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
     bool here;
     if (!worth_spinning(ep, &here))
         return 0;
-    uint64_t start = wait_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
+    uint64_t start = clock_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
     uint64_t next_kernel = start + KERNEL_LOOK_NS;
     static const struct timespec zero = { 0, 0 };
     for (unsigned i = 1;; i++) {
@@ -894,7 +901,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
             break;
         wait_cpu_relax();
         if ((i & 15) == 0 || here) {
-            uint64_t now = wait_now_ns();
+            uint64_t now = clock_now_ns();
             if (now > end || deadline_passed(dl))
                 break;
             if (now > next_kernel && needs_kernel(ep)) {
@@ -957,7 +964,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         struct timespec left;
         int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
-        turn_gave_way(wait_now_ns());
+        turn_gave_way(clock_now_ns());
         if (r < 0) {
             result = r;
             break;

@@ -30,6 +30,9 @@ bool epoll_before_sleep(struct shunt_sock *s);
 struct tcp_sock;
 void epoll_socket_changed(struct tcp_sock *t, int fd);
 
+/* Start-up: a shutdown (core/conn/stream.c) calls epoll_socket_changed. */
+void epoll_init(void);
+
 /* This process counted another process in as a holder of t's end
  * (SCM_RIGHTS, a spawned program), which cannot act on it yet: its sets'
  * cold members of t watch the end's wake FIFO from now on, so that a

@@ -7,12 +7,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "core/kinds/epoll_set.h"
-#include "core/fd/fdtable.h"
+#include "base/clock.h"
+#include "base/real.h"
 #include "base/self.h"
+#include "core/fd/fdtable.h"
+#include "core/kinds/epoll_set.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
-#include "base/real.h"
 
 /*
  * After fork, parent and child hold one kernel epoll set but each its own
@@ -62,7 +63,7 @@ void hot_add(struct epoll_obj *ep, struct ep_entry *e)
     e->hot_pos = ep->nhot;
     ep->hot[ep->nhot++] = (uint32_t)(e - ep->v);
     e->idle = 0;
-    e->active_ns = wait_now_ns();
+    e->active_ns = clock_now_ns();
 }
 
 void hot_remove(struct epoll_obj *ep, struct ep_entry *e)
@@ -273,7 +274,7 @@ static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
         return;   /* that number names something else here */
     if (r->op == EPOLL_CTL_ADD && !e) {
         struct fdref f = fdt_get(r->fd);
-        if (f.sock && f.sock->ops == &tcp_ops && tcp_of(f.sock)->inode == r->inode &&
+        if (f.sock && f.sock->kind == SOCK_TCP && tcp_of(f.sock)->inode == r->inode &&
             atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = new_slot(ep, r->fd))) {
             entry_hold(e, f.sock, M_SOCKET);
             member_reset(e, &ev);

@@ -13,16 +13,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/kinds/epoll.h"
-#include "core/conn/negotiate.h"
-#include "core/kinds/readiness.h"
+#include "base/clock.h"
+#include "base/real.h"
 #include "base/signals.h"
+#include "core/conn/negotiate.h"
 #include "core/conn/stream.h"
+#include "core/fd/fdtable.h"
+#include "core/kinds/epoll.h"
+#include "core/kinds/readiness.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
-#include "core/fd/fdtable.h"
-#include "base/real.h"
 
 bool timeout_valid(const struct timespec *tmo)
 {
@@ -69,7 +70,7 @@ bool deadline_passed(const struct deadline *d)
 
 static struct tcp_sock *accelerated(struct fdref *f)
 {
-    if (!f->sock || f->sock->ops != &tcp_ops)
+    if (!f->sock || f->sock->kind != SOCK_TCP)
         return NULL;
     struct tcp_sock *t = tcp_of(f->sock);
     if (negotiate_observe(t, f->fd) != PATH_SHM || !t->ch.hdr || stream_prefix_left(t) > 0)
@@ -80,7 +81,7 @@ static struct tcp_sock *accelerated(struct fdref *f)
 /* An epoll fd with accelerated members: its readiness is ours to tell. */
 static bool nested_epoll(struct fdref *f)
 {
-    return f->sock && f->sock->ops == &epoll_ops && epoll_has_members(f->sock);
+    return f->sock && f->sock->kind == SOCK_EPOLL && epoll_has_members(f->sock);
 }
 
 /* The readiness of an fd whose answer is ours, or -1 for the kernel's. */
@@ -98,7 +99,7 @@ static int ours(struct fdref *f, struct pollfd *p)
 
 int readiness_settled(struct fdref *f, short events, short kernel_revents)
 {
-    if (!(kernel_revents & POLLIN) || !f->sock || f->sock->ops != &tcp_ops)
+    if (!(kernel_revents & POLLIN) || !f->sock || f->sock->kind != SOCK_TCP)
         return kernel_revents;
     int rev = readiness_of(f, events);
     return rev >= 0 ? rev : kernel_revents;
@@ -238,7 +239,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
                           : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
         if (!ready)
-            turn_gave_way(wait_now_ns());
+            turn_gave_way(clock_now_ns());
         if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
             wait_local_lost(k[n].fd);
         int count2 = 0;

@@ -1,109 +1,34 @@
 /*
  * tcp_socket.c: the TCP socket kind: its operations, which hand each call
  * to the kernel (PATH_TCP), to the negotiation (PATH_OFFERED) or to the
- * channel (PATH_SHM), and its lifetime across close, fork and exec.
+ * channel (PATH_SHM).  Taking up sockets the fd table has not seen is
+ * tcp_probe.c's; who holds a channel across fork and exec,
+ * core/process/holders.c's.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 
-#include "core/fd/call_marks.h"
-#include "core/conn/deferred_close.h"
-#include "core/conn/downgrade.h"
-#include "core/kinds/epoll.h"
-#include "core/fd/fdtable.h"
+#include "base/real.h"
 #include "base/self.h"
-#include "base/log.h"
+#include "core/conn/downgrade.h"
+#include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
-#include "core/fd/passthrough.h"
+#include "core/conn/release.h"
 #include "core/conn/sockstat.h"
 #include "core/conn/splice.h"
 #include "core/conn/stream.h"
+#include "core/fd/fdtable.h"
+#include "core/fd/passthrough.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/wait/wait.h"
-#include "base/real.h"
 #include "registry/procstat.h"
 
-static const char *const reason_names[] = {
-    [FB_NONE] = "none",
-    [FB_DISABLED] = "disabled (SHUNT_ACCEL=0)",
-    [FB_NOT_NEGOTIATED] = "not negotiated",
-    [FB_NO_LISTENER] = "no accelerated listener",
-    [FB_NOT_LOOPBACK] = "destination not on loopback",
-    [FB_REGISTRY] = "registry unavailable",
-    [FB_REGISTRY_FULL] = "registry full",
-    [FB_BIND] = "could not bind",
-    [FB_CHANNEL] = "no shared memory for a channel",
-    [FB_NO_OFFER] = "client does not run shunt",
-    [FB_VERIFY] = "offer does not match the connection",
-    [FB_OTHER_USER] = "peer runs as another user",
-    [FB_CLAIM] = "claim did not settle",
-    [FB_REFUSED] = "server refused",
-    [FB_ATTACH] = "channel could not be mapped",
-    [FB_CONNECT_FAILED] = "connect failed",
-    [FB_INHERITED] = "inherited connection unknown to shunt",
-    [FB_WITHDRAWN] = "client shut down before the claim",
-    [FB_DOWNGRADED] = "moved back: an end went to a program without shunt",
-    [FB_SHM_LIMIT] = "shm-limit: shared memory bound reached",
-    [FB_STDIO] = "moved back: stdio shunt cannot carry on this socket",
-};
-
-/* The same, as short keys for `shunt stat --json` and scripts. */
-static const char *const reason_keys[] = {
-    [FB_NONE] = "none",
-    [FB_DISABLED] = "disabled",
-    [FB_NOT_NEGOTIATED] = "not_negotiated",
-    [FB_NO_LISTENER] = "no_listener",
-    [FB_NOT_LOOPBACK] = "not_loopback",
-    [FB_REGISTRY] = "registry",
-    [FB_REGISTRY_FULL] = "registry_full",
-    [FB_BIND] = "bind",
-    [FB_CHANNEL] = "channel",
-    [FB_NO_OFFER] = "no_offer",
-    [FB_VERIFY] = "verify",
-    [FB_OTHER_USER] = "other_user",
-    [FB_CLAIM] = "claim",
-    [FB_REFUSED] = "refused",
-    [FB_ATTACH] = "attach",
-    [FB_CONNECT_FAILED] = "connect_failed",
-    [FB_INHERITED] = "inherited",
-    [FB_WITHDRAWN] = "withdrawn",
-    [FB_DOWNGRADED] = "downgraded",
-    [FB_SHM_LIMIT] = "shm_limit",
-    [FB_STDIO] = "stdio",
-};
-_Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
-               "every fallback reason has a key");
-
-const char *fallback_reason_key(enum fallback_reason r)
-{
-    return (unsigned)r < sizeof reason_keys / sizeof reason_keys[0] && reason_keys[r] ? reason_keys[r] : "unknown";
-}
-
-const char *fallback_reason_name(enum fallback_reason r)
-{
-    return (unsigned)r < sizeof reason_names / sizeof reason_names[0] && reason_names[r] ? reason_names[r] : "?";
-}
-
-void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have)
-{
-    atomic_store(&t->reason, why);
-    atomic_store(&t->path, PATH_TCP);
-    if (should_have && shunt_settings.strict) {
-        t->strict_failed = true;
-        char line[160];
-        int n = snprintf(line, sizeof line, "shunt: SHUNT_STRICT: fd %d was not accelerated: %s\n", fd,
-                         fallback_reason_name(why));
-        shunt_real.write(2, line, (size_t)n);
-        return;
-    }
-    shunt_log_sock(should_have ? LOG_WARN : LOG_INFO, t, fd, "kernel TCP: %s", fallback_reason_name(why));
-}
+static const struct sock_ops tcp_ops;
 
 bool tcp_socket_wanted(int domain, int type, int protocol)
 {
@@ -119,6 +44,7 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
         return NULL;
     }
     atomic_init(&t->base.refs, 1);
+    t->base.kind = SOCK_TCP;
     t->base.ops = &tcp_ops;
     t->base.domain = domain;
     atomic_init(&t->path, PATH_TCP);
@@ -131,74 +57,9 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
     return &t->base;
 }
 
-struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed)
-{
-    int domain = 0, type = 0, protocol = 0;
-    socklen_t len = sizeof domain;
-    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
-        return NULL;
-    len = sizeof type;
-    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
-        return NULL;
-    len = sizeof protocol;
-    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) < 0)
-        return NULL;
-    if (!tcp_socket_wanted(domain, type, protocol))
-        return NULL;
-    struct shunt_sock *s = tcp_socket_new(fd, domain, -1);
-    if (!s)
-        return NULL;
-    tcp_of(s)->inode = inode;   /* what tcp_socket_share knows it by */
-    int listening = 0;
-    len = sizeof listening;
-    shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
-    if (listening)
-        negotiate_listen(tcp_of(s), fd);   /* an inherited listener: this process listens too */
-    else
-        negotiate_attach_inherited(tcp_of(s), fd, passed);
-    sockstat_inherited(tcp_of(s), fd);
-    return s;
-}
-
-struct known_socket {
-    uint64_t inode;
-    struct shunt_sock *found;
-    int fd;
-};
-
-static void find_inode(int fd, void *ctx)
-{
-    struct known_socket *k = ctx;
-    struct fdref f = fdt_get(fd);
-    if (!k->found && f.sock && f.sock->ops == &tcp_ops) {
-        struct tcp_sock *t = tcp_of(f.sock);
-        if (t->inode == k->inode && !t->released) {
-            sock_get(f.sock);
-            k->found = f.sock;
-            k->fd = fd;
-        }
-    }
-    fdt_put(&f);
-}
-
-struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed)
-{
-    struct known_socket k = { inode, NULL, -1 };
-    if (!inode)
-        return NULL;
-    fdt_for_each_object(0, ~0U, find_inode, &k);
-    if (!k.found)
-        return NULL;
-    struct tcp_sock *t = tcp_of(k.found);
-    if (passed && atomic_load(&t->path) != PATH_TCP && t->ch.hdr)
-        atomic_fetch_sub(&t->ch.self->holders, 1u);   /* ours stands: never the last */
-    sockstat_dup(k.fd, fd);
-    return k.found;
-}
-
 void tcp_socket_watched(struct shunt_sock *s, int fd)
 {
-    if (!s || s->ops != &tcp_ops)
+    if (!s || s->kind != SOCK_TCP)
         return;
     struct tcp_sock *t = tcp_of(s);
     pid_t owner = t->listener_pid;
@@ -467,52 +328,6 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
     return pt_ioctl(f, req, arg);
 }
 
-/* Let go of the channel, and when no process holds this end any more,
- * close it as TCP would. */
-void tcp_release_channel(struct fdref *f)
-{
-    struct tcp_sock *t = tcp_of(f->sock);
-    /* the other end left for a program without shunt: our unread bytes go
-     * to it over TCP before this end closes */
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
-        downgrade_observe(t, f->fd);
-    crit_lock(&t->lock);
-    if (t->released) {
-        crit_unlock(&t->lock);
-        return;
-    }
-    t->released = true;
-    int path = atomic_load(&t->path);
-    if (path != PATH_TCP && t->ch.hdr) {
-        if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
-            if (path == PATH_SHM && !atomic_load(&t->ch.hdr->down)) {
-                stream_close(t, f->fd);
-                downgrade_close_copy(t, f->fd);
-                /* the last holder of this end: nobody else waits on the
-                 * companion, so its doorbells can go; what follows them
-                 * tells whether the peer's processes are gone */
-                char buf[256];
-                ssize_t r;
-                while ((r = shunt_real.recv(f->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-                    doorbell_ate(t, (size_t)r);
-                if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                    atomic_store(&t->peer_gone, true);
-            }
-            negotiate_forget(t);
-        }
-    }
-    crit_unlock(&t->lock);
-}
-
-/* The last fd of this process closes.  Calls of other threads that wait on
- * the socket keep it open until the last of them returns, as the kernel's
- * file outlives the fd (deferred_close.c); otherwise the channel closes now. */
-static void tcp_release_fd(struct fdref *f)
-{
-    if (!deferred_close_hold(tcp_of(f->sock), f->fd))
-        tcp_release_channel(f);
-}
-
 static void tcp_destroy(struct shunt_sock *s)
 {
     struct tcp_sock *t = tcp_of(s);
@@ -525,198 +340,7 @@ static void tcp_destroy(struct shunt_sock *s)
     free(t);
 }
 
-/*
- * Holders: how many processes hold each end of a channel.  Who counts:
- *   fork          the parent counts the child in before it exists;
- *   vfork, posix_spawn
- *                 the parent counts in the new program, for every channel
- *                 with an fd that survives exec (not close-on-exec);
- *   exec          the old image hands its holds to the new one, except for
- *                 channels all of whose fds close at exec;
- *   SCM_RIGHTS    the sender counts the receiver in before sending.
- * A process that finds an inherited fd (after exec, or received) attaches
- * without counting: its hold was taken for it.  A hold whose process never
- * attaches only delays the FIN marker; its TCP socket's FIN, when the
- * process is gone, still ends the connection for the peer.
- *
- * Each pass visits every fd of this process; an object is adjusted once,
- * told apart by an epoch number.
- */
-static unsigned epoch;
-
-enum holders_which { ALL_CHANNELS, SURVIVING_EXEC, CLOSED_BY_EXEC };
-
-struct holders_ctx {
-    int delta;
-    unsigned mark;
-    enum holders_which which;
-    bool survivors_pass;    /* first pass: which channels have an fd that survives exec */
-    bool quiesce;           /* fork: hold each channel's local locks across it */
-};
-
-static struct tcp_sock *channel_of(struct fdref *f)
-{
-    if (!f->sock || f->sock->ops != &tcp_ops)
-        return NULL;
-    struct tcp_sock *t = tcp_of(f->sock);
-    return atomic_load(&t->path) != PATH_TCP && t->ch.hdr ? t : NULL;
-}
-
-static void adjust_holders(int fd, void *ctx)
-{
-    struct holders_ctx *h = ctx;
-    struct fdref f = fdt_get(fd);
-    struct tcp_sock *t = channel_of(&f);
-    if (t && h->survivors_pass) {
-        int fl = shunt_real.fcntl(fd, F_GETFD);
-        if (t->exec_epoch != h->mark) {
-            t->exec_epoch = h->mark;
-            t->survives_exec = false;
-        }
-        if (fl >= 0 && !(fl & FD_CLOEXEC))
-            t->survives_exec = true;
-    } else if (t && t->fork_epoch != h->mark) {
-        bool survives = t->exec_epoch == h->mark && t->survives_exec;
-        if (h->which == ALL_CHANNELS || survives == (h->which == SURVIVING_EXEC)) {
-            t->fork_epoch = h->mark;
-            if (h->quiesce) {
-                /* no copy of this process's may be half done as fork
-                 * snapshots it: from now on both processes lock for real */
-                crit_lock(&t->rx_lock);
-                crit_lock(&t->tx_lock);
-            }
-            atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
-            if (h->delta > 0 && h->which == SURVIVING_EXEC)
-                epoll_socket_shared(t, fd);   /* the new program may shut it down */
-        }
-    }
-    fdt_put(&f);
-}
-
-static void adjust_all(int delta, enum holders_which which)
-{
-    struct holders_ctx h = { delta, ++epoch, which, false, false };
-    if (which != ALL_CHANNELS) {
-        h.survivors_pass = true;
-        fdt_for_each_object(0, ~0U, adjust_holders, &h);
-        h.survivors_pass = false;
-    }
-    fdt_for_each_object(0, ~0U, adjust_holders, &h);
-}
-
-/* At exit the kernel closes every fd; shunt lets go of the channels first,
- * as close would, so that nothing of them outlives the last holder. */
-static void release_at_exit(int fd, void *ctx)
-{
-    (void)ctx;
-    struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops)
-        tcp_release_fd(&f);
-    fdt_put(&f);
-}
-
-void tcp_sockets_at_exit(void)
-{
-    fdt_for_each_object(0, ~0U, release_at_exit, NULL);
-    deferred_close_at_exit();   /* exit ends the calls that still wait: their sockets close now */
-}
-
-void tcp_sockets_in_flight(const int *fds, size_t n, int delta)
-{
-    for (size_t i = 0; i < n; i++) {
-        struct fdref f = fdt_get(fds[i]);
-        if (f.sock && f.sock->ops == &tcp_ops) {
-            struct tcp_sock *t = tcp_of(f.sock);
-            if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
-                atomic_fetch_add(&t->ch.self->holders, (unsigned)delta);
-                if (delta > 0)
-                    epoll_socket_shared(t, fds[i]);   /* the receiver may shut it down */
-            }
-        }
-        fdt_put(&f);
-    }
-}
-
-void tcp_sockets_before_fork(void)
-{
-    struct holders_ctx h = { 1, ++epoch, ALL_CHANNELS, false, true };
-    fdt_for_each_object(0, ~0U, adjust_holders, &h);
-}
-
-static void unlock_after_fork(int fd, void *ctx)
-{
-    unsigned mark = *(unsigned *)ctx;
-    struct fdref f = fdt_get(fd);
-    struct tcp_sock *t = channel_of(&f);
-    if (t && t->fork_epoch == mark && !t->fork_unlocked) {
-        t->fork_unlocked = true;
-        crit_unlock(&t->tx_lock);
-        crit_unlock(&t->rx_lock);
-    }
-    fdt_put(&f);
-}
-
-static void clear_unlocked(int fd, void *ctx)
-{
-    (void)ctx;
-    struct fdref f = fdt_get(fd);
-    struct tcp_sock *t = channel_of(&f);
-    if (t)
-        t->fork_unlocked = false;
-    fdt_put(&f);
-}
-
-/* In both processes after fork (and in the parent when it failed). */
-void tcp_sockets_after_fork(void)
-{
-    unsigned mark = epoch;
-    fdt_for_each_object(0, ~0U, unlock_after_fork, &mark);
-    fdt_for_each_object(0, ~0U, clear_unlocked, NULL);
-}
-
-void tcp_sockets_fork_failed(void) { adjust_all(-1, ALL_CHANNELS); }
-
-static void forget_threads(int fd, void *ctx)
-{
-    (void)ctx;
-    struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops)
-        wait_forget_threads(tcp_of(f.sock));
-    fdt_put(&f);
-}
-
-/* In the child after fork: only the forking thread came along.  The
- * parent's waiting threads are not here, and the sockets the parent closed
- * while they waited were never the program's in the child. */
-void tcp_sockets_after_fork_child(void)
-{
-    wait_after_fork_child();
-    call_marks_after_fork_child();
-    fdt_for_each_object(0, ~0U, forget_threads, NULL);
-    deferred_close_after_fork_child();
-}
-
-/* The new program holds what survives exec: counted in by the parent. */
-void tcp_sockets_before_spawn(void) { adjust_all(1, SURVIVING_EXEC); }
-void tcp_sockets_spawn_failed(void) { adjust_all(-1, SURVIVING_EXEC); }
-
-/* This image lets go of the channels whose every fd closes at exec (a vfork
- * child has nothing to let go of: its parent counted the new program). */
-void tcp_sockets_before_exec(void)
-{
-    if (!shunt_in_vfork_child) {
-        epoll_release_all();
-        adjust_all(-1, CLOSED_BY_EXEC);
-    }
-}
-
-void tcp_sockets_exec_failed(void)
-{
-    if (!shunt_in_vfork_child)
-        adjust_all(1, CLOSED_BY_EXEC);
-}
-
-const struct sock_ops tcp_ops = {
+static const struct sock_ops tcp_ops = {
     .kind = "tcp",
     .recv = tcp_recv,
     .send = tcp_send,
@@ -734,6 +358,7 @@ const struct sock_ops tcp_ops = {
     .getpeername = pt_getpeername,
     .fcntl = tcp_fcntl,
     .ioctl = tcp_ioctl,
-    .release_fd = tcp_release_fd,
+    .release_fd = release_last_fd,
     .destroy = tcp_destroy,
 };
+

@@ -1,164 +1,13 @@
 /*
- * tcp_socket.h: the kind of socket shunt manages: AF_INET and AF_INET6
- * stream sockets, and the state each one carries.
- *
- * A TCP socket is on one of three paths:
- *   PATH_TCP      the kernel's: never negotiated, or fell back (reason says why)
- *   PATH_OFFERED  a client that offered a channel and waits for the claim;
- *                 it sends over TCP and counts the bytes (negotiate.c)
- *   PATH_SHM      the bytes move through the channel's rings (stream.c)
- * A socket only moves forward: TCP is final, SHM is final.
+ * tcp_socket.h: the TCP socket kind: the object of a socket the program
+ * creates or shunt takes up, and its operations (tcp_socket.c), which hand
+ * each call to the kernel, the negotiation or the channel.  The state it
+ * carries is struct tcp_sock (core/fd/tcp_sock.h).
  */
-#ifndef SHUNT_TCP_SOCKET_H
-#define SHUNT_TCP_SOCKET_H
+#ifndef SHUNT_CORE_KINDS_TCP_SOCKET_H
+#define SHUNT_CORE_KINDS_TCP_SOCKET_H
 
-#include <pthread.h>
-
-#include "base/signals.h"
-#include "core/fd/sock.h"
-#include "core/conn/sockstat.h"
-#include "transport/channel.h"
-
-enum tcp_path { PATH_TCP, PATH_OFFERED, PATH_SHM };
-
-/* Why a connection is on kernel TCP; shown by SHUNT_LOG and shunt stat. */
-enum fallback_reason {
-    FB_NONE,
-    FB_DISABLED,            /* SHUNT_ACCEL=0 */
-    FB_NOT_NEGOTIATED,      /* not connected or accepted through shunt yet */
-    FB_NO_LISTENER,         /* no accelerated listener for the destination */
-    FB_NOT_LOOPBACK,        /* destination is not a loopback address */
-    FB_REGISTRY,            /* the registry could not be opened */
-    FB_REGISTRY_FULL,
-    FB_BIND,                /* could not bind to learn the local port */
-    FB_CHANNEL,             /* no shared memory for the channel */
-    FB_NO_OFFER,            /* the client does not run shunt */
-    FB_VERIFY,              /* the offer is not this connection's (sock_diag) */
-    FB_OTHER_USER,          /* the peer runs as another user */
-    FB_CLAIM,               /* the claim did not settle in time */
-    FB_REFUSED,             /* the server refused the offer */
-    FB_ATTACH,              /* the channel could not be mapped */
-    FB_CONNECT_FAILED,
-    FB_INHERITED,           /* an inherited connection shunt does not know */
-    FB_WITHDRAWN,           /* the client shut down before the server claimed */
-    FB_DOWNGRADED,          /* an end was handed to a program without shunt (downgrade.c) */
-    FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
-    FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
-};
-
-const char *fallback_reason_name(enum fallback_reason r);
-/* A short key for the reason (no_listener, no_offer...), as `shunt stat` shows it. */
-const char *fallback_reason_key(enum fallback_reason r);
-
-struct tcp_sock {
-    struct shunt_sock base;
-    _Atomic int path;                   /* enum tcp_path */
-    _Atomic int reason;                 /* enum fallback_reason */
-    bool negotiated;                    /* connect or accept has run the negotiation */
-    pid_t listener_pid;                 /* the process whose registry entry this listener has (0: none);
-                                         * a forked child sees its parent's pid here, not its own */
-    unsigned char bound[24];            /* listener: its address (struct reg_addr) */
-    uint64_t inode;
-    pthread_mutex_t lock;               /* path changes, attach, close */
-    pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
-    pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
-    struct channel ch;                  /* mapped while path is OFFERED or SHM */
-    atomic_bool peer_gone;              /* the companion reported EOF or reset */
-    atomic_int nonblock;                /* O_NONBLOCK as last seen: 0, 1, or -1 unknown */
-    atomic_bool broken;                 /* the peer corrupted the channel */
-    atomic_bool reset_reported;         /* ECONNRESET was returned once */
-    bool strict_failed;                 /* SHUNT_STRICT: this socket must fail */
-    bool released;                      /* this process let go of it */
-    int program_nodelay;                /* TCP_NODELAY as the program set it */
-    struct timeval sndtimeo;            /* SO_SNDTIMEO as the program set it */
-    unsigned spin_fails;                /* consecutive spins that found nothing */
-    atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
-    bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
-    pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */
-    unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
-    unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
-    unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */
-    bool close_deferred;                /* the program closed its last fd meanwhile (wait_lock) */
-    atomic_bool close_waiting;          /* a close waits for calls of ours to sleep or return: spins end */
-    _Atomic int own_fd;                 /* after such a close: shunt's private copy of the socket, or -1 */
-    atomic_uint epoll_entries;          /* members of this process's epoll sets that name it (epoll.c) */
-    struct timeval rcvtimeo;            /* SO_RCVTIMEO as last read or set (rcvtimeo_known) */
-    bool rcvtimeo_known;
-    unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
-    unsigned exec_epoch;
-    bool survives_exec;
-    bool fork_unlocked;
-    struct sockstat_info stat;          /* what shunt stat shows (sockstat.c) */
-};
-
-static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
-{
-    return (struct tcp_sock *)s;
-}
-
-/*
- * One direction of an endpoint, locked: always by this process's mutex, and
- * also by the endpoint's mutex in the segment while another process holds
- * the same end (after fork, exec or SCM_RIGHTS).  Returns whether the
- * shared one was taken (pass it to dir_unlock), or -EIO if the peer has
- * scribbled over it.  A holder that died inside it leaves it to us: the
- * rings only publish whole copies, so there is nothing to repair.
- */
-static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, pthread_mutex_t *shared)
-{
-    crit_lock(local);   /* a signal handler of this thread must not come here now */
-    if (atomic_load_explicit(&t->ch.self->holders, memory_order_acquire) <= 1)
-        return 0;
-    int r = pthread_mutex_lock(shared);
-    if (r == EOWNERDEAD) {
-        pthread_mutex_consistent(shared);
-        r = 0;
-    }
-    if (r) {
-        crit_unlock(local);
-        return -EIO;
-    }
-    return 1;
-}
-
-static inline void dir_unlock(pthread_mutex_t *local, pthread_mutex_t *shared, int token)
-{
-    if (token > 0)
-        pthread_mutex_unlock(shared);
-    crit_unlock(local);
-}
-
-/* The fd an in-flight call goes on with: the program's, or, once the
- * program closed it while the call was blocked, shunt's private copy of
- * the socket (the kernel's file outlives the fd number the same way). */
-static inline int tcp_call_fd(struct tcp_sock *t, int fd)
-{
-    int own = atomic_load_explicit(&t->own_fd, memory_order_relaxed);
-    return own >= 0 ? own : fd;
-}
-
-/* A call that waited ends (f->blocked): the last such call after a close
- * of the socket's last fd finishes that close (deferred_close.c). */
-void tcp_call_done(struct tcp_sock *t, struct fdref *f);
-
-/* Lets go of the channel of f's socket; the last holder of the end closes
- * it as TCP would. */
-void tcp_release_channel(struct fdref *f);
-
-/* Whether fd is one shunt keeps for itself (the local wake, private copies
- * of closed sockets, wake FIFOs epoll sets keep): the program's close of it
- * fails with EBADF, as it would without shunt, and close_range leaves it
- * alone. */
-bool tcp_private_fd(int fd);
-
-/* shunt's private fds, sorted, at most max of them; there are never more
- * than TCP_PRIVATE_MAX. */
-#define TCP_PRIVATE_MAX 160
-int tcp_private_fds(int *out, int max);
-
-/* The program's dup2/dup3 onto fd, one of shunt's private fds: moves it to
- * another number first (true if it was one and moved). */
-bool tcp_relocate_private(int fd);
+#include "core/fd/tcp_sock.h"
 
 /* True for the (domain, type, protocol) of a socket shunt manages. */
 bool tcp_socket_wanted(int domain, int type, int protocol);
@@ -170,7 +19,8 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock);
 /* An object for an fd the table has not seen (a socket with this inode),
  * or NULL if it is not a TCP socket.  An fd of an accelerated connection (inherited across exec or
  * received with SCM_RIGHTS) is attached to its channel.  passed: it just
- * arrived with SCM_RIGHTS, and the sender already counted it as a holder. */
+ * arrived with SCM_RIGHTS, and the sender already counted it as a holder.
+ * The fd table's probe hook (tcp_probe.c). */
 struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed);
 
 /* The object another fd of this process has for the socket with this inode
@@ -182,10 +32,6 @@ struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed);
  * its sender counted in, which this process already had. */
 struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed);
 
-/* sendmsg with SCM_RIGHTS: each accelerated socket in flight is held for
- * its receiver (delta +1 before sending, -1 if the send failed). */
-void tcp_sockets_in_flight(const int *fds, size_t n, int delta);
-
 /* The program waits on this socket (epoll, poll, select): a listener it
  * inherited from the process that registered it is registered for this
  * process too, before the first connection arrives (pre-forked workers
@@ -196,20 +42,10 @@ void tcp_socket_watched(struct shunt_sock *s, int fd);
 int tcp_socket_accelerated(struct shunt_sock *s, int fd);
 
 /* Records a fallback (and, under SHUNT_STRICT, says it loudly). */
-void tcp_fallback(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
+void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
 
-/* Holder bookkeeping around fork, vfork/posix_spawn and exec (see
- * tcp_socket.c for who counts whom). */
-void tcp_sockets_before_fork(void);
-void tcp_sockets_after_fork(void);
-void tcp_sockets_before_spawn(void);
-void tcp_sockets_spawn_failed(void);
-void tcp_sockets_fork_failed(void);
-void tcp_sockets_after_fork_child(void);
-void tcp_sockets_before_exec(void);
-void tcp_sockets_exec_failed(void);
-
-/* The process exits normally: let go of every channel as close would. */
-void tcp_sockets_at_exit(void);
+/* Start-up: the fd table takes up the sockets it has not seen through this
+ * kind (tcp_probe.c). */
+void tcp_socket_init(void);
 
 #endif

@@ -17,16 +17,17 @@
 #include <limits.h>
 #include <string.h>
 
-#include "core/conn/downgrade.h"
-#include "core/fd/fdtable.h"
 #include "base/log.h"
 #include "base/real.h"
+#include "core/conn/downgrade.h"
+#include "core/conn/private_fds.h"
+#include "core/fd/fdtable.h"
 
 static void leave_if_survives(int fd, void *arg)
 {
     (void)arg;
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops) {
+    if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         int fl = shunt_real.fcntl(fd, F_GETFD);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && fl >= 0 && !(fl & FD_CLOEXEC))
@@ -53,7 +54,7 @@ static void for_each_open_fd(void (*fn)(int fd, void *ctx), void *ctx)
             long fd = strtol(e->d_name, &end, 10);
             if (*end || end == e->d_name || fd == dir || fd < 0 || fd > INT_MAX)
                 continue;
-            if (tcp_private_fd((int)fd))
+            if (private_fd_is((int)fd))
                 continue;   /* shunt's own (a closed socket's private copy, the local wake) */
             fn((int)fd, ctx);
         }
@@ -84,7 +85,7 @@ static void match_inode(int fd, void *arg)
 {
     struct by_inode *b = arg;
     struct fdref f = fdt_get(fd);
-    if (!b->found && f.sock && f.sock->ops == &tcp_ops) {
+    if (!b->found && f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && t->inode == b->inode) {
             sock_get(f.sock);
@@ -136,7 +137,7 @@ static void leave_peeked(int fd)
 {
     fdt_adopt_passed(fd);
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops) {
+    if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
             shunt_log(LOG_INFO, "fd %d: an accelerated socket waits in a Unix socket's queue for the program without shunt", fd);
@@ -283,7 +284,7 @@ void downgrade_sending(const int *fds, size_t n, int unix_fd, bool named)
     int verdict = -1;
     for (size_t i = 0; i < n; i++) {
         struct fdref f = fdt_get(fds[i]);
-        if (f.sock && f.sock->ops == &tcp_ops) {
+        if (f.sock && f.sock->kind == SOCK_TCP) {
             struct tcp_sock *t = tcp_of(f.sock);
             if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
                 if (verdict < 0)

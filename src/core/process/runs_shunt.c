@@ -210,7 +210,7 @@ static bool pid_maps_shunt(pid_t pid)
         char *slash = strrchr(line, '/');
         found = slash && !strncmp(slash + 1, LIB_NAME, sizeof LIB_NAME - 1);
     }
-    fclose(f);
+    shunt_real.fclose(f);   /* libc's: shunt's own wrapper is a layer above */
     return found;
 }
 
@@ -231,7 +231,7 @@ static bool pid_euid(int pid, uid_t *uid)
             found = true;
         }
     }
-    fclose(f);
+    shunt_real.fclose(f);
     return found;
 }
 

@@ -232,7 +232,7 @@ static void collect(int fd, void *ctx)
 {
     struct collected *c = ctx;
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->ops == &tcp_ops) {
+    if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         int fl = shunt_real.fcntl(fd, F_GETFD);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && fl >= 0) {

@@ -14,6 +14,7 @@
  */
 #include <sched.h>
 
+#include "base/clock.h"
 #include "base/self.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
@@ -41,7 +42,7 @@ void turn_take(void)
 {
     if (!shunt_settings.yield_us)
         return;
-    uint64_t now = wait_now_ns();
+    uint64_t now = clock_now_ns();
     if (now - gave_way_ns > (uint64_t)shunt_settings.yield_us * 1000u) {
         if (gave_way_ns) {
             sched_yield();

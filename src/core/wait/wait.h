@@ -1,13 +1,17 @@
 /*
- * wait.h: waiting for a channel (DESIGN section 5).  A waiter spins a
- * bounded, adaptive time, then asks the peer for a doorbell and sleeps in
- * the kernel on its own TCP socket, the companion.  Doorbells are single
- * bytes on the companion that shunt consumes; the program never sees them.
+ * wait.h: waiting for a channel (DESIGN section 5), the interface of
+ * core/wait/.  A waiter spins a bounded, adaptive time (spin.c), then asks
+ * the peer for a doorbell and sleeps in the kernel on its own TCP socket,
+ * the companion (sleep.c).  Doorbells are single bytes on the companion
+ * that shunt consumes; the program never sees them (doorbell.c).  A
+ * shutdown by another thread wakes sleepers through the local wake
+ * (local_wake.c); calls that wait are counted for a close meanwhile
+ * (blocked_calls.c).
  */
 #ifndef SHUNT_WAIT_H
 #define SHUNT_WAIT_H
 
-#include "core/kinds/tcp_socket.h"
+#include "core/fd/tcp_sock.h"
 
 typedef bool (*ready_fn)(struct tcp_sock *t);
 
@@ -25,12 +29,6 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
  * for (shutdown): wakes every thread of ours blocked on it, in the kernel
  * (through the local wake, an eventfd) or on the futex. */
 void wait_wake_local(struct tcp_sock *t);
-
-/* shutdown of t (on the program's fd): wakes whatever waits on it, as the
- * kernel's shutdown does: our threads (wait_wake_local), our epoll sets
- * (epoll_socket_changed), and the sleepers of other processes holding the
- * same end (xwake_send). */
-void wait_wake_shutdown(struct tcp_sock *t, int fd);
 
 /* The program closes the last fd of t while calls of its threads wait on
  * it: keeps a private copy of the socket (t->own_fd) for them and returns
@@ -52,9 +50,6 @@ void wait_call_blocks(struct tcp_sock *t, bool *blocked);
 /* A call that waited (f->blocked) returns; true if it was the last one
  * and the socket was closed meanwhile: the caller finishes the close. */
 bool wait_call_done(struct tcp_sock *t);
-
-/* A close-on-exec duplicate of fd near the top of the fd limit, or -1. */
-int wait_private_dup(int fd);
 
 /* The local wake's fd (-1 before the first sleep); moves it to another
  * number if it is fd (the program's dup2 onto it): true if it moved. */
@@ -104,7 +99,6 @@ void doorbell_check_peer(struct tcp_sock *t, int fd);
 bool wait_may_spin(void);
 bool wait_peer_busy(struct tcp_sock *t);    /* not asleep waiting for us */
 bool wait_peer_here(struct tcp_sock *t);    /* last ran on our CPU (and notes ours) */
-uint64_t wait_now_ns(void);
 
 void wait_cpu_relax(void);
 

@@ -30,10 +30,11 @@
 #include <sys/stat.h>
 
 #include "base/log.h"
+#include "base/real.h"
 #include "base/signals.h"
+#include "core/fd/fd_place.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
-#include "base/real.h"
 
 bool xwake_shared(struct tcp_sock *t)
 {
@@ -90,7 +91,7 @@ int xwake_keep(struct tcp_sock *t)
     if (!t->ch.hdr || atomic_load_explicit(&nkept, memory_order_relaxed) >= XWAKE_KEPT_MAX)
         return -1;
     int fd = open_fifo(t);
-    int hi = fd >= 0 ? wait_private_dup(fd) : -1;
+    int hi = fd >= 0 ? fd_place_high(fd) : -1;
     xwake_close(fd);
     if (hi < 0)
         return -1;
@@ -160,7 +161,7 @@ bool xwake_kept_relocate(int fd)
             /* the same open FIFO under another number: its registration
              * in the epoll set (made under the old one) stays, and goes
              * when this one closes */
-            int hi = wait_private_dup(fd);
+            int hi = fd_place_high(fd);
             if (hi >= 0) {
                 atomic_store(&kept[i], hi + 1);
                 moved = true;

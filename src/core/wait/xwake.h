@@ -29,7 +29,7 @@ void xwake_send(struct tcp_sock *t);
  * An epoll set keeps the FIFO of a member that waits idle (cold) open and
  * registered in its kernel set, for as long as it stays cold.  Those fds
  * are shunt's: kept near the top of the fd limit, and the program's close,
- * close_range, closefrom and dup2 go around them (tcp_private_fd*).
+ * close_range, closefrom and dup2 go around them (private_fd_is*).
  * xwake_keep opens t's FIFO (whoever holds the end) and returns a handle
  * (-1: none, or XWAKE_KEPT_MAX are kept already); xwake_kept_fd its number
  * now; xwake_drop closes it.

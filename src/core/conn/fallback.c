@@ -1,0 +1,85 @@
+/*
+ * fallback.c: the reasons a connection is on kernel TCP, by name and key,
+ * and recording one (fallback.h).
+ */
+#include <stdio.h>
+
+#include "base/real.h"
+#include "base/self.h"
+#include "core/conn/fallback.h"
+
+static const char *const reason_names[] = {
+    [FB_NONE] = "none",
+    [FB_DISABLED] = "disabled (SHUNT_ACCEL=0)",
+    [FB_NOT_NEGOTIATED] = "not negotiated",
+    [FB_NO_LISTENER] = "no accelerated listener",
+    [FB_NOT_LOOPBACK] = "destination not on loopback",
+    [FB_REGISTRY] = "registry unavailable",
+    [FB_REGISTRY_FULL] = "registry full",
+    [FB_BIND] = "could not bind",
+    [FB_CHANNEL] = "no shared memory for a channel",
+    [FB_NO_OFFER] = "client does not run shunt",
+    [FB_VERIFY] = "offer does not match the connection",
+    [FB_OTHER_USER] = "peer runs as another user",
+    [FB_CLAIM] = "claim did not settle",
+    [FB_REFUSED] = "server refused",
+    [FB_ATTACH] = "channel could not be mapped",
+    [FB_CONNECT_FAILED] = "connect failed",
+    [FB_INHERITED] = "inherited connection unknown to shunt",
+    [FB_WITHDRAWN] = "client shut down before the claim",
+    [FB_DOWNGRADED] = "moved back: an end went to a program without shunt",
+    [FB_SHM_LIMIT] = "shm-limit: shared memory bound reached",
+    [FB_STDIO] = "moved back: stdio shunt cannot carry on this socket",
+};
+
+/* The same, as short keys for `shunt stat --json` and scripts. */
+static const char *const reason_keys[] = {
+    [FB_NONE] = "none",
+    [FB_DISABLED] = "disabled",
+    [FB_NOT_NEGOTIATED] = "not_negotiated",
+    [FB_NO_LISTENER] = "no_listener",
+    [FB_NOT_LOOPBACK] = "not_loopback",
+    [FB_REGISTRY] = "registry",
+    [FB_REGISTRY_FULL] = "registry_full",
+    [FB_BIND] = "bind",
+    [FB_CHANNEL] = "channel",
+    [FB_NO_OFFER] = "no_offer",
+    [FB_VERIFY] = "verify",
+    [FB_OTHER_USER] = "other_user",
+    [FB_CLAIM] = "claim",
+    [FB_REFUSED] = "refused",
+    [FB_ATTACH] = "attach",
+    [FB_CONNECT_FAILED] = "connect_failed",
+    [FB_INHERITED] = "inherited",
+    [FB_WITHDRAWN] = "withdrawn",
+    [FB_DOWNGRADED] = "downgraded",
+    [FB_SHM_LIMIT] = "shm_limit",
+    [FB_STDIO] = "stdio",
+};
+_Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
+               "every fallback reason has a key");
+
+const char *fallback_reason_key(enum fallback_reason r)
+{
+    return (unsigned)r < sizeof reason_keys / sizeof reason_keys[0] && reason_keys[r] ? reason_keys[r] : "unknown";
+}
+
+const char *fallback_reason_name(enum fallback_reason r)
+{
+    return (unsigned)r < sizeof reason_names / sizeof reason_names[0] && reason_names[r] ? reason_names[r] : "?";
+}
+
+void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have)
+{
+    atomic_store(&t->reason, why);
+    atomic_store(&t->path, PATH_TCP);
+    if (should_have && shunt_settings.strict) {
+        t->strict_failed = true;
+        char line[160];
+        int n = snprintf(line, sizeof line, "shunt: SHUNT_STRICT: fd %d was not accelerated: %s\n", fd,
+                         fallback_reason_name(why));
+        shunt_real.write(2, line, (size_t)n);
+        return;
+    }
+    shunt_log_sock(should_have ? LOG_WARN : LOG_INFO, t, fd, "kernel TCP: %s", fallback_reason_name(why));
+}

@@ -1,0 +1,22 @@
+/*
+ * fallback.h: why a connection is on kernel TCP (enum fallback_reason, in
+ * core/fd/tcp_sock.h), recorded once per socket and shown by SHUNT_LOG and
+ * `shunt stat`.
+ */
+#ifndef SHUNT_CORE_CONN_FALLBACK_H
+#define SHUNT_CORE_CONN_FALLBACK_H
+
+#include <stdbool.h>
+
+#include "core/fd/tcp_sock.h"
+
+const char *fallback_reason_name(enum fallback_reason r);
+/* A short key for the reason (no_listener, no_offer...), as `shunt stat` shows it. */
+const char *fallback_reason_key(enum fallback_reason r);
+
+/* Puts t on kernel TCP for this reason.  should_have: it would have been
+ * accelerated but for this; under SHUNT_STRICT the socket must then fail
+ * (t->strict_failed), and the reason goes to standard error. */
+void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
+
+#endif

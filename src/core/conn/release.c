@@ -1,0 +1,57 @@
+/*
+ * release.c: a process lets go of a connection (release.h): the last fd
+ * closes or the process exits; the last holder of an end closes the end.
+ */
+#include "base/real.h"
+#include "core/conn/deferred_close.h"
+#include "core/conn/downgrade.h"
+#include "core/conn/negotiate.h"
+#include "core/conn/release.h"
+#include "core/conn/stream.h"
+#include "core/wait/wait.h"
+
+/* Let go of the channel, and when no process holds this end any more,
+ * close it as TCP would. */
+void release_channel(struct fdref *f)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
+    /* the other end left for a program without shunt: our unread bytes go
+     * to it over TCP before this end closes */
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
+        downgrade_observe(t, f->fd);
+    crit_lock(&t->lock);
+    if (t->released) {
+        crit_unlock(&t->lock);
+        return;
+    }
+    t->released = true;
+    int path = atomic_load(&t->path);
+    if (path != PATH_TCP && t->ch.hdr) {
+        if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
+            if (path == PATH_SHM && !atomic_load(&t->ch.hdr->down)) {
+                stream_close(t, f->fd);
+                downgrade_close_copy(t, f->fd);
+                /* the last holder of this end: nobody else waits on the
+                 * companion, so its doorbells can go; what follows them
+                 * tells whether the peer's processes are gone */
+                char buf[256];
+                ssize_t r;
+                while ((r = shunt_real.recv(f->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+                    doorbell_ate(t, (size_t)r);
+                if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                    atomic_store(&t->peer_gone, true);
+            }
+            negotiate_forget(t);
+        }
+    }
+    crit_unlock(&t->lock);
+}
+
+/* The last fd of this process closes.  Calls of other threads that wait on
+ * the socket keep it open until the last of them returns, as the kernel's
+ * file outlives the fd (deferred_close.c); otherwise the channel closes now. */
+void release_last_fd(struct fdref *f)
+{
+    if (!deferred_close_hold(tcp_of(f->sock), f->fd))
+        release_channel(f);
+}

@@ -1,0 +1,230 @@
+/*
+ * doorbell.c: doorbells, and announcing a sleep.
+ *
+ * A doorbell is one byte on the companion TCP socket; the peer sends one
+ * when it made progress and found a request for it (chan_side.sleepers).
+ * Every wait in the kernel (the one recv of a blocked reader or writer, and
+ * every poll or epoll) watches for such a byte without consuming it
+ * (MSG_PEEK, POLLIN), so one byte wakes every thread of the endpoint that
+ * sleeps: no consumer can hide it from another.  Bytes are drained only
+ * when no thread of the endpoint is inside a kernel wait, under wait_lock,
+ * which is also where a thread announces that it is going to sleep: so a
+ * byte is never drained between a sleeper's last look at the rings and its
+ * entry into the kernel.  A drained byte has therefore been seen by every
+ * sleeper it was meant for; the worst case is a spurious wake-up.
+ */
+#include <string.h>
+
+#include "base/log.h"
+#include "base/real.h"
+#include "core/wait/wait_shared.h"
+#include "core/wait/xwake.h"
+
+pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void drain_locked(struct tcp_sock *t, int fd);
+
+static void retract(atomic_uint *count)
+{
+    unsigned n = atomic_load(count);
+    while (n > 0 && !atomic_compare_exchange_weak(count, &n, n - 1))
+        ;
+}
+
+static void doorbell_arm(struct tcp_sock *t, int what)
+{
+    /* seq_cst: ordered before the caller's re-check of the rings; pairs
+     * with the fence in wake_peer. */
+    if (what & WANT_DATA)
+        atomic_fetch_add(&t->ch.self->sleepers, 1);
+    if (what & WANT_SPACE)
+        atomic_fetch_add(&t->ch.self->space_sleepers, 1);
+}
+
+static void doorbell_disarm(struct tcp_sock *t, int what)
+{
+    if (what & WANT_DATA)
+        retract(&t->ch.self->sleepers);
+    if (what & WANT_SPACE)
+        retract(&t->ch.self->space_sleepers);
+}
+
+
+/* Announces a sleep (as doorbell_enter) and registers for the local wake,
+ * in one section of the wait locks; opens the end's wake FIFO first (a
+ * path lookup, outside the locks), before the caller's last look. */
+int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd)
+{
+    *xfd = xwake_open(t);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    atomic_fetch_add(&t->ch.self->waiters, 1);
+    doorbell_arm(t, what);
+    if (lk < 0)
+        return LW_NONE;   /* the lock is not held: the local state is left alone */
+    int lw = local_wake_register(t, efd);
+    dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    return lw;
+}
+
+void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
+{
+    doorbell_disarm(t, what);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    if (lk >= 0)
+        local_wake_unregister(t, lw);
+    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
+        drain_locked(t, fd);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    xwake_close(xfd);
+}
+
+
+void wake_peer(struct tcp_sock *t, int fd, int what)
+{
+    /* seq_cst fence: our ring update is ordered before the load of the
+     * peer's requests, pairing with the seq_cst increment in doorbell_arm:
+     * either the peer's last look sees the update or we see its request. */
+    atomic_thread_fence(memory_order_seq_cst);
+    struct chan_side *peer = t->ch.peer;
+    bool ring = false;
+    /* Only a peer waiting for what we made happen is woken: a reader is not
+     * woken because we freed space, nor a writer because we wrote. */
+    if ((what & WANT_DATA) && atomic_load_explicit(&peer->sleepers, memory_order_relaxed))
+        ring |= atomic_exchange(&peer->sleepers, 0) != 0;
+    if ((what & WANT_SPACE) && atomic_load_explicit(&peer->space_sleepers, memory_order_relaxed))
+        ring |= atomic_exchange(&peer->space_sleepers, 0) != 0;
+    /* One byte wakes every sleeper of the peer: none of them consumes it. */
+    if (ring) {
+        atomic_fetch_add_explicit(&t->ch.self->doorbells, 1, memory_order_relaxed);
+        doorbell_send(t, fd);
+    }
+}
+
+bool doorbell_send(struct tcp_sock *t, int fd)
+{
+    /* Two sockets take no doorbell: a server's whose client's TCP prefix is
+     * still queued (it never sleeps on it: the prefix keeps it readable, and
+     * a byte queued behind the prefix could not be taken out without it
+     * when the server is handed to a program without shunt), and a closed
+     * end's (nobody waits there, and its kernel would answer with a reset
+     * that cuts off the copy it left in TCP; downgrade.c). */
+    if ((t->ch.side == 0 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) ||
+        (atomic_load(&t->ch.peer->state) & SIDE_CLOSED))
+        return false;
+    _Atomic uint64_t *w = &t->ch.self->bells;
+    uint64_t v = atomic_load(w);
+    do {
+        if (v & BELLS_FROZEN)
+            return false;   /* the connection is moving back to TCP: no byte may follow */
+    } while (!atomic_compare_exchange_weak(w, &v, v + BELLS_BUSY));
+    ssize_t r = shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    /* busy to counted in one step: a freeze never sees a sent byte uncounted */
+    atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
+    return r == 1;
+}
+
+void doorbell_ate(struct tcp_sock *t, size_t n)
+{
+    atomic_fetch_add(&t->ch.self->bells_eaten, (uint64_t)n);
+}
+
+int doorbell_lock(struct tcp_sock *t)
+{
+    return dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+}
+
+void doorbell_unlock(struct tcp_sock *t, int token)
+{
+    dir_unlock(&wait_lock, &t->ch.self->wait_lock, token);
+}
+
+/* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
+static void drain_locked(struct tcp_sock *t, int fd)
+{
+    /* the program may have closed fd since the caller looked: the close
+     * kept its copy under this lock (wait_defer_close) */
+    fd = tcp_call_fd(t, fd);
+    if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
+        return;
+    /* After a downgrade the program's bytes follow the doorbells: only the
+     * doorbells the peer counted may go (the leaving side drains none).
+     * Before it, everything queued is a doorbell; the flag says so to a
+     * peer that starts to leave meanwhile, which re-sends its own bytes
+     * into this socket only once the flag is clear (seq_cst store, then
+     * load: either we see its downgrade word or it sees our flag). */
+    uint64_t limit = SIZE_MAX;
+    atomic_store(&t->ch.self->draining, 1);
+    if (atomic_load(&t->ch.hdr->down)) {
+        atomic_store_explicit(&t->ch.self->draining, 0, memory_order_release);
+        if (channel_self_left(&t->ch))
+            return;
+        limit = channel_bells_unread(&t->ch);
+    } else if (atomic_load(&t->ch.peer->bells) & BELLS_FROZEN) {
+        /* the peer closed and left behind its doorbells a copy of what we
+         * had not read (downgrade_close_copy): the same bound */
+        limit = channel_bells_unread(&t->ch);
+    }
+    char buf[256];
+    while (limit > 0) {
+        ssize_t r = shunt_real.recv(fd, buf, limit < sizeof buf ? (size_t)limit : sizeof buf, MSG_DONTWAIT);
+        if (r > 0) {
+            doorbell_ate(t, (size_t)r);
+            limit -= (uint64_t)r;
+        }
+        if (r > 0 && (size_t)r < sizeof buf)
+            break;   /* a short read took all that was queued: no call just to hear EAGAIN */
+        if (r > 0)
+            continue;
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            shunt_log_sock(LOG_DEBUG, t, fd, "companion says the peer is gone (drain: %zd, %s)", r,
+                           r ? strerror(errno) : "EOF");
+            atomic_store(&t->peer_gone, true);
+        }
+        break;
+    }
+    /* release: our recv calls are done before a leaver sees the flag clear */
+    atomic_store_explicit(&t->ch.self->draining, 0, memory_order_release);
+}
+
+/* Announcing a sleep and draining doorbells exclude each other among all
+ * the holders of this end: in this process by wait_lock, and across
+ * processes (when there are others) by the end's lock in the segment. */
+void doorbell_enter(struct tcp_sock *t, int what)
+{
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    atomic_fetch_add(&t->ch.self->waiters, 1);
+    doorbell_arm(t, what);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+}
+
+void doorbell_leave(struct tcp_sock *t, int fd, int what)
+{
+    doorbell_disarm(t, what);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
+        drain_locked(t, fd);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+}
+
+void doorbell_forget(struct tcp_sock *t, int what)
+{
+    doorbell_disarm(t, what);
+    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    atomic_fetch_sub(&t->ch.self->waiters, 1);
+    if (lk >= 0)
+        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+}
+
+void doorbell_check_peer(struct tcp_sock *t, int fd)
+{
+    char b;
+    ssize_t r = shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        shunt_log_sock(LOG_DEBUG, t, fd, "companion says the peer is gone (check: %zd, %s)", r,
+                       r ? strerror(errno) : "EOF");
+        atomic_store(&t->peer_gone, true);
+    }
+}

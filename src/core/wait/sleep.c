@@ -1,0 +1,200 @@
+/*
+ * sleep.c: a call that waits for its channel (wait_channel): a spin, then
+ * one thread of the process asleep in the kernel on the companion, the
+ * others on a futex, with the socket's timeout and the program's signals.
+ */
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/real.h"
+#include "base/self.h"
+#include "base/signals.h"
+#include "core/wait/turns.h"
+#include "core/wait/wait_shared.h"
+
+/* The socket's own timeout for this direction, if it has one.  SO_RCVTIMEO
+ * is asked of the kernel once (an accepted socket inherits the listener's)
+ * and kept up to date by setsockopt; while another process holds the
+ * socket, which may change it, it is asked every time. */
+static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct timespec *out)
+{
+    struct timeval tv = t->sndtimeo;
+    if (!for_write) {
+        bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+        if (!t->rcvtimeo_known || shared) {
+            socklen_t len = sizeof tv;
+            if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
+                return false;
+            t->rcvtimeo = tv;
+            t->rcvtimeo_known = true;
+        }
+        tv = t->rcvtimeo;
+    }
+    if (!tv.tv_sec && !tv.tv_usec)
+        return false;
+    out->tv_sec = tv.tv_sec;
+    out->tv_nsec = tv.tv_usec * 1000;
+    return true;
+}
+
+
+/* The kernel wait itself: the companion (a doorbell, the peer's death),
+ * the local wake and the end's wake from other processes, with the
+ * socket's timeout for this direction. */
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd)
+{
+    if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
+        return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
+    bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+    if (shared) {
+        /* another holder may have made the open file non-blocking */
+        int fl = shunt_real.fcntl(fd, F_GETFL);
+        if (fl >= 0 && (fl & O_NONBLOCK)) {
+            atomic_store(&t->nonblock, 1);
+            return -EAGAIN;
+        }
+    }
+    struct timespec tmo, cap = { 0, 1000000 };
+    bool timed = socket_timeout(t, fd, for_write, &tmo);
+    bool capped = false;
+    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+        tmo = cap;   /* a wake is being emptied: look again soon */
+        capped = true;
+    }
+    struct pollfd p[3] = {
+        { .fd = fd, .events = POLLIN | POLLRDHUP },
+        { .fd = lw == LW_ON ? efd : -1, .events = POLLIN },
+        { .fd = xfd, .events = POLLIN },
+    };
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
+    if (n < 0) {
+        if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
+            return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed);
+        atomic_store(&t->peer_gone, true);
+        return 0;
+    }
+    if (n == 0)
+        return capped ? 0 : -EAGAIN;   /* the socket's timeout */
+    if (p[1].revents & POLLNVAL)
+        wait_local_lost(efd);
+    if (p[0].revents & POLLNVAL) {
+        if (tcp_call_fd(t, fd) == fd)   /* else the program closed it meanwhile: look again */
+            atomic_store(&t->peer_gone, true);
+    } else if (p[0].revents & (POLLHUP | POLLERR | POLLRDHUP)) {
+        doorbell_check_peer(t, fd);   /* the end, or doorbells still ahead of it */
+    }
+    return 0;
+}
+
+/* The one thread of this process that sleeps in the kernel for this
+ * endpoint: it asks for a doorbell, looks at the rings a last time and
+ * waits in the kernel until a doorbell is queued, the peer goes away,
+ * another thread shuts the socket down, a signal or the socket's timeout. */
+static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+{
+    int result = 0;
+    int what = for_write ? WANT_SPACE : WANT_DATA;
+    int efd = -1, xfd = -1;
+    int lw = doorbell_enter_local(t, what, &efd, &xfd);
+    /* counted when the doorbell is asked for: the peer may ring for it even
+     * if the last look below finds the bytes and the sleep never happens */
+    atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+    if (!ready(t)) {
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd);
+        turn_gave_way(clock_now_ns());
+    }
+    doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
+    return result;
+}
+
+/*
+ * Several threads of one process may wait on one socket (a reader and a
+ * writer, say).  A doorbell byte wakes only the thread that consumes it, so
+ * only one of them sleeps in the kernel; the others sleep on a futex and
+ * are woken, all of them, whenever that one wakes.  futex waits restart
+ * under SA_RESTART like recv does, and take the socket's timeout.
+ */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked)
+{
+    fd = tcp_call_fd(t, fd);
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    if (wait_spin(t, ready))
+        return 0;
+    if (shunt_sig_ran != ran) {
+        /* a handler ran while we spun: the kernel's call would have been
+         * interrupted by it (restarted under SA_RESTART, unless the socket
+         * has a timeout) */
+        struct timespec tmo;
+        return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
+    }
+    if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) {
+        /* The client's TCP prefix is still queued ahead of any doorbell, so
+         * the companion cannot be slept on: a writer (the only kind that
+         * waits now) looks again in a little while. */
+        struct timespec pause = { 0, 200000 };
+        nanosleep(&pause, NULL);
+        return 0;
+    }
+    crit_lock(&wait_lock);
+    if (blocked)
+        blocked_calls_count(t, blocked);
+    unsigned gen = atomic_load(&t->wait_gen);
+    /* The kernel sleeper's own signal handler, waiting on the same socket,
+     * sleeps in the kernel too: on the futex it would wait for itself. */
+    bool nested = t->kernel_sleeper && pthread_equal(t->sleeper, pthread_self());
+    bool in_kernel = !t->kernel_sleeper || nested;
+    if (in_kernel && !nested) {
+        t->kernel_sleeper = true;
+        t->sleeper = pthread_self();
+    }
+    crit_unlock(&wait_lock);
+
+    int result = 0;
+    if (in_kernel) {
+        uint64_t slept = clock_now_ns();
+        result = sleep_in_kernel(t, fd, ready, for_write);
+        /* Woken soon after giving up: the peer is busy with us, and a spin
+         * a little longer would have caught it.  Spin again at once. */
+        if (clock_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
+            t->spin_fails = 0;
+        if (nested)
+            return result;
+        crit_lock(&wait_lock);
+        t->kernel_sleeper = false;
+        atomic_fetch_add(&t->wait_gen, 1);
+        bool others = t->futex_waiters > 0;
+        crit_unlock(&wait_lock);
+        if (others)
+            futex_wake_all(&t->wait_gen);
+    } else {
+        /* Our want is asked for too, though the kernel sleeper may wait for
+         * something else (a reader, while we wait for space): the peer's
+         * byte wakes it, and it wakes us.  Unasked, the peer would free
+         * space without a word while the reader waits for bytes the peer
+         * sends only after more of ours: both ends stuck. */
+        int what = for_write ? WANT_SPACE : WANT_DATA;
+        doorbell_enter(t, what);
+        atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+        if (!ready(t)) {
+            struct timespec tmo;
+            bool timed = socket_timeout(t, fd, for_write, &tmo);
+            crit_lock(&wait_lock);
+            t->futex_waiters++;
+            crit_unlock(&wait_lock);
+            int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+            turn_gave_way(clock_now_ns());
+            crit_lock(&wait_lock);
+            t->futex_waiters--;
+            crit_unlock(&wait_lock);
+            if (r == -ETIMEDOUT)
+                result = -EAGAIN;
+            else if (r == -EINTR)
+                result = -EINTR;
+        }
+        doorbell_leave(t, fd, what);
+    }
+    return result;
+}
