@@ -38,7 +38,7 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ))
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
-.PHONY: all lib tool tests bench check deps test test-unit test-conformance test-integration test-san install clean
+.PHONY: all lib tool tests bench check deps layers test test-unit test-conformance test-integration test-san install clean
 
 all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
@@ -104,9 +104,15 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_DEPS) $(wildcard tests/lib/*.h)
 test-unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "unit: $$t"; timeout 120 $$t; done
 
-# The suite: every conformance test without shunt and under it, then the
-# integration tests with real programs.
+# The layers of docs/architecture.md ("Layers, as folders"), checked on the
+# built objects: no call up a layer, no cycle across folders.
+layers: lib tool
+	scripts/check-layers --build $(BUILD)
+
+# The suite: the layers, every conformance test without shunt and under it,
+# then the integration tests with real programs.
 test: all
+	$(MAKE) layers
 	$(MAKE) test-unit
 	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough,accelerated
 	python3 -m pytest -q tests/integration

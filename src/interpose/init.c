@@ -7,10 +7,16 @@
  *   2. settings: read once from the environment; a bad value is reported in
  *      one line and leaves every connection on kernel TCP.
  *   3. log: needs the settings, and is needed by everything after it.
- *   4. fd table and waiting: need the log for their own errors.  Until it exists every
+ *   4. hooks: the lower layers learn what the higher ones want told
+ *      (the fd table probes unknown sockets through the TCP kind, a
+ *      shutdown wakes epoll sets), before the table can probe anything.
+ *   5. fd table and waiting: need the log for their own errors.  Until it exists every
  *      lookup answers passthrough, which is what a call re-entering shunt
  *      from inside stages 1 to 3 (a malloc replacement reading a file while
  *      dlsym allocates) must get.
+ *
+ * Start-up sits on top, in interpose/, so that it may call every layer and
+ * none of them has to reach up to it.
  */
 #include <sched.h>
 #include <stdbool.h>
@@ -57,7 +63,7 @@ void shunt_init_slow(void)
     shunt_log_open(&shunt_settings);
     shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
 
-    tcp_socket_init();   /* the fd table's probe, and the epoll sets' shutdown hook: before the table exists */
+    tcp_socket_init();
     epoll_init();
     fdt_init();
     wait_init();

@@ -1,0 +1,233 @@
+/*
+ * test_fdtable.c: unit tests of the fd table (src/core/fd/fdtable.c) with a
+ * stub probe in place of the TCP kind, linked with the layers below the
+ * table only (core/fd, registry, transport, base).
+ *
+ * What the table must do: answer passthrough for files and, without hooks,
+ * for sockets; probe a socket it has not seen once, through the hooks, and
+ * keep the answer; share one object among the fds of one socket (the share
+ * hook), counting them; drop the table's references on close, forget and
+ * forget_range, so that the object is destroyed exactly once after its last
+ * fd and last holder; install objects for new fds; answer passthrough for a
+ * socket settled on the kernel without touching its object; never cache an
+ * answer for a closed fd; visit exactly the fds with objects.
+ */
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/fd/fdtable.h"
+
+struct stub {
+    struct shunt_sock base;
+    uint64_t inode;
+};
+
+static int probes, shares, destroyed;
+static struct stub *last_made;
+
+static void stub_destroy(struct shunt_sock *s)
+{
+    destroyed++;
+    free(s);
+}
+
+static const struct sock_ops stub_ops = { .kind = "stub", .destroy = stub_destroy };
+
+struct find { uint64_t inode; struct shunt_sock *found; };
+
+static void find_inode(int fd, void *ctx)
+{
+    struct find *f = ctx;
+    struct fdref r = fdt_get(fd);
+    if (!f->found && r.sock && ((struct stub *)r.sock)->inode == f->inode) {
+        sock_get(r.sock);
+        f->found = r.sock;
+    }
+    fdt_put(&r);
+}
+
+static struct shunt_sock *stub_share(int fd, uint64_t inode, bool passed)
+{
+    (void)fd;
+    (void)passed;
+    shares++;
+    struct find f = { inode, NULL };
+    fdt_for_each_object(0, ~0U, find_inode, &f);
+    return f.found;
+}
+
+static struct shunt_sock *stub_probe(int fd, uint64_t inode, bool passed)
+{
+    (void)fd;
+    (void)passed;
+    probes++;
+    struct stub *s = calloc(1, sizeof *s);
+    atomic_init(&s->base.refs, 1);
+    s->base.kind = SOCK_TCP;
+    s->base.ops = &stub_ops;
+    s->inode = inode;
+    last_made = s;
+    return &s->base;
+}
+
+static const struct fdt_probe_hooks hooks = { .share = stub_share, .probe = stub_probe };
+
+static void closes(int fd)
+{
+    struct shunt_sock *s = fdt_close_begin(fd);
+    CHECK(close(fd), ==, 0);
+    fdt_close_end(fd);
+    if (s)
+        sock_put(s);
+}
+
+static void count_visit(int fd, void *ctx)
+{
+    (void)fd;
+    (*(int *)ctx)++;
+}
+
+int main(void)
+{
+    /* before fdt_init every lookup is passthrough */
+    int early = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(early, >=, 0);
+    struct fdref r = fdt_get(early);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(r.ops == &passthrough_ops, ==, 1);
+
+    fdt_init();
+
+    /* without hooks, a socket is passthrough, and nothing is probed */
+    r = fdt_get(early);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(fdt_kernel_only(early), ==, 1);   /* remembered as the kernel's */
+    CHECK(close(early), ==, 0);
+    fdt_forget(early);
+
+    fdt_set_probe_hooks(&hooks);
+
+    /* a file: passthrough, never probed */
+    int file = open("/dev/null", O_RDONLY);
+    CHECK(file, >=, 0);
+    r = fdt_get(file);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(r.ops == &passthrough_ops, ==, 1);
+    CHECK(probes + shares, ==, 0);
+
+    /* a socket: probed once, the object kept */
+    int sk = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(sk, >=, 0);
+    struct stat st;
+    CHECK(fstat(sk, &st), ==, 0);
+    r = fdt_get(sk);
+    CHECK(r.sock != NULL, ==, 1);
+    CHECK(r.sock == &last_made->base, ==, 1);
+    CHECK(r.ops == &stub_ops, ==, 1);
+    CHECK(last_made->inode, ==, (long long)st.st_ino);
+    CHECK(atomic_load(&r.sock->fds), ==, 1);
+    CHECK(atomic_load(&r.sock->refs), ==, 2);   /* the table's and ours */
+    fdt_put(&r);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(probes, ==, 1);
+    CHECK(shares, ==, 1);   /* asked first whether another fd had it */
+    r = fdt_get(sk);
+    CHECK(r.sock == &last_made->base, ==, 1);
+    fdt_put(&r);
+    CHECK(probes, ==, 1);   /* not again */
+    CHECK(fdt_kernel_only(sk), ==, 0);
+
+    /* another fd of the same socket, new to the table: shares the object */
+    struct stub *first = last_made;
+    int dupfd = dup(sk);
+    CHECK(dupfd, >=, 0);
+    r = fdt_get(dupfd);
+    CHECK(r.sock == &first->base, ==, 1);
+    CHECK(atomic_load(&first->base.fds), ==, 2);
+    fdt_put(&r);
+    CHECK(probes, ==, 1);
+    CHECK(shares, ==, 2);
+
+    /* visiting: exactly the two fds with an object */
+    int seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 2);
+
+    /* closing one fd keeps the object for the other; the last close frees it */
+    closes(dupfd);
+    CHECK(destroyed, ==, 0);
+    r = fdt_get(sk);
+    CHECK(r.sock == &first->base, ==, 1);
+    fdt_put(&r);
+    closes(sk);
+    CHECK(destroyed, ==, 1);
+
+    /* a closed fd is not cached: its number probes afresh once reused */
+    r = fdt_get(sk);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(probes, ==, 1);
+    int again = socket(AF_INET6, SOCK_STREAM, 0);
+    CHECK(again, ==, sk);   /* the lowest free number */
+    r = fdt_get(again);
+    CHECK(r.sock != NULL, ==, 1);
+    CHECK(probes, ==, 2);
+    fdt_put(&r);
+
+    /* settled on the kernel: passthrough without touching the object */
+    fdt_settle_kernel(again, &last_made->base);
+    CHECK(fdt_kernel_only(again), ==, 1);
+    r = fdt_get(again);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(r.ops == &passthrough_ops, ==, 1);
+    /* forgetting drops the table's reference even then */
+    fdt_forget(again);
+    CHECK(destroyed, ==, 2);
+    r = fdt_get(again);   /* probed again: a new object */
+    CHECK(probes, ==, 3);
+    CHECK(r.sock != NULL, ==, 1);
+    fdt_put(&r);
+
+    /* install: an object for a new fd, counted; replacing a stale entry drops it */
+    int pair[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), ==, 0);
+    struct stub *mine = calloc(1, sizeof *mine);
+    atomic_init(&mine->base.refs, 1);
+    mine->base.kind = SOCK_TCP;
+    mine->base.ops = &stub_ops;
+    fdt_install(pair[0], &mine->base);
+    r = fdt_get(pair[0]);
+    CHECK(r.sock == &mine->base, ==, 1);
+    CHECK(atomic_load(&mine->base.fds), ==, 1);
+    fdt_put(&r);
+    fdt_install(pair[0], NULL);   /* the kernel reused the number for something else */
+    CHECK(destroyed, ==, 3);
+    CHECK(fdt_kernel_only(pair[0]), ==, 1);
+
+    /* forget_range drops every object in it and nothing outside */
+    int before = destroyed;
+    seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 1);   /* again's */
+    fdt_forget_range(0, (unsigned)again - 1);
+    CHECK(destroyed, ==, before);
+    fdt_forget_range((unsigned)again, (unsigned)again);
+    CHECK(destroyed, ==, before + 1);
+    seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 0);
+
+    /* a bad fd: passthrough, nothing probed, nothing kept */
+    int probes_before = probes;
+    r = fdt_get(1 << 16);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(probes, ==, probes_before);
+
+    printf("test_fdtable: ok (%d probes, %d shares, %d objects destroyed)\n", probes, shares, destroyed);
+    return 0;
+}
