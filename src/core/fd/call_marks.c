@@ -43,21 +43,26 @@ static void make_key(void)
 void call_mark_list(void)
 {
     struct call_mark *m = &shunt_call_mark;
+    /* A critical section: a handler of the program that interrupted the
+     * pthread_once below and made a data call would wait for the once its
+     * own thread is running, for ever.  It runs right after instead. */
+    crit_enter();
     pthread_once(&key_once, make_key);
     /* without the key the mark could outlive its thread: left unlisted
      * (a close then does not wait for this thread's calls) */
-    if (!key_ok || pthread_setspecific(exit_key, m) != 0)
-        return;
-    crit_lock(&marks_lock);
-    if (!m->listed) {
-        m->prev = NULL;
-        m->next = marks;
-        if (marks)
-            marks->prev = m;
-        marks = m;
-        m->listed = true;
+    if (key_ok && pthread_setspecific(exit_key, m) == 0) {
+        crit_lock(&marks_lock);
+        if (!m->listed) {
+            m->prev = NULL;
+            m->next = marks;
+            if (marks)
+                marks->prev = m;
+            marks = m;
+            m->listed = true;
+        }
+        crit_unlock(&marks_lock);
     }
-    crit_unlock(&marks_lock);
+    crit_leave();
 }
 
 unsigned call_marks_on(const struct shunt_sock *s)
