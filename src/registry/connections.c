@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 static int free_conn(struct reg_file *f)
 {

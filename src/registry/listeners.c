@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 static int free_listener(struct reg_file *f, uint32_t skip)
 {

@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 #include "registry/procstat.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 /* The file of a process's table.  Names are built here only, from numbers. */
 static void table_path(char *out, size_t len, const struct reg_file *f, int32_t pid)

@@ -26,7 +26,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/procstat.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 #define PAGE 4096u
 #define FORK_WAIT_MS 20

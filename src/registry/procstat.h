@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 
 #define PST_MAGIC      0x7364666e75687373ULL   /* "sshunfds" */
 #define PST_VERSION    1u

@@ -1,7 +1,7 @@
 /*
  * registry.c: the host-local registry of accelerated listeners and
  * connection records (see registry.h for the contract and
- * registry_internal.h for the file layout).
+ * registry_file.h for the file layout).
  *
  * Owns: creating, checking and mapping the per-user, per-namespace file; the
  * robust process-shared lock; liveness of the pids recorded in it and the
@@ -18,7 +18,7 @@
  * re-entered the registry would find the lock held by its own thread) and
  * with a bounded wait, so a stopped process holding it costs a missed
  * acceleration, never a hang.  A process that died holding it leaves entries
- * that are each valid or free on their own (registry_internal.h), so taking
+ * that are each valid or free on their own (registry_file.h), so taking
  * the lock over needs no repair.
  */
 #include <errno.h>
@@ -36,7 +36,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/registry.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 #include "transport/channel.h"
 
 _Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");

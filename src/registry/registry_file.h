@@ -1,7 +1,10 @@
 /*
- * registry_internal.h: the layout of the registry file, for registry.c, its
- * unit test and (read-only) tools.  Not part of the negotiation contract:
- * that is registry.h.
+ * registry_file.h: the registry file as it lies in shared memory (every
+ * process under shunt of this user and network namespace maps it), and how
+ * to find and map it.  Included by the registry's own files (through
+ * registry_impl.h), by procstat.h (struct reg_owner), by the `shunt stat`
+ * tool, which reads the tables without the lock, and by the unit tests.
+ * Not part of the negotiation contract: that is registry.h.
  *
  * The file (/dev/shm/shunt-<euid>-<netns inode>-r<REG_VERSION>.reg, mode 0600):
  *
@@ -16,8 +19,8 @@
  * that dies in the middle of an update (the next locker sees EOWNERDEAD) leaves
  * nothing that needs repair.
  */
-#ifndef SHUNT_REGISTRY_INTERNAL_H
-#define SHUNT_REGISTRY_INTERNAL_H
+#ifndef SHUNT_REGISTRY_FILE_H
+#define SHUNT_REGISTRY_FILE_H
 
 #include <pthread.h>
 #include <stdalign.h>

@@ -1,14 +1,17 @@
 /*
- * reg_private.h: what the parts of the registry share (registry.c: the file,
- * its lock, addresses, liveness and reclaiming; listeners.c; connections.c).
- * Nothing outside src/registry includes it.
+ * registry_impl.h: the functions the registry's .c files share with one
+ * another: opening the file and its lock (registry.c), entries' state
+ * words, process identity and liveness, addresses, and the sweeps of dead
+ * entries.  Its users are registry.c, listeners.c, connections.c,
+ * processes.c and procstat.c; nothing outside src/registry includes it
+ * (the file's layout, which tools read too, is registry_file.h).
  */
-#ifndef SHUNT_REG_PRIVATE_H
-#define SHUNT_REG_PRIVATE_H
+#ifndef SHUNT_REGISTRY_IMPL_H
+#define SHUNT_REGISTRY_IMPL_H
 
 #include <signal.h>
 
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 
 /* Liveness answers, remembered for one locked operation (a sweep meets the
  * same few pids again and again). */
