@@ -15,6 +15,8 @@
 #define SHUNT_CHANNEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 
 #include "transport/ring.h"
 
@@ -96,6 +98,23 @@ struct zc_desc {
     alignas(64) _Atomic uint64_t done;      /* bytes the receiver took so far */
 };
 
+/* The segment's layout (struct zc_desc, struct chan_side, struct chan_hdr;
+ * struct ring_hdr in ring.h), which both ends and `shunt stat` read: a
+ * change must bump CHANNEL_VERSION. */
+#define CHAN_AT(s, f, off) \
+    _Static_assert(offsetof(struct s, f) == (off), #s "." #f " moved: bump CHANNEL_VERSION")
+CHAN_AT(zc_desc, state, 0);
+CHAN_AT(zc_desc, pid, 4);
+CHAN_AT(zc_desc, taker, 8);
+CHAN_AT(zc_desc, pidns, 16);
+CHAN_AT(zc_desc, pos, 24);
+CHAN_AT(zc_desc, len, 32);
+CHAN_AT(zc_desc, nseg, 40);
+CHAN_AT(zc_desc, seg, 48);
+CHAN_AT(zc_desc, done, 192);
+_Static_assert(sizeof(((struct zc_desc *)0)->seg) == ZC_SEGS * 16, "zc_desc.seg resized: bump CHANNEL_VERSION");
+_Static_assert(sizeof(struct zc_desc) == 256, "zc_desc resized: bump CHANNEL_VERSION");
+
 struct chan_side {
     alignas(64) atomic_uint sleepers;  /* threads of this endpoint that want a doorbell when data comes */
     atomic_uint space_sleepers;        /* ... when ring space is freed */
@@ -145,6 +164,42 @@ struct chan_side {
     struct zc_desc zc;
 };
 
+/* The three mutexes take what pthread_mutex_t takes on the target (40
+ * bytes on x86-64: rx_lock at 72, wait_lock at 112); the counters' line
+ * after them is at 192 wherever a mutex takes at most 53. */
+CHAN_AT(chan_side, sleepers, 0);
+CHAN_AT(chan_side, space_sleepers, 4);
+CHAN_AT(chan_side, waiters, 8);
+CHAN_AT(chan_side, holders, 12);
+CHAN_AT(chan_side, state, 16);
+CHAN_AT(chan_side, cpu, 20);
+CHAN_AT(chan_side, pid, 24);
+CHAN_AT(chan_side, tx_lock, 32);
+CHAN_AT(chan_side, rx_lock, 32 + sizeof(pthread_mutex_t));
+CHAN_AT(chan_side, wait_lock, 32 + 2 * sizeof(pthread_mutex_t));
+CHAN_AT(chan_side, bytes_out, 192);
+CHAN_AT(chan_side, sends, 256);
+CHAN_AT(chan_side, bytes_in, 320);
+CHAN_AT(chan_side, recvs, 384);
+CHAN_AT(chan_side, doorbells, 448);
+CHAN_AT(chan_side, spins_won, 512);
+CHAN_AT(chan_side, spins_lost, 576);
+CHAN_AT(chan_side, sleeps, 640);
+CHAN_AT(chan_side, bells, 704);
+CHAN_AT(chan_side, bells_eaten, 712);
+CHAN_AT(chan_side, draining, 720);
+CHAN_AT(chan_side, closed_copy, 724);
+CHAN_AT(chan_side, copy_from, 728);
+CHAN_AT(chan_side, copy_end, 736);
+CHAN_AT(chan_side, zc_sends, 768);
+CHAN_AT(chan_side, zc_bytes, 832);
+CHAN_AT(chan_side, zc_off, 840);
+CHAN_AT(chan_side, doorbells_held, 844);
+CHAN_AT(chan_side, doorbell_owed, 848);
+CHAN_AT(chan_side, corked, 852);
+CHAN_AT(chan_side, zc, 896);
+_Static_assert(sizeof(struct chan_side) == 1152, "chan_side resized: bump CHANNEL_VERSION");
+
 /* Adds to a counter that only one thread writes at a time. */
 static inline void counter_add(_Atomic uint64_t *c, uint64_t n)
 {
@@ -167,6 +222,28 @@ struct chan_hdr {
     struct chan_side side[2];
     struct ring_hdr ring[2];
 };
+
+CHAN_AT(chan_hdr, magic, 0);
+CHAN_AT(chan_hdr, version, 8);
+CHAN_AT(chan_hdr, ring_size, 12);
+CHAN_AT(chan_hdr, total_size, 16);
+CHAN_AT(chan_hdr, reserved, 24);
+CHAN_AT(chan_hdr, neg, 64);
+CHAN_AT(chan_hdr, down, 72);
+CHAN_AT(chan_hdr, back_len, 76);
+CHAN_AT(chan_hdr, down_tail, 80);
+CHAN_AT(chan_hdr, down_txtail, 88);
+CHAN_AT(chan_hdr, side, 128);
+CHAN_AT(chan_hdr, ring, 2432);
+#undef CHAN_AT
+_Static_assert(sizeof(struct chan_hdr) == 2816, "chan_hdr resized: bump CHANNEL_VERSION");
+/* Atomics two processes share must be lock-free, hence address-free (an
+ * atomic emulated with a lock would keep the lock in each process's own
+ * memory): the 32-bit words (atomic_uint, atomic_int, _Atomic uint32_t)
+ * and the 64-bit ones. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the segment's 32-bit words need lock-free atomics");
+_Static_assert(__atomic_always_lock_free(sizeof(uint32_t), 0) && __atomic_always_lock_free(sizeof(uint64_t), 0),
+               "the segment's words need lock-free atomics");
 
 /* A mapped channel, private to this process. */
 struct channel {
