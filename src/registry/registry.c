@@ -6,7 +6,8 @@
  * Owns: creating, checking and mapping the per-user, per-namespace file; the
  * robust process-shared lock; liveness of the pids recorded in it and the
  * reclaiming of dead entries; addresses.  The table operations are in
- * listeners.c and connections.c.
+ * listeners.c, connections.c and processes.c, which share these through
+ * registry_impl.h.
  *
  * Creation is race-free without any waiting: the first process builds the
  * whole file under a temporary name (an O_TMPFILE inode, or a uniquely named

@@ -74,7 +74,9 @@ static struct budget *budget_map(void)
     return nb;
 }
 
-/* What this user's channel files really hold now. */
+/* What this user's files under /dev/shm really hold now: the channels, and
+ * also the registry and the fd tables (which share the prefix, and are
+ * counted against the limit with them). */
 static uint64_t rescan(void)
 {
     char prefix[32];
