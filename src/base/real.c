@@ -108,9 +108,12 @@ static int boot_epoll_pwait2(int ep, struct epoll_event *ev, int max, const stru
 {
     return (int)syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
 }
-/* Process creation and exec need libc's bookkeeping: refuse until it is known. */
+/* Handlers need libc's bookkeeping (its signal restorer): refuse until it is
+ * known.  The sigaction wrapper does not get here before start-up: it calls
+ * libc's __sigaction then (interpose/signal_calls.c). */
 static int boot_sigaction(int s, const struct sigaction *a, struct sigaction *o) { (void)s; (void)a; (void)o; return nosys(); }
 static __sighandler_t boot_signal(int s, __sighandler_t h) { (void)s; (void)h; nosys(); return SIG_ERR; }
+/* Process creation and exec need libc's bookkeeping too: refuse until it is known. */
 static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
 static void boot__exit(int status)

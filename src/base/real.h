@@ -1,7 +1,10 @@
 /*
- * real.h: the table of libc's own implementations of every intercepted call.
- * shunt reaches the kernel only through this table, never through its own
- * wrappers.  Before dlsym has answered, each entry points at a stand-in that
+ * real.h: the table of libc's own implementations of every intercepted call
+ * (the calls of calls.def).  shunt calls through it wherever it means libc
+ * and the kernel rather than its own wrapper; the few places that want the
+ * wrapper (the _FORTIFY_SOURCE variants, stdio's cookie streams) call the
+ * function by its name, and calls nobody intercepts (open, mmap) are made
+ * directly.  Before dlsym has answered, each entry points at a stand-in that
  * makes the system call directly (see real.c), so the table is usable from
  * the very first instruction of the process.
  */
@@ -20,7 +23,8 @@ struct shunt_real_table {
 
 extern struct shunt_real_table shunt_real;
 
-/* Replaces the stand-ins by what dlsym(RTLD_NEXT) finds; called once by init. */
+/* Replaces the stand-ins by what dlsym(RTLD_NEXT) finds; called once, by
+ * start-up (interpose/init.c). */
 void shunt_real_resolve(void);
 
 #endif

@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 static int free_conn(struct reg_file *f)
 {
     for (uint32_t i = 0; i < REG_CONNS; i++)
-        if (entry_state(&f->conns[i].state) == REG_FREE)
+        if (reg_entry_state(&f->conns[i].state) == REG_FREE)
             return (int)i;
     return -1;
 }
@@ -36,7 +36,7 @@ int reg_conn_post(const struct reg_conn *c)
         memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
         return -EINVAL;
     int saved = errno;
-    struct reg_owner owner = owner_of(c->client_pid);   /* reads /proc: before the lock */
+    struct reg_owner owner = reg_owner_of(c->client_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
     int r = reg_enter(&f, &old);
@@ -46,9 +46,9 @@ int reg_conn_post(const struct reg_conn *c)
     }
     int slot = free_conn(f);
     if (slot < 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        sweep_conns(f, &lc);
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        reg_sweep_conns(f, &lc);
         slot = free_conn(f);
     }
     if (slot < 0) {
@@ -63,7 +63,7 @@ int reg_conn_post(const struct reg_conn *c)
         e->c.server_pid = 0;
         if ((uint32_t)slot + 1 > f->hdr.conn_hwm)
             f->hdr.conn_hwm = (uint32_t)slot + 1;
-        entry_publish(&e->state, REG_OFFER);
+        reg_entry_publish(&e->state, REG_OFFER);
     }
     reg_unlock(f, &old);
     errno = saved;
@@ -86,14 +86,14 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
      * port: such a record matches any client address with that port.  When
      * several match, the newest wins (an older one is left over). */
     struct reg_conn_ent *best = NULL;
-    uint32_t hwm = conn_hwm(f);
+    uint32_t hwm = reg_conn_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_conn_ent *e = &f->conns[i];
-        if (entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
+        if (reg_entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
             continue;
         if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
             continue;
-        if (!addr_eq(&e->c.client.addr, &client->addr) && !addr_unspecified(&e->c.client.addr))
+        if (!reg_in6_eq(&e->c.client.addr, &client->addr) && !reg_in6_unspecified(&e->c.client.addr))
             continue;
         if (!best || e->seq > best->seq)
             best = e;
@@ -112,7 +112,7 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
     if (client_inode == 0 || server_inode == 0)
         return -EINVAL;
     int saved = errno;
-    struct reg_owner owner = owner_of(server_pid);   /* reads /proc: before the lock */
+    struct reg_owner owner = reg_owner_of(server_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
     int r = reg_enter(&f, &old);
@@ -122,10 +122,10 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
     }
     struct reg_conn_ent *best = NULL;
     bool claimed_already = false;
-    uint32_t hwm = conn_hwm(f);
+    uint32_t hwm = reg_conn_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_conn_ent *e = &f->conns[i];
-        uint32_t st = entry_state(&e->state);
+        uint32_t st = reg_entry_state(&e->state);
         if (st == REG_FREE || e->c.client_inode != client_inode)
             continue;
         if (st == REG_CLAIMED) {
@@ -140,7 +140,7 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
         best->server_owner = owner;
         best->c.server_pid = server_pid;
         best->c.server_inode = server_inode;
-        entry_publish(&best->state, REG_CLAIMED);
+        reg_entry_publish(&best->state, REG_CLAIMED);
     } else {
         r = claimed_already ? -EALREADY : -ENOENT;
     }
@@ -153,16 +153,16 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
 static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *side, uint32_t *state)
 {
     struct reg_conn_ent *best = NULL;
-    uint32_t hwm = conn_hwm(f);
+    uint32_t hwm = reg_conn_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_conn_ent *e = &f->conns[i];
-        uint32_t st = entry_state(&e->state);
+        uint32_t st = reg_entry_state(&e->state);
         if (st == REG_FREE)
             continue;
         int s;
         if (e->c.client_inode == inode)
             s = 0;
-        else if (server_present(e, st) && e->c.server_inode == inode)
+        else if (reg_server_present(e, st) && e->c.server_inode == inode)
             s = 1;
         else
             continue;
@@ -232,8 +232,8 @@ static bool conn_end(uint64_t inode, bool both)
             e->c.client_pid = e->c.server_pid = 0;
         }
         /* An offer nobody claimed goes with its client. */
-        if (!client_present(e) && !server_present(e, st)) {
-            entry_publish(&e->state, REG_FREE);
+        if (!reg_client_present(e) && !reg_server_present(e, st)) {
+            reg_entry_publish(&e->state, REG_FREE);
             removed = true;
         }
     }

@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 static int free_listener(struct reg_file *f, uint32_t skip)
 {
     for (uint32_t i = 0; i < REG_LISTENERS; i++)
-        if (i != skip && entry_state(&f->listeners[i].state) == REG_FREE)
+        if (i != skip && reg_entry_state(&f->listeners[i].state) == REG_FREE)
             return (int)i;
     return -1;
 }
@@ -22,7 +22,7 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
         return -EINVAL;
     int saved = errno;
     int32_t pid;
-    struct reg_owner owner = *self_identity(&pid);   /* reads /proc: before the lock */
+    struct reg_owner owner = *reg_self_identity(&pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
     int r = reg_enter(&f, &old);
@@ -33,26 +33,26 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
     /* listen() again on the same socket: replace our entry, after the new
      * one is in (a crash in between leaves a harmless duplicate). */
     uint32_t prev = UINT32_MAX;
-    uint32_t hwm = listener_hwm(f);
+    uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid) {
+        if (reg_entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid) {
             prev = i;
             break;
         }
     }
     int slot = free_listener(f, prev);
     if (slot < 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        sweep_listeners(f, &lc);
-        if (prev != UINT32_MAX && entry_state(&f->listeners[prev].state) != REG_USED)
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        reg_sweep_listeners(f, &lc);
+        if (prev != UINT32_MAX && reg_entry_state(&f->listeners[prev].state) != REG_USED)
             prev = UINT32_MAX;
         slot = free_listener(f, prev);
     }
     if (slot < 0 && prev != UINT32_MAX) {
         /* Full: rewrite ours in place, through free. */
-        entry_publish(&f->listeners[prev].state, REG_FREE);
+        reg_entry_publish(&f->listeners[prev].state, REG_FREE);
         slot = (int)prev;
         prev = UINT32_MAX;
     }
@@ -67,9 +67,9 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
         l->addr = *bound;
         if ((uint32_t)slot + 1 > f->hdr.listener_hwm)
             f->hdr.listener_hwm = (uint32_t)slot + 1;
-        entry_publish(&l->state, REG_USED);
+        reg_entry_publish(&l->state, REG_USED);
         if (prev != UINT32_MAX)
-            entry_publish(&f->listeners[prev].state, REG_FREE);
+            reg_entry_publish(&f->listeners[prev].state, REG_FREE);
     }
     reg_unlock(f, &old);
     errno = saved;
@@ -82,7 +82,7 @@ void reg_listener_remove(uint64_t inode)
         return;
     int saved = errno;
     int32_t pid;
-    self_identity(&pid);
+    reg_self_identity(&pid);
     struct reg_file *f;
     sigset_t old;
     if (reg_enter(&f, &old) < 0) {
@@ -91,11 +91,11 @@ void reg_listener_remove(uint64_t inode)
     }
     /* Only this process's own entries: a child closing the listening socket
      * it inherited must not unregister the parent that still listens. */
-    uint32_t hwm = listener_hwm(f);
+    uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
-            entry_publish(&l->state, REG_FREE);
+        if (reg_entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
+            reg_entry_publish(&l->state, REG_FREE);
     }
     reg_unlock(f, &old);
     errno = saved;
@@ -113,17 +113,17 @@ bool reg_listener_match(const struct reg_addr *dst)
         return false;
     }
     bool found = false;
-    struct live_cache lc;
-    live_cache_init(&lc);
-    uint32_t hwm = listener_hwm(f);
+    struct reg_live_cache lc;
+    reg_live_cache_init(&lc);
+    uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm && !found; i++) {
         struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) != REG_USED || !listener_covers(l, dst))
+        if (reg_entry_state(&l->state) != REG_USED || !reg_listener_covers(l, dst))
             continue;
-        if (owner_alive(l->pid, &l->owner, &lc)) {
+        if (reg_owner_alive(l->pid, &l->owner, &lc)) {
             found = true;
         } else {
-            entry_publish(&l->state, REG_FREE);
+            reg_entry_publish(&l->state, REG_FREE);
             f->hdr.reclaimed_listeners++;
             shunt_log(LOG_DEBUG, "registry: listener of dead pid %d removed", (int)l->pid);
         }

@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 #include "registry/procstat.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 /* The file of a process's table.  Names are built here only, from numbers. */
 static void table_path(char *out, size_t len, const struct reg_file *f, int32_t pid)
@@ -26,7 +26,7 @@ static void drop_proc(struct reg_file *f, struct reg_proc *p)
     char path[4200];
     table_path(path, sizeof path, f, p->pid);
     unlink(path);
-    entry_publish(&p->state, REG_FREE);
+    reg_entry_publish(&p->state, REG_FREE);
     shunt_log(LOG_DEBUG, "registry: removed the fd table of dead pid %d", (int)p->pid);
 }
 
@@ -42,15 +42,15 @@ static void drop_proc(struct reg_file *f, struct reg_proc *p)
 
 static void sweep_some_procs(struct reg_file *f)
 {
-    uint32_t hwm = proc_hwm(f);
+    uint32_t hwm = reg_proc_hwm(f);
     if (hwm == 0)
         return;
     uint32_t i = f->hdr.proc_sweep_next % hwm;
-    struct live_cache lc;
-    live_cache_init(&lc);
+    struct reg_live_cache lc;
+    reg_live_cache_init(&lc);
     for (uint32_t n = 0; n < PROC_SWEEP_STEP && n < hwm; n++, i = (i + 1) % hwm) {
         struct reg_proc *p = &f->procs[i];
-        if (entry_state(&p->state) != REG_FREE && !owner_alive(p->pid, &p->owner, &lc)) {
+        if (reg_entry_state(&p->state) != REG_FREE && !reg_owner_alive(p->pid, &p->owner, &lc)) {
             drop_proc(f, p);
             f->hdr.reclaimed_procs++;
         }
@@ -62,7 +62,7 @@ int reg_proc_add(int wait_ms)
 {
     int saved = errno;
     int32_t pid;
-    struct reg_owner owner = *self_identity(&pid);   /* reads /proc: before the lock */
+    struct reg_owner owner = *reg_self_identity(&pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
     int r = reg_get(&f);
@@ -77,9 +77,9 @@ int reg_proc_add(int wait_ms)
      * pid we got: either way it is taken over (a sweep must not remove the
      * file we are about to make under the same name). */
     int slot = -1, free_slot = -1;
-    uint32_t hwm = proc_hwm(f);
+    uint32_t hwm = reg_proc_hwm(f);
     for (uint32_t i = 0; i < REG_PROCS && slot < 0; i++) {
-        uint32_t st = entry_state(&f->procs[i].state);
+        uint32_t st = reg_entry_state(&f->procs[i].state);
         if (i < hwm && st == REG_USED && f->procs[i].pid == pid)
             slot = (int)i;
         else if (st == REG_FREE && free_slot < 0)
@@ -88,15 +88,15 @@ int reg_proc_add(int wait_ms)
             break;
     }
     if (slot < 0 && free_slot < 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        sweep_procs(f, &lc);
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        reg_sweep_procs(f, &lc);
         for (uint32_t i = 0; i < REG_PROCS && free_slot < 0; i++)
-            if (entry_state(&f->procs[i].state) == REG_FREE)
+            if (reg_entry_state(&f->procs[i].state) == REG_FREE)
                 free_slot = (int)i;
     }
     if (slot >= 0) {
-        entry_publish(&f->procs[slot].state, REG_FREE);   /* rewritten through free */
+        reg_entry_publish(&f->procs[slot].state, REG_FREE);   /* rewritten through free */
     } else {
         slot = free_slot;
     }
@@ -108,7 +108,7 @@ int reg_proc_add(int wait_ms)
         p->owner = owner;
         if ((uint32_t)slot + 1 > f->hdr.proc_hwm)
             f->hdr.proc_hwm = (uint32_t)slot + 1;
-        entry_publish(&p->state, REG_USED);
+        reg_entry_publish(&p->state, REG_USED);
     }
     reg_unlock(f, &old);
     errno = saved;
@@ -119,37 +119,37 @@ void reg_proc_remove(void)
 {
     int saved = errno;
     int32_t pid;
-    self_identity(&pid);
+    reg_self_identity(&pid);
     struct reg_file *f;
     sigset_t old;
     if (reg_enter(&f, &old) < 0) {
         errno = saved;
         return;
     }
-    uint32_t hwm = proc_hwm(f);
+    uint32_t hwm = reg_proc_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_proc *p = &f->procs[i];
-        if (entry_state(&p->state) == REG_USED && p->pid == pid) {
+        if (reg_entry_state(&p->state) == REG_USED && p->pid == pid) {
             char path[4200];
             table_path(path, sizeof path, f, pid);
             unlink(path);
-            entry_publish(&p->state, REG_FREE);
+            reg_entry_publish(&p->state, REG_FREE);
         }
     }
     reg_unlock(f, &old);
     errno = saved;
 }
 
-unsigned sweep_procs(struct reg_file *f, struct live_cache *lc)
+unsigned reg_sweep_procs(struct reg_file *f, struct reg_live_cache *lc)
 {
     unsigned freed = 0;
     uint32_t top = 0;
-    uint32_t hwm = proc_hwm(f);
+    uint32_t hwm = reg_proc_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_proc *p = &f->procs[i];
-        if (entry_state(&p->state) == REG_FREE)
+        if (reg_entry_state(&p->state) == REG_FREE)
             continue;
-        if (!owner_alive(p->pid, &p->owner, lc)) {
+        if (!reg_owner_alive(p->pid, &p->owner, lc)) {
             drop_proc(f, p);
             freed++;
             continue;
@@ -166,16 +166,16 @@ void reg_proc_each(void (*fn)(int32_t pid, const struct reg_owner *o, void *ctx)
     struct reg_file *f;
     if (reg_get(&f) < 0)
         return;
-    struct live_cache lc;
-    live_cache_init(&lc);
-    uint32_t hwm = proc_hwm(f);
+    struct reg_live_cache lc;
+    reg_live_cache_init(&lc);
+    uint32_t hwm = reg_proc_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_proc *p = &f->procs[i];
-        if (entry_state(&p->state) != REG_USED)
+        if (reg_entry_state(&p->state) != REG_USED)
             continue;
         int32_t pid = p->pid;
         struct reg_owner o = p->owner;
-        if (owner_alive(pid, &o, &lc))
+        if (reg_owner_alive(pid, &o, &lc))
             fn(pid, &o, ctx);
     }
 }

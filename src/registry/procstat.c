@@ -26,7 +26,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/procstat.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 
 #define PAGE 4096u
 #define FORK_WAIT_MS 20
@@ -70,7 +70,7 @@ static int grow(int fd)
     if (want > PST_FILE_MAX)
         want = PST_FILE_MAX;
     int32_t pid;
-    self_identity(&pid);
+    reg_self_identity(&pid);
     char path[4200];
     table_name(path, sizeof path, pid);
     int f = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -121,7 +121,7 @@ static int open_table(int wait_ms)
         return r;
     }
     int32_t pid;
-    const struct reg_owner *self = self_identity(&pid);
+    const struct reg_owner *self = reg_self_identity(&pid);
     char path[4200];
     table_name(path, sizeof path, pid);
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);

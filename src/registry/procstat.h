@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 
 #define PST_MAGIC      0x7364666e75687373ULL   /* "sshunfds" */
 #define PST_VERSION    1u
@@ -42,8 +42,10 @@
 
 enum pst_kind { PST_KIND_NONE, PST_KIND_LISTENER, PST_KIND_CONN, PST_KIND_COUNT };
 
-/* How the bytes of a connection move.  SINGLE_COPY is reserved for the
- * bulk path of DESIGN section 4 (process_vm_readv/writev). */
+/* How the bytes of a connection move.  SINGLE_COPY is never recorded: a
+ * single-copy send (DESIGN section 4, core/conn/zcopy.c) is one send of a
+ * connection on SHM, counted in its channel (chan_side.zc_sends); the value
+ * keeps its number and its name for readers of the table. */
 enum pst_path { PST_PATH_TCP, PST_PATH_OFFERED, PST_PATH_SHM, PST_PATH_SINGLE_COPY, PST_PATH_COUNT };
 
 enum pst_role { PST_ROLE_UNKNOWN, PST_ROLE_CLIENT, PST_ROLE_SERVER, PST_ROLE_COUNT };
@@ -82,6 +84,37 @@ struct pst_header {
 
 _Static_assert(sizeof(struct pst_entry) <= PST_ENTRY_SIZE, "an fd's entry fits its slot");
 _Static_assert(sizeof(struct pst_header) <= PST_ENTRY_SIZE, "the header fits slot 0");
+
+/* The table's layout, which `shunt stat` reads out of every process's file:
+ * a change must bump PST_VERSION (struct reg_addr and struct reg_owner come
+ * from the registry: see registry_file.h). */
+#define PST_AT(s, f, off) _Static_assert(offsetof(struct s, f) == (off), #s "." #f " moved: bump PST_VERSION")
+PST_AT(pst_rec, kind, 0);
+PST_AT(pst_rec, path, 1);
+PST_AT(pst_rec, role, 2);
+PST_AT(pst_rec, broken, 3);
+PST_AT(pst_rec, fd, 4);
+PST_AT(pst_rec, sock, 8);
+PST_AT(pst_rec, changed_ns, 16);
+PST_AT(pst_rec, local, 24);
+PST_AT(pst_rec, peer, 44);
+PST_AT(pst_rec, reason, 64);
+_Static_assert(sizeof(struct pst_rec) == 88, "pst_rec resized: bump PST_VERSION");
+PST_AT(pst_entry, seq, 0);
+PST_AT(pst_entry, used, 4);
+PST_AT(pst_entry, r, 8);
+_Static_assert(sizeof(struct pst_entry) == 96, "pst_entry resized: bump PST_VERSION");
+PST_AT(pst_header, magic, 0);
+PST_AT(pst_header, version, 8);
+PST_AT(pst_header, entry_size, 12);
+PST_AT(pst_header, max_fds, 16);
+PST_AT(pst_header, pid, 20);
+PST_AT(pst_header, netns, 24);
+PST_AT(pst_header, uid, 32);
+PST_AT(pst_header, pad0, 36);
+PST_AT(pst_header, owner, 40);
+#undef PST_AT
+_Static_assert(sizeof(struct pst_header) == 56, "pst_header resized: bump PST_VERSION");
 
 /* The header takes the first slot; fd N is at slot N + 1. */
 #define PST_OFFSET(fd) ((size_t)((fd) + 1) * PST_ENTRY_SIZE)

@@ -1,12 +1,13 @@
 /*
  * registry.c: the host-local registry of accelerated listeners and
  * connection records (see registry.h for the contract and
- * registry_internal.h for the file layout).
+ * registry_file.h for the file layout).
  *
  * Owns: creating, checking and mapping the per-user, per-namespace file; the
  * robust process-shared lock; liveness of the pids recorded in it and the
  * reclaiming of dead entries; addresses.  The table operations are in
- * listeners.c and connections.c.
+ * listeners.c, connections.c and processes.c, which share these through
+ * registry_impl.h.
  *
  * Creation is race-free without any waiting: the first process builds the
  * whole file under a temporary name (an O_TMPFILE inode, or a uniquely named
@@ -18,7 +19,7 @@
  * re-entered the registry would find the lock held by its own thread) and
  * with a bounded wait, so a stopped process holding it costs a missed
  * acceleration, never a hang.  A process that died holding it leaves entries
- * that are each valid or free on their own (registry_internal.h), so taking
+ * that are each valid or free on their own (registry_file.h), so taking
  * the lock over needs no repair.
  */
 #include <errno.h>
@@ -36,7 +37,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/registry.h"
-#include "registry/reg_private.h"
+#include "registry/registry_impl.h"
 #include "transport/channel.h"
 
 _Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");
@@ -86,7 +87,7 @@ int reg_addr_from_sockaddr(struct reg_addr *out, const struct sockaddr *sa, sock
     return -EAFNOSUPPORT;
 }
 
-bool addr_eq(const struct in6_addr *a, const struct in6_addr *b)
+bool reg_in6_eq(const struct in6_addr *a, const struct in6_addr *b)
 {
     return memcmp(a, b, sizeof *a) == 0;
 }
@@ -97,7 +98,7 @@ static bool addr_mapped(const struct in6_addr *a)
 }
 
 /* :: or ::ffff:0.0.0.0 */
-bool addr_unspecified(const struct in6_addr *a)
+bool reg_in6_unspecified(const struct in6_addr *a)
 {
     static const uint8_t zero[16];
     return IN6_IS_ADDR_UNSPECIFIED(a) ||
@@ -111,21 +112,21 @@ bool reg_addr_is_loopback(const struct reg_addr *a)
 
 bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b)
 {
-    return a->port == b->port && addr_eq(&a->addr, &b->addr);
+    return a->port == b->port && reg_in6_eq(&a->addr, &b->addr);
 }
 
 /* Would a listener bound to l (with IPV6_V6ONLY as given) take a connection to dst?
  * The kernel's rules: the exact address; :: takes every IPv6 destination and,
  * unless v6only, every IPv4 one; 0.0.0.0 takes every IPv4 one. */
-bool listener_covers(const struct reg_listener *l, const struct reg_addr *dst)
+bool reg_listener_covers(const struct reg_listener *l, const struct reg_addr *dst)
 {
     if (l->addr.port != dst->port)
         return false;
-    if (addr_eq(&l->addr.addr, &dst->addr))
+    if (reg_in6_eq(&l->addr.addr, &dst->addr))
         return true;
     if (IN6_IS_ADDR_UNSPECIFIED(&l->addr.addr))
         return !(l->v6only && addr_mapped(&dst->addr));
-    if (addr_mapped(&l->addr.addr) && addr_unspecified(&l->addr.addr))
+    if (addr_mapped(&l->addr.addr) && reg_in6_unspecified(&l->addr.addr))
         return addr_mapped(&dst->addr);
     return false;
 }
@@ -197,7 +198,7 @@ static int proc_start_time(int32_t pid, uint64_t *out)
 static _Thread_local int32_t self_pid;
 static _Thread_local struct reg_owner self_owner;
 
-const struct reg_owner *self_identity(int32_t *pid)
+const struct reg_owner *reg_self_identity(int32_t *pid)
 {
     int32_t now = (int32_t)getpid();
     if (self_pid != now) {
@@ -215,10 +216,10 @@ const struct reg_owner *self_identity(int32_t *pid)
 
 /* What to record beside a pid: for our own pid our identity, for another
  * (a caller may name one) its start time as /proc tells it now. */
-struct reg_owner owner_of(int32_t pid)
+struct reg_owner reg_owner_of(int32_t pid)
 {
     int32_t me;
-    struct reg_owner o = *self_identity(&me);
+    struct reg_owner o = *reg_self_identity(&me);
     if (pid == me)
         return o;
     uint64_t start = 0;
@@ -229,19 +230,19 @@ struct reg_owner owner_of(int32_t pid)
 }
 
 
-void live_cache_init(struct live_cache *lc)
+void reg_live_cache_init(struct reg_live_cache *lc)
 {
     memset(lc, 0, sizeof *lc);
 }
 
 /* Alive: kill(pid, 0) finds the process (EPERM: it exists but is another
  * user's) and, when a start time was recorded, /proc still gives that one. */
-bool owner_alive(int32_t pid, const struct reg_owner *o, struct live_cache *lc)
+bool reg_owner_alive(int32_t pid, const struct reg_owner *o, struct reg_live_cache *lc)
 {
     if (pid <= 0)
         return false;
     int32_t me;
-    const struct reg_owner *self = self_identity(&me);
+    const struct reg_owner *self = reg_self_identity(&me);
     /* A pid of another pid namespace means nothing here: assume it lives. */
     if (o->pidns && self->pidns && o->pidns != self->pidns)
         return true;
@@ -323,7 +324,7 @@ int reg_enter(struct reg_file **f, sigset_t *old)
 }
 
 /* Publishes an entry's state, after its fields. */
-void entry_publish(_Atomic uint32_t *state, uint32_t value)
+void reg_entry_publish(_Atomic uint32_t *state, uint32_t value)
 {
     /* release: the entry's fields are in memory before the state says so,
      * also for whoever takes the lock over after this process dies */
@@ -345,17 +346,17 @@ static void unlink_channel(const char *field)
     channel_unlink(name);
 }
 
-unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
+unsigned reg_sweep_listeners(struct reg_file *f, struct reg_live_cache *lc)
 {
     unsigned freed = 0;
     uint32_t top = 0;
-    uint32_t hwm = listener_hwm(f);
+    uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_listener *l = &f->listeners[i];
-        if (entry_state(&l->state) == REG_FREE)
+        if (reg_entry_state(&l->state) == REG_FREE)
             continue;
-        if (!owner_alive(l->pid, &l->owner, lc)) {
-            entry_publish(&l->state, REG_FREE);
+        if (!reg_owner_alive(l->pid, &l->owner, lc)) {
+            reg_entry_publish(&l->state, REG_FREE);
             freed++;
             continue;
         }
@@ -366,35 +367,35 @@ unsigned sweep_listeners(struct reg_file *f, struct live_cache *lc)
     return freed;
 }
 
-bool client_present(const struct reg_conn_ent *e)
+bool reg_client_present(const struct reg_conn_ent *e)
 {
     return e->c.client_inode != 0;
 }
 
-bool server_present(const struct reg_conn_ent *e, uint32_t state)
+bool reg_server_present(const struct reg_conn_ent *e, uint32_t state)
 {
     return state == REG_CLAIMED && e->c.server_inode != 0;
 }
 
-unsigned sweep_conns(struct reg_file *f, struct live_cache *lc)
+unsigned reg_sweep_conns(struct reg_file *f, struct reg_live_cache *lc)
 {
     unsigned freed = 0;
     uint32_t top = 0;
-    uint32_t hwm = conn_hwm(f);
+    uint32_t hwm = reg_conn_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_conn_ent *e = &f->conns[i];
-        uint32_t st = entry_state(&e->state);
+        uint32_t st = reg_entry_state(&e->state);
         if (st == REG_FREE)
             continue;
         /* An end counts while its socket is recorded and its process lives;
          * a record left with no end (its last end died inside reg_conn_end)
          * is dead as well. */
-        bool live = (client_present(e) && owner_alive(e->c.client_pid, &e->client_owner, lc)) ||
-                    (server_present(e, st) && owner_alive(e->c.server_pid, &e->server_owner, lc));
+        bool live = (reg_client_present(e) && reg_owner_alive(e->c.client_pid, &e->client_owner, lc)) ||
+                    (reg_server_present(e, st) && reg_owner_alive(e->c.server_pid, &e->server_owner, lc));
         if (!live) {
             char name[CHANNEL_NAME_MAX];
             memcpy(name, e->c.channel, sizeof name);
-            entry_publish(&e->state, REG_FREE);
+            reg_entry_publish(&e->state, REG_FREE);
             unlink_channel(name);
             shunt_log(LOG_DEBUG, "registry: reclaimed the record of dead pids %d/%d",
                       (int)e->c.client_pid, (int)e->c.server_pid);
@@ -622,11 +623,11 @@ int reg_open_at(const char *dir)
     /* The first open in this process sweeps out what dead processes left. */
     sigset_t old;
     if (reg_lock(f, &old) == 0) {
-        struct live_cache lc;
-        live_cache_init(&lc);
-        unsigned nl = sweep_listeners(f, &lc);
-        unsigned nc = sweep_conns(f, &lc);
-        unsigned np = sweep_procs(f, &lc);
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        unsigned nl = reg_sweep_listeners(f, &lc);
+        unsigned nc = reg_sweep_conns(f, &lc);
+        unsigned np = reg_sweep_procs(f, &lc);
         reg_unlock(f, &old);
         if (nl || nc || np)
             shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl, nc,

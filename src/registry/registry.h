@@ -4,8 +4,8 @@
  * One shared-memory file per user and network namespace
  * (/dev/shm/shunt-<uid>-<netns inode>-r<layout version>.reg, mode 0600), created by whichever
  * process needs it first: no daemon.  Fixed-size tables, so it never grows;
- * entries of processes that died are reclaimed when space runs short and by
- * a sweep at open.  Changes go under a process-shared robust mutex, so a
+ * entries of processes that died are reclaimed when space runs short, when
+ * a lookup meets them, and by a sweep at each process's first open.  Changes go under a process-shared robust mutex, so a
  * process dying inside one does not stall the others.
  *
  * Addresses are kept as IPv6 (IPv4 as v4-mapped) so that IPv4, IPv6 and
@@ -50,6 +50,8 @@ int reg_open(void);
 
 /* Listeners: -ENOSPC when full of live entries. */
 int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only);
+/* Only this process's own entries: a child closing the listening socket it
+ * inherited leaves the parent's. */
 void reg_listener_remove(uint64_t inode);
 /* Is there a live accelerated listener that would take a connection to dst?
  * (exact address, or a wildcard bind of the same family rules as the kernel) */
@@ -57,10 +59,12 @@ bool reg_listener_match(const struct reg_addr *dst);
 
 /* Offers: the client posts before connect; -ENOSPC when full. */
 int reg_conn_post(const struct reg_conn *c);
-/* Finds the offer for a connection the server accepted (by both addresses);
- * copies it to out.  0, or -ENOENT. */
+/* Finds the offer for a connection the server accepted (by both addresses;
+ * an offer posted with a wildcard client address matches any with its port,
+ * and the newest of several wins); copies it to out.  0, or -ENOENT. */
 int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out);
-/* Marks the offer of client_inode as claimed by server_inode. */
+/* Marks the offer of client_inode as claimed by server_inode: 0, -EALREADY
+ * if it was claimed already, or -ENOENT. */
 int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid);
 /* Finds the record of either end by its socket inode; *side is 0 (client) or 1. */
 int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side);

@@ -6,7 +6,7 @@
  * must be the one the offer names, and its owner the same user.  `shunt
  * stat` asks it for the counters of connections on kernel TCP.  Before an
  * SCM_RIGHTS send of an accelerated socket, the peer of the Unix socket
- * says whose hands it will reach (runs_shunt.c).
+ * says whose hands it will reach (core/process/runs_shunt.c).
  */
 #ifndef SHUNT_SOCKDIAG_H
 #define SHUNT_SOCKDIAG_H

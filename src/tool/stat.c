@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 #include "tool/stat.h"
 #include "tool/tool.h"
 

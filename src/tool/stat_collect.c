@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 #include "tool/kernel_tcp.h"
 #include "tool/stat.h"
 

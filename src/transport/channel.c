@@ -51,6 +51,8 @@ _Static_assert((RING_MIN_SIZE & (RING_MIN_SIZE - 1)) == 0, "RING_MIN_SIZE is a p
 _Static_assert(RING_MIN_SIZE % CHANNEL_ALIGN == 0, "ring data must stay page-aligned");
 _Static_assert(RING_MAX_SIZE <= UINT32_MAX, "ring_size is stored in 32 bits");
 _Static_assert(sizeof(CHANNEL_DIR) + CHANNEL_NAME_MAX <= 128, "path buffer");
+/* where the rings' data starts in the file: a change must bump CHANNEL_VERSION */
+_Static_assert(HDR_BYTES == 4096, "the rings' data moved: bump CHANNEL_VERSION");
 
 static atomic_uint name_counter;
 

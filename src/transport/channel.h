@@ -3,18 +3,24 @@
  *
  * One file in /dev/shm (mode 0600) per connection, created by the client
  * when it offers acceleration and opened by the server when it claims the
- * offer.  It holds the negotiation word, one header per endpoint (side 0 is
- * the client, side 1 the server) and one ring per direction:
- * ring 0 carries client to server, ring 1 server to client.
+ * offer (and later by any process that comes to hold an end: after exec, or
+ * an fd received, by the name in the registry's record).  It holds the
+ * negotiation word, one header per endpoint (side 0 is the client, side 1
+ * the server) and one ring per direction: ring 0 carries client to server,
+ * ring 1 server to client.  The code that runs the protocols on these words
+ * is in core/ (core/conn/negotiate.c, downgrade.c, zcopy.c; core/wait/).
  *
  * Everything in the segment can be scribbled on by the peer; the layout is
  * computed from the ring size this process chose or checked at attach time,
- * and never re-read.
+ * and never re-read (a ring's size now, which grows, is read at every use
+ * and checked against that: ring.h).
  */
 #ifndef SHUNT_CHANNEL_H
 #define SHUNT_CHANNEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 
 #include "transport/ring.h"
 
@@ -33,13 +39,13 @@
  * progress, and a freeze that stops further ones.  A sender adds itself to
  * the busy part before its send and moves to the count after it; a freeze
  * waits for no send to be busy, so the count it freezes is exactly the
- * doorbell bytes that entered the connection (downgrade.c). */
+ * doorbell bytes that entered the connection (core/conn/downgrade.c). */
 #define BELLS_FROZEN  (1ull << 63)
 #define BELLS_BUSY    (1ull << 40)
 #define BELLS_COUNT_MASK (BELLS_BUSY - 1)
 #define BELLS_BUSY_MASK (BELLS_FROZEN - BELLS_BUSY)
 
-/* The downgrade word (chan_hdr.down), protocol in downgrade.c: 0 while the
+/* The downgrade word (chan_hdr.down), protocol in core/conn/downgrade.c: 0 while the
  * channel carries the bytes.  DOWN_SET | the side that leaves, set first
  * (one compare-exchange from 0, so of two ends leaving at once exactly one
  * is the leaver): from then on neither end puts bytes into its outgoing
@@ -56,7 +62,7 @@
 #define DOWN_DUPS     32u
 
 /* The copy an end that closes leaves in TCP of what its peer had not read
- * yet (chan_side.closed_copy, downgrade.c): COPY_WRITING while it is being
+ * yet (chan_side.closed_copy, core/conn/downgrade.c): COPY_WRITING while it is being
  * made; COPY_DONE once [copy_from, copy_end) of its outgoing ring is in the
  * peer's socket, after every doorbell it sent; COPY_RESENDS when it found
  * the peer leaving instead and re-sends as the other end of a downgrade. */
@@ -72,7 +78,7 @@
 #define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
 
 /*
- * A single-copy send (core/zcopy.c): the sender describes its own buffer
+ * A single-copy send (core/conn/zcopy.c): the sender describes its own buffer
  * here, at stream position pos of its outgoing ring, and the receiver
  * copies straight out of it with process_vm_readv.  Written by the sender
  * while state is ZC_IDLE, read by the receiver after it moved state from
@@ -81,7 +87,8 @@
 #define ZC_SEGS 8
 enum { ZC_IDLE, ZC_POSTED, ZC_COPYING, ZC_DONE, ZC_FAILED };
 
-/* Why single copy is off for a direction (chan_side.zc_off), for shunt stat. */
+/* Why single copy is off for a direction (chan_side.zc_off), as
+ * shunt_fd_counter(fd, "zc_off") reports it (include/shunt.h). */
 enum zc_off_reason { ZC_ON, ZC_OFF_EPERM, ZC_OFF_ENOSYS, ZC_OFF_PIDNS, ZC_OFF_OTHER };
 
 struct zc_desc {
@@ -95,6 +102,23 @@ struct zc_desc {
     struct { uint64_t addr, len; } seg[ZC_SEGS];
     alignas(64) _Atomic uint64_t done;      /* bytes the receiver took so far */
 };
+
+/* The segment's layout (struct zc_desc, struct chan_side, struct chan_hdr;
+ * struct ring_hdr in ring.h), which both ends and `shunt stat` read: a
+ * change must bump CHANNEL_VERSION. */
+#define CHAN_AT(s, f, off) \
+    _Static_assert(offsetof(struct s, f) == (off), #s "." #f " moved: bump CHANNEL_VERSION")
+CHAN_AT(zc_desc, state, 0);
+CHAN_AT(zc_desc, pid, 4);
+CHAN_AT(zc_desc, taker, 8);
+CHAN_AT(zc_desc, pidns, 16);
+CHAN_AT(zc_desc, pos, 24);
+CHAN_AT(zc_desc, len, 32);
+CHAN_AT(zc_desc, nseg, 40);
+CHAN_AT(zc_desc, seg, 48);
+CHAN_AT(zc_desc, done, 192);
+_Static_assert(sizeof(((struct zc_desc *)0)->seg) == ZC_SEGS * 16, "zc_desc.seg resized: bump CHANNEL_VERSION");
+_Static_assert(sizeof(struct zc_desc) == 256, "zc_desc resized: bump CHANNEL_VERSION");
 
 struct chan_side {
     alignas(64) atomic_uint sleepers;  /* threads of this endpoint that want a doorbell when data comes */
@@ -128,13 +152,13 @@ struct chan_side {
     _Atomic uint64_t bells_eaten;
     /* A holder of this end is taking doorbells off its socket without a
      * bound (no downgrade seen yet): a leaver re-sends its own bytes into
-     * that socket only once this is clear (downgrade.c, wait.c). */
+     * that socket only once this is clear (core/conn/downgrade.c, core/wait/wait.c). */
     atomic_uint draining;
     /* This end's last close left the bytes its peer had not read in TCP
      * (COPY_*): the stream positions the copy covers. */
     atomic_uint closed_copy;
     _Atomic uint64_t copy_from, copy_end;
-    /* Single copy out of this end (core/zcopy.c): sends and bytes that went
+    /* Single copy out of this end (core/conn/zcopy.c): sends and bytes that went
      * by it, and zc_off, set by the receiving end when the kernel refused
      * (enum zc_off_reason): from then on this direction uses the ring. */
     alignas(64) _Atomic uint64_t zc_sends, zc_bytes;
@@ -144,6 +168,42 @@ struct chan_side {
     atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
     struct zc_desc zc;
 };
+
+/* The three mutexes take what pthread_mutex_t takes on the target (40
+ * bytes on x86-64: rx_lock at 72, wait_lock at 112); the counters' line
+ * after them is at 192 wherever a mutex takes at most 53. */
+CHAN_AT(chan_side, sleepers, 0);
+CHAN_AT(chan_side, space_sleepers, 4);
+CHAN_AT(chan_side, waiters, 8);
+CHAN_AT(chan_side, holders, 12);
+CHAN_AT(chan_side, state, 16);
+CHAN_AT(chan_side, cpu, 20);
+CHAN_AT(chan_side, pid, 24);
+CHAN_AT(chan_side, tx_lock, 32);
+CHAN_AT(chan_side, rx_lock, 32 + sizeof(pthread_mutex_t));
+CHAN_AT(chan_side, wait_lock, 32 + 2 * sizeof(pthread_mutex_t));
+CHAN_AT(chan_side, bytes_out, 192);
+CHAN_AT(chan_side, sends, 256);
+CHAN_AT(chan_side, bytes_in, 320);
+CHAN_AT(chan_side, recvs, 384);
+CHAN_AT(chan_side, doorbells, 448);
+CHAN_AT(chan_side, spins_won, 512);
+CHAN_AT(chan_side, spins_lost, 576);
+CHAN_AT(chan_side, sleeps, 640);
+CHAN_AT(chan_side, bells, 704);
+CHAN_AT(chan_side, bells_eaten, 712);
+CHAN_AT(chan_side, draining, 720);
+CHAN_AT(chan_side, closed_copy, 724);
+CHAN_AT(chan_side, copy_from, 728);
+CHAN_AT(chan_side, copy_end, 736);
+CHAN_AT(chan_side, zc_sends, 768);
+CHAN_AT(chan_side, zc_bytes, 832);
+CHAN_AT(chan_side, zc_off, 840);
+CHAN_AT(chan_side, doorbells_held, 844);
+CHAN_AT(chan_side, doorbell_owed, 848);
+CHAN_AT(chan_side, corked, 852);
+CHAN_AT(chan_side, zc, 896);
+_Static_assert(sizeof(struct chan_side) == 1152, "chan_side resized: bump CHANNEL_VERSION");
 
 /* Adds to a counter that only one thread writes at a time. */
 static inline void counter_add(_Atomic uint64_t *c, uint64_t n)
@@ -158,7 +218,7 @@ struct chan_hdr {
     uint64_t total_size;
     _Atomic uint64_t reserved;          /* bytes of the file backed by memory (header and rings as grown) */
     alignas(64) _Atomic uint64_t neg;
-    /* Moving back to kernel TCP (downgrade.c); read on every call, written
+    /* Moving back to kernel TCP (core/conn/downgrade.c); read on every call, written
      * once, so it shares the read-mostly line of neg. */
     _Atomic uint32_t down;              /* DOWN_* */
     _Atomic uint32_t back_len;          /* server's unread TCP prefix handed back, in "<name>-back" */
@@ -167,6 +227,28 @@ struct chan_hdr {
     struct chan_side side[2];
     struct ring_hdr ring[2];
 };
+
+CHAN_AT(chan_hdr, magic, 0);
+CHAN_AT(chan_hdr, version, 8);
+CHAN_AT(chan_hdr, ring_size, 12);
+CHAN_AT(chan_hdr, total_size, 16);
+CHAN_AT(chan_hdr, reserved, 24);
+CHAN_AT(chan_hdr, neg, 64);
+CHAN_AT(chan_hdr, down, 72);
+CHAN_AT(chan_hdr, back_len, 76);
+CHAN_AT(chan_hdr, down_tail, 80);
+CHAN_AT(chan_hdr, down_txtail, 88);
+CHAN_AT(chan_hdr, side, 128);
+CHAN_AT(chan_hdr, ring, 2432);
+#undef CHAN_AT
+_Static_assert(sizeof(struct chan_hdr) == 2816, "chan_hdr resized: bump CHANNEL_VERSION");
+/* Atomics two processes share must be lock-free, hence address-free (an
+ * atomic emulated with a lock would keep the lock in each process's own
+ * memory): the 32-bit words (atomic_uint, atomic_int, _Atomic uint32_t)
+ * and the 64-bit ones. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the segment's 32-bit words need lock-free atomics");
+_Static_assert(__atomic_always_lock_free(sizeof(uint32_t), 0) && __atomic_always_lock_free(sizeof(uint64_t), 0),
+               "the segment's words need lock-free atomics");
 
 /* A mapped channel, private to this process. */
 struct channel {
@@ -216,8 +298,10 @@ void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit);
 /* Bytes of /dev/shm this channel's segment holds. */
 uint64_t channel_reserved(const struct channel *ch);
 
-/* Server: opens the named segment, checks its header and size against the
- * file (a mismatch is -EPROTO), and maps it as side 1. */
+/* Opens the named segment, checks the file (this user's, mode 0600, or
+ * -EPERM) and its header and size (a mismatch is -EPROTO), and maps it as
+ * side (1: the server claiming an offer; 0 or 1: a process that came to
+ * hold an end and found the segment by the registry's record). */
 int channel_attach(struct channel *ch, const char *name, int side);
 
 /* Reads the header of the named segment without mapping it (for tools):
@@ -229,7 +313,7 @@ int channel_peek(const char *name, struct chan_hdr *out);
 void channel_detach(struct channel *ch);
 void channel_unlink(const char *name);
 
-/* The path of an end's wake FIFO (core/xwake.c), beside the segment. */
+/* The path of an end's wake FIFO (core/wait/xwake.c), beside the segment. */
 void channel_wake_path(const struct channel *ch, int side, char *out, size_t len);
 
 #endif

@@ -35,6 +35,23 @@ struct ring_hdr {
     char pad[64 - 2 * sizeof(uint64_t)];
 };
 
+/* struct ring_hdr as both ends of a channel (and `shunt stat`) read it: a
+ * change must bump CHANNEL_VERSION (transport/channel.h). */
+#define RING_HDR_AT(f, off) \
+    _Static_assert(offsetof(struct ring_hdr, f) == (off), "ring_hdr." #f " moved: bump CHANNEL_VERSION")
+RING_HDR_AT(head, 0);
+RING_HDR_AT(tail, 64);
+RING_HDR_AT(fin, 128);
+RING_HDR_AT(size, 136);
+RING_HDR_AT(pad, 144);
+#undef RING_HDR_AT
+_Static_assert(sizeof(struct ring_hdr) == 192 && alignof(struct ring_hdr) == 64,
+               "ring_hdr resized: bump CHANNEL_VERSION");
+/* The indexes are atomics that two processes share: lock-free, hence
+ * address-free (an atomic emulated with a lock would keep the lock in each
+ * process's own memory). */
+_Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "ring indexes need lock-free 64-bit atomics");
+
 /* Private to each process: never read back from shared memory. */
 struct ring_view {
     struct ring_hdr *hdr;

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,6 +32,15 @@ struct budget {
     _Atomic uint64_t magic;
     _Atomic uint64_t bytes;
 };
+
+/* The file's layout, which every process of this user under a limit maps.
+ * It has no version (its magic is set, never checked): a change needs a new
+ * file name. */
+_Static_assert(offsetof(struct budget, magic) == 0 && offsetof(struct budget, bytes) == 8,
+               "budget moved: rename the budget file");
+_Static_assert(sizeof(struct budget) == 16, "budget resized: rename the budget file");
+/* Shared between processes: lock-free, hence address-free. */
+_Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "the budget needs lock-free 64-bit atomics");
 
 static struct budget *_Atomic mapped;
 
@@ -64,7 +74,9 @@ static struct budget *budget_map(void)
     return nb;
 }
 
-/* What this user's channel files really hold now. */
+/* What this user's files under /dev/shm really hold now: the channels, and
+ * also the registry and the fd tables (which share the prefix, and are
+ * counted against the limit with them). */
 static uint64_t rescan(void)
 {
     char prefix[32];

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 /* Takes bytes from the budget: 0, or -ENOSPC when that would pass limit
- * (0: no limit, nothing is counted). */
+ * or when the budget file cannot be mapped (limit 0: no limit, nothing is
+ * counted). */
 int shm_budget_take(uint64_t bytes, uint64_t limit);
 
 /* Gives bytes back (a segment was removed); a no-op in a process that never

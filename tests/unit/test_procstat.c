@@ -26,7 +26,7 @@
 
 #include "check.h"
 #include "registry/procstat.h"
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 
 static char dir[128];
 

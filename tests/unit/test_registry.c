@@ -24,7 +24,7 @@
 
 #include "check.h"
 #include "registry/registry.h"
-#include "registry/registry_internal.h"
+#include "registry/registry_file.h"
 
 /* Until transport/channel.c exists the link needs this; the real one,
  * when linked, takes precedence over a weak definition.  Same contract:

@@ -1,7 +1,10 @@
 /*
- * registry_internal.h: the layout of the registry file, for registry.c, its
- * unit test and (read-only) tools.  Not part of the negotiation contract:
- * that is registry.h.
+ * registry_file.h: the registry file as it lies in shared memory (every
+ * process under shunt of this user and network namespace maps it), and how
+ * to find and map it.  Included by the registry's own files (through
+ * registry_impl.h), by procstat.h (struct reg_owner), by the `shunt stat`
+ * tool, which reads the tables without the lock, and by the unit tests.
+ * Not part of the negotiation contract: that is registry.h.
  *
  * The file (/dev/shm/shunt-<euid>-<netns inode>-r<REG_VERSION>.reg, mode 0600):
  *
@@ -16,13 +19,14 @@
  * that dies in the middle of an update (the next locker sees EOWNERDEAD) leaves
  * nothing that needs repair.
  */
-#ifndef SHUNT_REGISTRY_INTERNAL_H
-#define SHUNT_REGISTRY_INTERNAL_H
+#ifndef SHUNT_REGISTRY_FILE_H
+#define SHUNT_REGISTRY_FILE_H
 
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "registry/registry.h"
@@ -109,6 +113,87 @@ struct reg_file {
 };
 
 #define REG_FILE_SIZE (((sizeof(struct reg_file) + 4095) / 4096) * 4096)
+
+/* The file's layout, which every process of this user and namespace maps
+ * (and `shunt stat` reads): a change must bump REG_VERSION, which is in
+ * the file's name.  struct reg_addr and struct reg_conn (registry.h) are
+ * part of it; struct reg_owner and struct reg_addr are in the fd tables
+ * too (procstat.h: bump PST_VERSION as well). */
+#define REG_AT(s, f, off) _Static_assert(offsetof(struct s, f) == (off), #s "." #f " moved: bump REG_VERSION")
+REG_AT(reg_addr, addr, 0);
+REG_AT(reg_addr, port, 16);
+_Static_assert(sizeof(struct reg_addr) == 20, "reg_addr resized: bump REG_VERSION and PST_VERSION");
+REG_AT(reg_owner, start, 0);
+REG_AT(reg_owner, pidns, 8);
+_Static_assert(sizeof(struct reg_owner) == 16, "reg_owner resized: bump REG_VERSION and PST_VERSION");
+REG_AT(reg_conn, client_inode, 0);
+REG_AT(reg_conn, server_inode, 8);
+REG_AT(reg_conn, client, 16);
+REG_AT(reg_conn, server, 36);
+REG_AT(reg_conn, channel, 56);
+REG_AT(reg_conn, client_pid, 120);
+REG_AT(reg_conn, server_pid, 124);
+_Static_assert(sizeof(struct reg_conn) == 128, "reg_conn resized: bump REG_VERSION");
+REG_AT(reg_header, magic, 0);
+REG_AT(reg_header, version, 8);
+REG_AT(reg_header, header_size, 12);
+REG_AT(reg_header, listener_count, 16);
+REG_AT(reg_header, listener_size, 20);
+REG_AT(reg_header, conn_count, 24);
+REG_AT(reg_header, conn_size, 28);
+REG_AT(reg_header, proc_count, 32);
+REG_AT(reg_header, proc_size, 36);
+REG_AT(reg_header, total_size, 40);
+REG_AT(reg_header, netns, 48);
+REG_AT(reg_header, uid, 56);
+REG_AT(reg_header, pad0, 60);
+REG_AT(reg_header, lock, 64);
+/* after the lock: what pthread_mutex_t takes on the target (40 bytes on
+ * x86-64: listener_hwm at 104) */
+#define REG_AFTER_LOCK (64 + sizeof(pthread_mutex_t))
+REG_AT(reg_header, listener_hwm, REG_AFTER_LOCK);
+REG_AT(reg_header, conn_hwm, REG_AFTER_LOCK + 4);
+REG_AT(reg_header, proc_hwm, REG_AFTER_LOCK + 8);
+REG_AT(reg_header, proc_sweep_next, REG_AFTER_LOCK + 12);
+REG_AT(reg_header, conn_seq, REG_AFTER_LOCK + 16);
+REG_AT(reg_header, recoveries, REG_AFTER_LOCK + 24);
+REG_AT(reg_header, reclaimed_listeners, REG_AFTER_LOCK + 32);
+REG_AT(reg_header, reclaimed_conns, REG_AFTER_LOCK + 40);
+REG_AT(reg_header, reclaimed_procs, REG_AFTER_LOCK + 48);
+#undef REG_AFTER_LOCK
+_Static_assert(sizeof(struct reg_header) == 192, "reg_header resized: bump REG_VERSION");
+REG_AT(reg_listener, state, 0);
+REG_AT(reg_listener, v6only, 4);
+REG_AT(reg_listener, inode, 8);
+REG_AT(reg_listener, pid, 16);
+REG_AT(reg_listener, pad0, 20);
+REG_AT(reg_listener, owner, 24);
+REG_AT(reg_listener, addr, 40);
+REG_AT(reg_listener, pad1, 60);
+_Static_assert(sizeof(struct reg_listener) == 64, "reg_listener resized: bump REG_VERSION");
+REG_AT(reg_conn_ent, state, 0);
+REG_AT(reg_conn_ent, pad0, 4);
+REG_AT(reg_conn_ent, seq, 8);
+REG_AT(reg_conn_ent, client_owner, 16);
+REG_AT(reg_conn_ent, server_owner, 32);
+REG_AT(reg_conn_ent, c, 48);
+_Static_assert(sizeof(struct reg_conn_ent) == 176, "reg_conn_ent resized: bump REG_VERSION");
+REG_AT(reg_proc, state, 0);
+REG_AT(reg_proc, pid, 4);
+REG_AT(reg_proc, owner, 8);
+REG_AT(reg_proc, pad0, 24);
+_Static_assert(sizeof(struct reg_proc) == 32, "reg_proc resized: bump REG_VERSION");
+REG_AT(reg_file, hdr, 0);
+REG_AT(reg_file, listeners, 192);
+REG_AT(reg_file, conns, 65728);
+REG_AT(reg_file, procs, 2949312);
+#undef REG_AT
+_Static_assert(sizeof(struct reg_file) == 3211456 && REG_FILE_SIZE == 3215360, "registry file resized: bump REG_VERSION");
+/* The state words and the magic are atomics that processes share: lock-free,
+ * hence address-free (an atomic emulated with a lock would keep the lock in
+ * each process's own memory). */
+_Static_assert(__atomic_always_lock_free(sizeof(uint32_t), 0) && __atomic_always_lock_free(sizeof(uint64_t), 0),
+               "the registry's shared words need lock-free atomics");
 
 /* The directory the registry and the fd tables live in (/dev/shm, or the
  * one a test gave reg_open_at). */
