@@ -60,43 +60,57 @@ struct sockstat_info {
 
 struct tcp_sock {
     struct shunt_sock base;
+
+    /* the path and the channel (core/conn/negotiate.c, stream.c, downgrade.c) */
     _Atomic int path;                   /* enum tcp_path */
-    _Atomic int reason;                 /* enum fallback_reason */
+    _Atomic int reason;                 /* enum fallback_reason (core/conn/fallback.c) */
     bool negotiated;                    /* connect or accept has run the negotiation */
     pid_t listener_pid;                 /* the process whose registry entry this listener has (0: none);
                                          * a forked child sees its parent's pid here, not its own */
     unsigned char bound[24];            /* listener: its address (struct reg_addr) */
-    uint64_t inode;
+    uint64_t inode;                     /* the socket's, once known (tcp_sock_id) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
     struct channel ch;                  /* mapped while path is OFFERED or SHM */
     atomic_bool peer_gone;              /* the companion reported EOF or reset */
-    atomic_int nonblock;                /* O_NONBLOCK as last seen: 0, 1, or -1 unknown */
     atomic_bool broken;                 /* the peer corrupted the channel */
     atomic_bool reset_reported;         /* ECONNRESET was returned once */
     bool strict_failed;                 /* SHUNT_STRICT: this socket must fail */
-    bool released;                      /* this process let go of it */
+    bool released;                      /* this process let go of it (core/conn/release.c) */
+
+    /* what the program set, kept where the companion may differ (core/kinds/tcp_socket.c) */
+    atomic_int nonblock;                /* O_NONBLOCK as last seen: 0, 1, or -1 unknown */
     int program_nodelay;                /* TCP_NODELAY as the program set it */
     struct timeval sndtimeo;            /* SO_SNDTIMEO as the program set it */
-    unsigned spin_fails;                /* consecutive spins that found nothing */
-    atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes */
+    struct timeval rcvtimeo;            /* SO_RCVTIMEO as last read or set (rcvtimeo_known; core/wait/sleep.c) */
+    bool rcvtimeo_known;
+
+    /* waiting (core/wait/); the fields marked wait_lock are under it */
+    unsigned spin_fails;                /* consecutive spins that found nothing (spin.c) */
+    atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes (sleep.c) */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
     pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
+
+    /* a close while calls wait (core/wait/blocked_calls.c, core/conn/deferred_close.c) */
     unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */
     bool close_deferred;                /* the program closed its last fd meanwhile (wait_lock) */
     atomic_bool close_waiting;          /* a close waits for calls of ours to sleep or return: spins end */
     _Atomic int own_fd;                 /* after such a close: shunt's private copy of the socket, or -1 */
-    atomic_uint epoll_entries;          /* members of this process's epoll sets that name it (epoll.c) */
-    struct timeval rcvtimeo;            /* SO_RCVTIMEO as last read or set (rcvtimeo_known) */
-    bool rcvtimeo_known;
-    unsigned fork_epoch;                /* holder bookkeeping (tcp_socket.c) */
+
+    /* epoll sets (core/kinds/epoll.c) */
+    atomic_uint epoll_entries;          /* members of this process's epoll sets that name it */
+
+    /* holders across fork and exec (core/process/holders.c) */
+    unsigned fork_epoch;
     unsigned exec_epoch;
     bool survives_exec;
     bool fork_unlocked;
-    struct sockstat_info stat;          /* what shunt stat shows (sockstat.c) */
+
+    /* what shunt stat shows (core/conn/sockstat.c) */
+    struct sockstat_info stat;
 };
 
 static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
