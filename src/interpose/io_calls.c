@@ -9,6 +9,7 @@
 #include "core/fd/call_marks.h"
 #include "core/fd/passthrough.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/process/downgrade_points.h"
 #include "core/process/holders.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"

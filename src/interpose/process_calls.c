@@ -11,6 +11,7 @@
 #include "core/conn/sockstat.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/process/downgrade_points.h"
 #include "core/process/holders.h"
 #include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"

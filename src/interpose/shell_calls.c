@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "core/conn/downgrade.h"
+#include "core/process/downgrade_points.h"
 #include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"
 

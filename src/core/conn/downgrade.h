@@ -88,35 +88,4 @@ uint64_t downgrade_bells_left(struct tcp_sock *t);
 /* readiness of an object whose downgrade is not finished yet */
 short downgrade_poll(struct tcp_sock *t, int fd, short events);
 
-/* Before exec: every accelerated socket that survives it moves back to
- * TCP if the new program will not run shunt (arguments as below). */
-void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search);
-
-/* Before a program without shunt gets this process's Unix sockets (exec,
- * posix_spawn): accelerated sockets in messages already queued on them
- * move back to TCP (a vfork child cannot: it must not touch our table). */
-void downgrade_queued_before_exec(void);
-
-/* Looks up every open fd, so that an accelerated socket this image
- * inherited and never used is attached (and may move back). */
-void downgrade_take_up_inherited(void);
-
-/* Before sendmsg with SCM_RIGHTS on unix_fd: every accelerated socket among
- * fds moves back to TCP unless the receiver is known to run shunt.  named:
- * the message has a destination address of its own (msg_name). */
-void downgrade_sending(const int *fds, size_t n, int unix_fd, bool named);
-
-/* Would every process holding the other end of this Unix socket attach an
- * accelerated socket it receives?  Only processes known to run shunt do;
- * named as above (the receiver is then not the peer: unknown). */
-bool downgrade_receiver_runs_shunt(int unix_fd, bool named);
-
-/* Would the program exec'd from path (or fd when path is NULL) with envp
- * run shunt?  search: look path up in $PATH as execvp does. */
-bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search);
-
-/* Will that exec fail before any program runs (no such file, not
- * executable)?  Then nothing needs to leave for it. */
-bool downgrade_exec_fails(const char *path, int fd, bool search);
-
 #endif

@@ -147,7 +147,7 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
                 return done ? (ssize_t)done : -err;
             if (r == 0)
                 break;   /* end of file, or a pipe without writers */
-            wake_peer(t, out->fd, WANT_DATA);
+            doorbell_wake_peer(t, out->fd, WANT_DATA);
             done += (size_t)r;
             if (off)
                 *off += r;
@@ -159,7 +159,7 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
         if (n < 0)
             return done ? (ssize_t)done : -ECONNRESET;
         t->ch.tx_was_full = true;
-        wake_peer(t, out->fd, WANT_DATA);
+        doorbell_wake_peer(t, out->fd, WANT_DATA);
         if (sock_nb)
             return done ? (ssize_t)done : -EAGAIN;
         int w = stream_wait_writable(t, out);
@@ -244,7 +244,7 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
         dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
         if (n > 0) {
             if (w > 0)
-                wake_peer(t, in->fd, WANT_SPACE);
+                doorbell_wake_peer(t, in->fd, WANT_SPACE);
             return w >= 0 ? w : -err;
         }
         /* Empty (or broken): a recv's own wait (counted for a close

@@ -258,7 +258,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (n > 0) {
             got += (size_t)n;
             if (!(flags & MSG_PEEK))
-                wake_peer(t, f->fd, WANT_SPACE);
+                doorbell_wake_peer(t, f->fd, WANT_SPACE);
             if (got == b.total || !(flags & MSG_WAITALL) || (flags & MSG_PEEK))
                 return (ssize_t)got;
             continue;
@@ -324,7 +324,7 @@ void stream_flush_held(struct tcp_sock *t, int fd)
 {
     if (atomic_load_explicit(&t->ch.self->doorbell_owed, memory_order_relaxed) &&
         atomic_exchange(&t->ch.self->doorbell_owed, 0))
-        wake_peer(t, fd, WANT_DATA);
+        doorbell_wake_peer(t, fd, WANT_DATA);
 }
 
 static ssize_t send_failed(int flags)
@@ -370,7 +370,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         /* Data for a socket shut down both ways: TCP accepts the send and
          * the peer answers with a reset, which both ends then see. */
         atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
-        wake_peer(t, f->fd, WANT_ANY);
+        doorbell_wake_peer(t, f->fd, WANT_ANY);
         return (ssize_t)b.total;
     }
 
@@ -414,7 +414,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                     hold_doorbell(t);
                 } else {
                     atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
-                    wake_peer(t, f->fd, WANT_DATA);
+                    doorbell_wake_peer(t, f->fd, WANT_DATA);
                 }
                 return (ssize_t)sent;
             }
@@ -422,7 +422,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         t->ch.tx_was_full = true;         /* grow it once it is empty again */
         atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
-        wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
+        doorbell_wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
         if (nonblocking(t, f->fd, flags))
@@ -469,7 +469,7 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
         atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_RD);
     if (how != SHUT_RD)
         write_fin(t);
-    wake_peer(t, fd, WANT_ANY);
+    doorbell_wake_peer(t, fd, WANT_ANY);
     /* as the kernel's shutdown, it wakes whatever waits on the socket: our
      * own threads blocked on it (a reader returns 0 after SHUT_RD, a writer
      * EPIPE after SHUT_WR), our epoll sets, and the sleepers of other
@@ -493,7 +493,7 @@ void stream_close(struct tcp_sock *t, int fd)
     else
         write_fin(t);
     atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
-    wake_peer(t, fd, WANT_ANY);
+    doorbell_wake_peer(t, fd, WANT_ANY);
     shunt_log_sock(LOG_DEBUG, t, fd, "closed (%s)", (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
 }
 

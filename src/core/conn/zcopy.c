@@ -204,7 +204,7 @@ size_t zc_send(struct tcp_sock *t, int fd, const struct iovec *iov, int iovcnt, 
     if (!eligible(t, iov, iovcnt, total, may_block) || !post(t, iov, iovcnt, total))
         return 0;
     struct zc_desc *d = &t->ch.self->zc;
-    wake_peer(t, fd, WANT_DATA);
+    doorbell_wake_peer(t, fd, WANT_DATA);
     uint64_t last = 0;
     uint64_t deadline = now_ns() + ZC_IDLE_US * 1000u;
     for (;;) {
@@ -238,7 +238,7 @@ size_t zc_send(struct tcp_sock *t, int fd, const struct iovec *iov, int iovcnt, 
     /* release: the next post or ring write comes after everything above */
     atomic_store_explicit(&d->state, ZC_IDLE, memory_order_release);
     if (done < total)
-        wake_peer(t, fd, WANT_DATA);   /* the ring carries the rest */
+        doorbell_wake_peer(t, fd, WANT_DATA);   /* the ring carries the rest */
     return (size_t)done;
 }
 
@@ -253,7 +253,7 @@ static void refuse(struct tcp_sock *t, int fd, struct zc_desc *d, unsigned reaso
                   reason == ZC_OFF_PIDNS ? "other pid namespace" : strerror(err));
     /* release: the sender sees the state after our last use of it */
     atomic_store_explicit(&d->state, ZC_FAILED, memory_order_release);
-    wake_peer(t, fd, WANT_SPACE);
+    doorbell_wake_peer(t, fd, WANT_SPACE);
 }
 
 /* Builds at most cnt iovecs of (addr, len) pieces covering [skip, skip + want). */
@@ -348,6 +348,6 @@ ssize_t zc_recv(struct tcp_sock *t, int fd, const struct iovec *iov, int iovcnt,
      * may reuse its buffer (pairs with its acquire of done and state) */
     atomic_store_explicit(&d->done, done, memory_order_release);
     atomic_store_explicit(&d->state, done == c.len ? ZC_DONE : ZC_POSTED, memory_order_release);
-    wake_peer(t, fd, WANT_SPACE);
+    doorbell_wake_peer(t, fd, WANT_SPACE);
     return n;
 }

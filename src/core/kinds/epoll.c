@@ -75,7 +75,7 @@ static void epoll_destroy(struct shunt_sock *s)
     if (ep->next)
         ep->next->prev = ep->prev;
     pthread_mutex_unlock(&all_lock);
-    set_free(ep);
+    epoll_set_free(ep);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -178,16 +178,16 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
     struct epoll_event k = tagged(fd, ev->events, kind);
     if ((r = kernel_ctl(epfd, EPOLL_CTL_ADD, fd, &k)))
         return r;
-    struct ep_entry *e = new_slot(ep, fd);
+    struct ep_entry *e = epoll_set_new_slot(ep, fd);
     if (!e) {
         kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
         return -ENOMEM;
     }
-    entry_hold(e, s, kind);
+    epoll_set_hold(e, s, kind);
     if (kind == M_EPOLL)
         ep->nested++;
-    member_reset(e, ev);
-    hot_add(ep, e);
+    epoll_set_member_reset(e, ev);
+    epoll_set_hot_add(ep, e);
     return 0;
 }
 
@@ -227,39 +227,39 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     }
     crit_lock(&ep->lock);
     ep->kfd = epfd;
-    struct ep_entry *e = slot_for_fd(ep, fd);
+    struct ep_entry *e = epoll_set_slot_for_fd(ep, fd);
     if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
         /* a stale entry: that fd number was closed and now names another
          * file (one slot per number here, where the kernel keys by number
          * and file: a member living on through a dup gives way) */
-        release_slot(ep, e, false);
+        epoll_set_release_slot(ep, e, false);
         e = NULL;
     } else if (e && e->kind == M_SOCKET && !e->pending && atomic_load(&tcp_of(e->s)->path) == PATH_TCP) {
         /* our member fell back to kernel TCP since the last wait: the
          * kernel has it from now on, and this call changes it there */
-        release_slot(ep, e, true);
+        epoll_set_release_slot(ep, e, true);
         ep->kernel_members++;
         e = NULL;
     } else if (e && e->s != s) {
         e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
     }
-    journal_apply(ep);
+    epoll_set_journal_apply(ep);
     if (op == EPOLL_CTL_ADD && pending) {
         r = ev ? kernel_ctl(epfd, op, fd, ev) : -EFAULT;
-        struct ep_entry *p = r ? NULL : new_slot(ep, fd);
+        struct ep_entry *p = r ? NULL : epoll_set_new_slot(ep, fd);
         if (p) {
-            entry_hold(p, s, M_SOCKET);
+            epoll_set_hold(p, s, M_SOCKET);
             p->pending = true;
             ep->pending++;
-            member_reset(p, ev);
-            hot_add(ep, p);
+            epoll_set_member_reset(p, ev);
+            epoll_set_hot_add(ep, p);
         }
         if (!r)
             ep->kernel_members++;   /* the kernel reports it as the program asked, for now */
     } else if (op == EPOLL_CTL_ADD && s) {
         r = member_add(ep, epfd, fd, s, kind, ev);
         if (!r && kind == M_SOCKET)
-            journal_append(ep, op, fd, ev, tcp_of(s)->inode);
+            epoll_set_journal_append(ep, op, fd, ev, tcp_of(s)->inode);
     } else if (op == EPOLL_CTL_MOD && e) {
         r = check_events(op, ev, e->kind);
         struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
@@ -267,10 +267,10 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
             r = kernel_ctl(epfd, op, fd, e->pending ? ev : &k);
         if (!r) {
             e->poked = false;   /* the registration is the usual one again */
-            member_reset(e, ev);
-            make_hot(ep, e);
+            epoll_set_member_reset(e, ev);
+            epoll_set_make_hot(ep, e);
             if (e->kind == M_SOCKET)
-                journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
+                epoll_set_journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
         }
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);
@@ -279,8 +279,8 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
             if (e->pending && ep->kernel_members)
                 ep->kernel_members--;
             else if (e->kind == M_SOCKET)
-                journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
-            release_slot(ep, e, true);
+                epoll_set_journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
+            epoll_set_release_slot(ep, e, true);
         }
     } else {
         r = kernel_ctl(epfd, op, fd, ev);
@@ -304,7 +304,7 @@ static void hand_back(int epfd, struct epoll_obj *ep, struct ep_entry *e)
     struct epoll_event k = { .events = e->events, .data = e->data };
     if (!e->off)
         kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k);
-    release_slot(ep, e, true);
+    epoll_set_release_slot(ep, e, true);
     ep->kernel_members++;
 }
 
@@ -332,20 +332,20 @@ static void sweep_closed(struct epoll_obj *ep)
         if (!e->s)
             continue;
         if (atomic_load(&e->s->fds) <= 0) {
-            release_slot(ep, e, false);
+            epoll_set_release_slot(ep, e, false);
             continue;
         }
         struct fdref f = fdt_get(e->io_fd);
         bool same = f.sock == e->s;
         fdt_put(&f);
         if (!same) {
-            disarm(ep, e, false);
+            epoll_set_disarm(ep, e, false);
             e->io_fd = -1;
             fdt_for_each_object(0, ~0U, find_fd, e);
             if (e->io_fd < 0)
-                release_slot(ep, e, false);
+                epoll_set_release_slot(ep, e, false);
             else
-                hot_add(ep, e);
+                epoll_set_hot_add(ep, e);
         }
     }
 }
@@ -382,7 +382,7 @@ struct edge_state {
 
 static struct edge_state edge_now(struct ep_entry *e)
 {
-    struct tcp_sock *t = sock_of(e);
+    struct tcp_sock *t = epoll_set_sock_of(e);
     struct edge_state s = { 0, 0, false };
     if (t && t->ch.hdr) {
         s.rx = atomic_load(&t->ch.rx.hdr->head);
@@ -467,7 +467,7 @@ static bool has_ready(struct epoll_obj *ep, int epfd)
 static bool quiesce(struct epoll_obj *ep)
 {
     bool ready = false;
-    /* make_cold and make_hot reorder hot[]: walk a copy of it */
+    /* epoll_set_make_cold and epoll_set_make_hot reorder hot[]: walk a copy of it */
     uint32_t count = ep->nhot, stack[64];
     if (count == 0)
         return false;
@@ -487,10 +487,10 @@ static bool quiesce(struct epoll_obj *ep)
         }
         if (!can_go_cold(e))
             continue;
-        make_cold(ep, e);
+        epoll_set_make_cold(ep, e);
         uint32_t got = level_events(e);
         if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e)))) {
-            make_hot(ep, e);
+            epoll_set_make_hot(ep, e);
             ready = true;
         }
     }
@@ -505,11 +505,11 @@ static bool quiesce(struct epoll_obj *ep)
  * is ready now counts as new (true). */
 static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e)
 {
-    struct tcp_sock *t = sock_of(e);
+    struct tcp_sock *t = epoll_set_sock_of(e);
     int path = negotiate_observe(t, e->io_fd);
     if (path == PATH_TCP) {
         if (t->negotiated)
-            release_slot(ep, e, true);   /* the kernel has it as the program asked */
+            epoll_set_release_slot(ep, e, true);   /* the kernel has it as the program asked */
         return false;
     }
     struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
@@ -534,9 +534,9 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
     uint64_t now = clock_now_ns();
     for (uint32_t k = 0; k < count && n < max; k++) {
         struct ep_entry *e = &ep->v[order[k]];
-        if (!e->s || e->hot_pos == NO_SLOT)
+        if (!e->s || e->hot_pos == EPOLL_SET_NO_SLOT)
             continue;
-        struct tcp_sock *t = sock_of(e);
+        struct tcp_sock *t = epoll_set_sock_of(e);
         if (e->pending && !pending_settled(epfd, ep, e))
             continue;
         if (t && atomic_load(&t->path) != PATH_SHM && negotiate_observe(t, e->io_fd) == PATH_TCP) {
@@ -552,13 +552,13 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
             e->active_ns = now;
             ep->rotate = e->hot_pos + 1;
             if (e->events & EPOLLONESHOT) {
-                hot_remove(ep, e);
+                epoll_set_hot_remove(ep, e);
                 e->off = true;
             }
         } else if (count_idle && ++e->idle >= IDLE_LOOKS && now - e->active_ns > IDLE_NS && can_go_cold(e)) {
-            make_cold(ep, e);
+            epoll_set_make_cold(ep, e);
             if ((got = entry_events(e))) {   /* it moved while we armed */
-                make_hot(ep, e);
+                epoll_set_make_hot(ep, e);
                 evs[n].events = got;
                 evs[n].data = e->data;
                 n++;
@@ -607,7 +607,7 @@ static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bo
         struct ep_entry *e = &ep->v[ep->hot[i]];
         if (!e->pending || e->data.u64 != ev->data.u64)
             continue;
-        struct tcp_sock *t = sock_of(e);
+        struct tcp_sock *t = epoll_set_sock_of(e);
         if (!t->negotiated || negotiate_observe(t, e->io_fd) == PATH_TCP)
             return false;
         if (ep->nwoken < ep->capwoken)
@@ -644,7 +644,7 @@ static void poke(struct epoll_obj *ep, struct ep_entry *e)
 {
     /* the set's fd and the member's key must still be what they were: the
      * program may have closed them, and the numbers name other files now */
-    if (!e->armed || e->poked || e->pending || !fd_names(ep->kfd, &ep->base) || !fd_names(e->fd, e->s))
+    if (!e->armed || e->poked || e->pending || !epoll_set_fd_names(ep->kfd, &ep->base) || !epoll_set_fd_names(e->fd, e->s))
         return;
     if (reregister(ep, e, EPOLLOUT) == 0)
         e->poked = true;
@@ -653,7 +653,7 @@ static void poke(struct epoll_obj *ep, struct ep_entry *e)
 static void unpoke(struct epoll_obj *ep, struct ep_entry *e)
 {
     e->poked = false;
-    if (fd_names(ep->kfd, &ep->base) && fd_names(e->fd, e->s))
+    if (epoll_set_fd_names(ep->kfd, &ep->base) && epoll_set_fd_names(e->fd, e->s))
         reregister(ep, e, 0);
 }
 
@@ -716,7 +716,7 @@ static void each_entry_of(struct tcp_sock *t, int fd, void (*fn)(struct epoll_ob
             struct epoll_obj *ep = sets[i];
             crit_lock(&ep->lock);
             for (uint32_t j = 0; j < ep->nv; j++) {
-                struct ep_entry *e = pass == 0 ? slot_for_fd(ep, fd) : &ep->v[j];
+                struct ep_entry *e = pass == 0 ? epoll_set_slot_for_fd(ep, fd) : &ep->v[j];
                 if (e && e->s == &t->base && e->kind == M_SOCKET && (pass == 0 || e->fd != fd)) {
                     found++;
                     fn(ep, e);
@@ -742,7 +742,7 @@ void epoll_init(void)
 
 void epoll_socket_shared(struct tcp_sock *t, int fd)
 {
-    each_entry_of(t, fd, watch_xwake);
+    each_entry_of(t, fd, epoll_set_watch_xwake);
 }
 
 /* Removes our tagged events from what the kernel returned: each names a
@@ -759,18 +759,18 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
                 evs[kept++] = evs[i];
             continue;
         }
-        struct ep_entry *e = slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);
+        struct ep_entry *e = epoll_set_slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);
         if (!e)
             continue;
-        struct tcp_sock *t = sock_of(e);
+        struct tcp_sock *t = epoll_set_sock_of(e);
         if (e->poked)
             unpoke(ep, e);
         /* the wake FIFO's EPOLLHUP says nothing about the peer */
         if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
             doorbell_check_peer(t, e->io_fd);
-        if (e->armed || e->hot_pos == NO_SLOT) {
-            make_hot(ep, e);
-            if (e->hot_pos != NO_SLOT && ep->nwoken < ep->capwoken)
+        if (e->armed || e->hot_pos == EPOLL_SET_NO_SLOT) {
+            epoll_set_make_hot(ep, e);
+            if (e->hot_pos != EPOLL_SET_NO_SLOT && ep->nwoken < ep->capwoken)
                 ep->woken[ep->nwoken++] = (uint32_t)(e - ep->v);
             *woke = true;
         }
@@ -821,7 +821,7 @@ static bool needs_kernel(const struct epoll_obj *ep)
 static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool zero_wait)
 {
     static const struct timespec zero = { 0, 0 };
-    journal_apply(ep);
+    epoll_set_journal_apply(ep);
     sweep_closed(ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
@@ -871,7 +871,7 @@ static bool worth_spinning(struct epoll_obj *ep, bool *here)
     bool busy = false;
     *here = false;
     for (uint32_t i = 0; i < ep->nhot; i++) {
-        struct tcp_sock *t = sock_of(&ep->v[ep->hot[i]]);
+        struct tcp_sock *t = epoll_set_sock_of(&ep->v[ep->hot[i]]);
         if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t)) {
             busy = true;
             if (wait_peer_here(t)) {
@@ -1030,10 +1030,10 @@ void epoll_before_fork(void)
     for (size_t i = 0; i < n; i++) {
         struct epoll_obj *ep = sets[i];
         crit_lock(&ep->lock);
-        journal_create(ep);
+        epoll_set_journal_create(ep);
         for (uint32_t j = 0; ep->cold > 0 && j < ep->nv; j++)
             if (ep->v[j].s && ep->v[j].armed)
-                watch_xwake(ep, &ep->v[j]);
+                epoll_set_watch_xwake(ep, &ep->v[j]);
         crit_unlock(&ep->lock);
     }
     sets_put(sets, stack, n);
@@ -1059,7 +1059,7 @@ void epoll_after_fork_child(void)
                 e->armed = 0;
                 e->xkeep = -1;   /* closed below: the parent's */
                 ep->cold--;
-                hot_add(ep, e);
+                epoll_set_hot_add(ep, e);
             }
         }
     }
@@ -1075,7 +1075,7 @@ void epoll_release_all(void)
         crit_lock(&ep->lock);
         for (uint32_t i = 0; i < ep->nv; i++)
             if (ep->v[i].s && ep->v[i].armed)
-                make_hot(ep, &ep->v[i]);
+                epoll_set_make_hot(ep, &ep->v[i]);
         crit_unlock(&ep->lock);
     }
     pthread_mutex_unlock(&all_lock);

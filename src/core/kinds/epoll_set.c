@@ -54,9 +54,9 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
     return true;
 }
 
-void hot_add(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_set_hot_add(struct epoll_obj *ep, struct ep_entry *e)
 {
-    if (e->hot_pos != NO_SLOT || e->off)
+    if (e->hot_pos != EPOLL_SET_NO_SLOT || e->off)
         return;
     if (ep->nhot == ep->caphot && !grow((void **)&ep->hot, &ep->caphot, ep->nhot + 1, sizeof *ep->hot))
         return;   /* cannot happen once the slot exists: hot[] is grown with the slots */
@@ -66,36 +66,36 @@ void hot_add(struct epoll_obj *ep, struct ep_entry *e)
     e->active_ns = clock_now_ns();
 }
 
-void hot_remove(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_set_hot_remove(struct epoll_obj *ep, struct ep_entry *e)
 {
-    if (e->hot_pos == NO_SLOT)
+    if (e->hot_pos == EPOLL_SET_NO_SLOT)
         return;
     uint32_t last = ep->hot[--ep->nhot];
     ep->hot[e->hot_pos] = last;
     ep->v[last].hot_pos = e->hot_pos;
-    e->hot_pos = NO_SLOT;
+    e->hot_pos = EPOLL_SET_NO_SLOT;
 }
 
 /* Takes the doorbell request back; drains what was rung only if the fd is
  * still this socket's (a closed fd number may name another file now). */
-void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
+void epoll_set_disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
 {
     if (!e->armed)
         return;
     xwake_drop(e->xkeep);
     e->xkeep = -1;
     if (fd_valid)
-        doorbell_leave(sock_of(e), e->io_fd, e->armed);
+        doorbell_leave(epoll_set_sock_of(e), e->io_fd, e->armed);
     else
-        doorbell_forget(sock_of(e), e->armed);
+        doorbell_forget(epoll_set_sock_of(e), e->armed);
     e->armed = 0;
     ep->cold--;
 }
 
-void make_hot(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_set_make_hot(struct epoll_obj *ep, struct ep_entry *e)
 {
-    disarm(ep, e, true);
-    hot_add(ep, e);
+    epoll_set_disarm(ep, e, true);
+    epoll_set_hot_add(ep, e);
 }
 
 /* The doorbells a wait for this member's events needs. */
@@ -109,20 +109,20 @@ static int entry_wants(const struct ep_entry *e)
     return w ? w : WANT_DATA;
 }
 
-void make_cold(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_set_make_cold(struct epoll_obj *ep, struct ep_entry *e)
 {
-    hot_remove(ep, e);
+    epoll_set_hot_remove(ep, e);
     int w = entry_wants(e);
-    doorbell_enter(sock_of(e), w);
+    doorbell_enter(epoll_set_sock_of(e), w);
     e->armed = w;
     ep->cold++;
-    if (xwake_shared(sock_of(e)) || atomic_load_explicit(&epoll_forking, memory_order_relaxed))
-        watch_xwake(ep, e);
+    if (xwake_shared(epoll_set_sock_of(e)) || atomic_load_explicit(&epoll_forking, memory_order_relaxed))
+        epoll_set_watch_xwake(ep, e);
 }
 
 atomic_int epoll_forking;
 
-bool fd_names(int fd, struct shunt_sock *s)
+bool epoll_set_fd_names(int fd, struct shunt_sock *s)
 {
     struct fdref f = fdt_get(fd);
     bool same = f.sock == s;
@@ -139,11 +139,11 @@ bool fd_names(int fd, struct shunt_sock *s)
  * report EPOLLHUP once, which names the member.  The member turning hot
  * closes it, and the kernel takes it out of the set with its last fd.
  */
-void watch_xwake(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_set_watch_xwake(struct epoll_obj *ep, struct ep_entry *e)
 {
-    if (!e->armed || e->xkeep >= 0 || e->kind != M_SOCKET || !fd_names(ep->kfd, &ep->base))
+    if (!e->armed || e->xkeep >= 0 || e->kind != M_SOCKET || !epoll_set_fd_names(ep->kfd, &ep->base))
         return;
-    int h = xwake_keep(sock_of(e));
+    int h = xwake_keep(epoll_set_sock_of(e));
     struct epoll_event k = { .events = EPOLLIN | EPOLLET, .data.u64 = TAG_XWAKE << 32 | (uint32_t)e->fd };
     if (h >= 0 && shunt_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, xwake_kept_fd(h), &k) == 0)
         e->xkeep = h;
@@ -151,7 +151,7 @@ void watch_xwake(struct epoll_obj *ep, struct ep_entry *e)
         xwake_drop(h);
 }
 
-void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind)
+void epoll_set_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind)
 {
     sock_get(s);
     e->s = s;
@@ -160,17 +160,17 @@ void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind)
         atomic_fetch_add(&tcp_of(s)->epoll_entries, 1);
 }
 
-void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
+void epoll_set_release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
 {
-    disarm(ep, e, fd_valid);
-    hot_remove(ep, e);
+    epoll_set_disarm(ep, e, fd_valid);
+    epoll_set_hot_remove(ep, e);
     if (e->kind == M_EPOLL)
         ep->nested--;
     else
         atomic_fetch_sub(&tcp_of(e->s)->epoll_entries, 1);
     if (e->pending)
         ep->pending--;
-    if (slot_for_fd(ep, e->fd) == e)
+    if (epoll_set_slot_for_fd(ep, e->fd) == e)
         ep->slot_of[e->fd] = 0;
     sock_put(e->s);
     e->s = NULL;
@@ -178,7 +178,7 @@ void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid)
     ep->free_slots[ep->nfree++] = (uint32_t)(e - ep->v);
 }
 
-struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
+struct ep_entry *epoll_set_new_slot(struct epoll_obj *ep, int fd)
 {
     if (!grow((void **)&ep->slot_of, &ep->nslot_of, (uint32_t)fd + 1, sizeof *ep->slot_of))
         return NULL;
@@ -197,7 +197,7 @@ struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
     }
     struct ep_entry *e = &ep->v[i];
     memset(e, 0, sizeof *e);
-    e->hot_pos = NO_SLOT;
+    e->hot_pos = EPOLL_SET_NO_SLOT;
     e->xkeep = -1;
     e->fd = e->io_fd = fd;
     ep->slot_of[fd] = i + 1;
@@ -205,20 +205,20 @@ struct ep_entry *new_slot(struct epoll_obj *ep, int fd)
     return e;
 }
 
-void set_free(struct epoll_obj *ep)
+void epoll_set_free(struct epoll_obj *ep)
 {
     for (uint32_t i = 0; i < ep->nv; i++)
         if (ep->v[i].s)
-            release_slot(ep, &ep->v[i], false);
+            epoll_set_release_slot(ep, &ep->v[i], false);
     free(ep->v);
     free(ep->free_slots);
     free(ep->slot_of);
     free(ep->hot);
     free(ep->woken);
-    journal_free(ep);
+    epoll_set_journal_free(ep);
 }
 
-void member_reset(struct ep_entry *e, const struct epoll_event *ev)
+void epoll_set_member_reset(struct ep_entry *e, const struct epoll_event *ev)
 {
     e->events = ev->events;
     e->data = ev->data;
@@ -231,7 +231,7 @@ void member_reset(struct ep_entry *e, const struct epoll_event *ev)
 
 /* ---- the journal ---- */
 
-void journal_create(struct epoll_obj *ep)
+void epoll_set_journal_create(struct epoll_obj *ep)
 {
     if (ep->journal)
         return;
@@ -240,14 +240,14 @@ void journal_create(struct epoll_obj *ep)
         ep->journal = m;
 }
 
-void journal_free(struct epoll_obj *ep)
+void epoll_set_journal_free(struct epoll_obj *ep)
 {
     if (ep->journal)
         munmap(ep->journal, sizeof *ep->journal);
     ep->journal = NULL;
 }
 
-void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode)
+void epoll_set_journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode)
 {
     struct ctl_journal *j = ep->journal;
     if (!j || !inode)
@@ -269,28 +269,28 @@ void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_eve
 static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
 {
     struct epoll_event ev = { .events = r->events, .data.u64 = r->data };
-    struct ep_entry *e = slot_for_fd(ep, r->fd);
+    struct ep_entry *e = epoll_set_slot_for_fd(ep, r->fd);
     if (e && (e->kind != M_SOCKET || tcp_of(e->s)->inode != r->inode))
         return;   /* that number names something else here */
     if (r->op == EPOLL_CTL_ADD && !e) {
         struct fdref f = fdt_get(r->fd);
         if (f.sock && f.sock->kind == SOCK_TCP && tcp_of(f.sock)->inode == r->inode &&
-            atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = new_slot(ep, r->fd))) {
-            entry_hold(e, f.sock, M_SOCKET);
-            member_reset(e, &ev);
-            hot_add(ep, e);
+            atomic_load(&tcp_of(f.sock)->path) != PATH_TCP && (e = epoll_set_new_slot(ep, r->fd))) {
+            epoll_set_hold(e, f.sock, M_SOCKET);
+            epoll_set_member_reset(e, &ev);
+            epoll_set_hot_add(ep, e);
         }
         fdt_put(&f);
     } else if (r->op == EPOLL_CTL_MOD && e) {
-        member_reset(e, &ev);
-        make_hot(ep, e);
+        epoll_set_member_reset(e, &ev);
+        epoll_set_make_hot(ep, e);
     } else if (r->op == EPOLL_CTL_DEL && e) {
-        release_slot(ep, e, true);
+        epoll_set_release_slot(ep, e, true);
     }
 }
 
 /* Applies what the other processes sharing this set changed.  Caller holds ep->lock. */
-void journal_apply(struct epoll_obj *ep)
+void epoll_set_journal_apply(struct epoll_obj *ep)
 {
     struct ctl_journal *j = ep->journal;
     if (!j)

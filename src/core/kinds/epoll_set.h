@@ -17,7 +17,7 @@
 
 #include "core/kinds/tcp_socket.h"
 
-#define NO_SLOT UINT32_MAX
+#define EPOLL_SET_NO_SLOT UINT32_MAX
 
 /* The high word of the kernel's data for registrations of ours: a member's
  * companion, and a cold member's wake FIFO (xwake.c); the low word is the
@@ -40,7 +40,7 @@ struct ep_entry {
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
     int xkeep;                   /* cold: its end's wake FIFO, registered in the kernel set (an
                                     xwake_keep handle), or -1 */
-    uint32_t hot_pos;            /* index in hot[], or NO_SLOT */
+    uint32_t hot_pos;            /* index in hot[], or EPOLL_SET_NO_SLOT */
     uint32_t events;
     epoll_data_t data;
     uint32_t last;               /* EPOLLET: what was ready when last looked at */
@@ -75,12 +75,12 @@ struct epoll_obj {
     struct epoll_obj *prev, *next;   /* every epoll object of the process */
 };
 
-static inline struct tcp_sock *sock_of(const struct ep_entry *e)
+static inline struct tcp_sock *epoll_set_sock_of(const struct ep_entry *e)
 {
     return e->kind == M_SOCKET ? tcp_of(e->s) : NULL;
 }
 
-static inline struct ep_entry *slot_for_fd(struct epoll_obj *ep, int fd)
+static inline struct ep_entry *epoll_set_slot_for_fd(struct epoll_obj *ep, int fd)
 {
     if (fd < 0 || (uint32_t)fd >= ep->nslot_of || !ep->slot_of[fd])
         return NULL;
@@ -88,43 +88,43 @@ static inline struct ep_entry *slot_for_fd(struct epoll_obj *ep, int fd)
 }
 
 /* A free slot for fd, indexed (NULL: no memory); the caller fills it in,
- * starting with entry_hold (a reference to s, counted in the socket). */
-struct ep_entry *new_slot(struct epoll_obj *ep, int fd);
-void entry_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind);
+ * starting with epoll_set_hold (a reference to s, counted in the socket). */
+struct ep_entry *epoll_set_new_slot(struct epoll_obj *ep, int fd);
+void epoll_set_hold(struct ep_entry *e, struct shunt_sock *s, enum member_kind kind);
 /* Takes the member out (its doorbell request back, draining only if the
  * fd is still its socket's) and drops its reference. */
-void release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
+void epoll_set_release_slot(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
 /* Frees the table of a set that is going away. */
-void set_free(struct epoll_obj *ep);
+void epoll_set_free(struct epoll_obj *ep);
 
 /* The program's events and data, as a new registration. */
-void member_reset(struct ep_entry *e, const struct epoll_event *ev);
+void epoll_set_member_reset(struct ep_entry *e, const struct epoll_event *ev);
 
 /* Hot: looked at on every wait.  Cold: its doorbell asked for (the caller
  * checked it is a settled channel).  Off (one-shot fired): neither. */
-void hot_add(struct epoll_obj *ep, struct ep_entry *e);
-void hot_remove(struct epoll_obj *ep, struct ep_entry *e);
-void make_hot(struct epoll_obj *ep, struct ep_entry *e);
-void make_cold(struct epoll_obj *ep, struct ep_entry *e);
-void disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
+void epoll_set_hot_add(struct epoll_obj *ep, struct ep_entry *e);
+void epoll_set_hot_remove(struct epoll_obj *ep, struct ep_entry *e);
+void epoll_set_make_hot(struct epoll_obj *ep, struct ep_entry *e);
+void epoll_set_make_cold(struct epoll_obj *ep, struct ep_entry *e);
+void epoll_set_disarm(struct epoll_obj *ep, struct ep_entry *e, bool fd_valid);
 
 /* A cold member whose end another process holds, or is about to, also
- * watches the end's wake FIFO in the kernel set (make_cold does it when the
+ * watches the end's wake FIFO in the kernel set (epoll_set_make_cold does it when the
  * end is shared already, or while epoll_forking: a fork of this process is
  * under way, and the child will hold every end). */
-void watch_xwake(struct epoll_obj *ep, struct ep_entry *e);
+void epoll_set_watch_xwake(struct epoll_obj *ep, struct ep_entry *e);
 extern atomic_int epoll_forking;
 
 /* Whether fd still names s in this process (a number the program closed
  * may name another file now). */
-bool fd_names(int fd, struct shunt_sock *s);
+bool epoll_set_fd_names(int fd, struct shunt_sock *s);
 
 /* The journal of sets shared across fork: made before the fork, freed
  * with the set; a change is appended, the others' changes applied (under
  * ep->lock). */
-void journal_create(struct epoll_obj *ep);
-void journal_free(struct epoll_obj *ep);
-void journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode);
-void journal_apply(struct epoll_obj *ep);
+void epoll_set_journal_create(struct epoll_obj *ep);
+void epoll_set_journal_free(struct epoll_obj *ep);
+void epoll_set_journal_append(struct epoll_obj *ep, int op, int fd, const struct epoll_event *ev, uint64_t inode);
+void epoll_set_journal_apply(struct epoll_obj *ep);
 
 #endif

@@ -22,6 +22,8 @@
 #include "core/conn/downgrade.h"
 #include "core/conn/private_fds.h"
 #include "core/fd/fdtable.h"
+#include "core/process/downgrade_points.h"
+#include "core/process/runs_shunt.h"
 
 static void leave_if_survives(int fd, void *arg)
 {
@@ -259,9 +261,9 @@ static void hold_in_vfork_child(int fd, void *ctx)
 
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
-    if (downgrade_exec_fails(path, fd, search))
+    if (runs_shunt_exec_fails(path, fd, search))
         return;
-    if (downgrade_exec_runs_shunt(path, fd, envp, search)) {
+    if (runs_shunt_exec(path, fd, envp, search)) {
         if (shunt_in_vfork_child) {
             struct vfork_holds h = { .n = 0 };
             for_each_open_fd(hold_in_vfork_child, &h);
@@ -288,7 +290,7 @@ void downgrade_sending(const int *fds, size_t n, int unix_fd, bool named)
             struct tcp_sock *t = tcp_of(f.sock);
             if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
                 if (verdict < 0)
-                    verdict = downgrade_receiver_runs_shunt(unix_fd, named);
+                    verdict = runs_shunt_receiver(unix_fd, named);
                 if (!verdict)
                     downgrade_leave(t, fds[i]);
             }

@@ -13,7 +13,7 @@
  * its system calls itself).  A script is judged by its interpreter.
  *
  * SCM_RIGHTS: the receivers are the processes that hold the other end of
- * the Unix socket (found by its inode, see downgrade_receiver_runs_shunt);
+ * the Unix socket (found by its inode, see runs_shunt_receiver);
  * each must run shunt: libshunt mapped in it, this user.
  */
 #include <dirent.h>
@@ -27,10 +27,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/conn/downgrade.h"
-#include "base/self.h"
 #include "base/log.h"
 #include "base/real.h"
+#include "base/self.h"
+#include "core/conn/downgrade.h"
+#include "core/process/runs_shunt.h"
 #include "registry/sockdiag.h"
 
 #define LIB_NAME "libshunt"
@@ -165,7 +166,7 @@ static bool image_runs_shunt(int fd, int depth)
  * connection back to kernel TCP at the first directory without the program.
  * Only those answers count; any other doubt is left to the judgement.
  */
-bool downgrade_exec_fails(const char *path, int fd, bool search)
+bool runs_shunt_exec_fails(const char *path, int fd, bool search)
 {
     if (!path || fd >= 0)
         return false;
@@ -177,7 +178,7 @@ bool downgrade_exec_fails(const char *path, int fd, bool search)
     return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG;
 }
 
-bool downgrade_exec_runs_shunt(const char *path, int fd, char *const envp[], bool search)
+bool runs_shunt_exec(const char *path, int fd, char *const envp[], bool search)
 {
     if (!env_preloads_shunt(envp) && !system_preloads_shunt())
         return false;
@@ -285,7 +286,7 @@ static int fds_hold(int dir, const char *want)
  * at, is paid only when an accelerated socket is about to leave by
  * SCM_RIGHTS.
  */
-bool downgrade_receiver_runs_shunt(int unix_fd, bool named)
+bool runs_shunt_receiver(int unix_fd, bool named)
 {
     struct stat st;
     struct ucred cred;

@@ -34,14 +34,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/conn/downgrade.h"
-#include "core/kinds/epoll.h"
-#include "core/fd/fdtable.h"
 #include "base/log.h"
-#include "base/signals.h"
-#include "core/process/spawn_plan.h"
-#include "core/kinds/tcp_socket.h"
 #include "base/real.h"
+#include "base/signals.h"
+#include "core/conn/downgrade.h"
+#include "core/fd/fdtable.h"
+#include "core/kinds/epoll.h"
+#include "core/kinds/tcp_socket.h"
+#include "core/process/downgrade_points.h"
+#include "core/process/runs_shunt.h"
+#include "core/process/spawn_plan.h"
 
 extern char **environ;
 
@@ -364,7 +366,7 @@ void spawn_prepare(struct spawn_plan *p, const char *path, const posix_spawn_fil
                    char *const envp[], bool search)
 {
     /* a spawn that will fail keeps its holds until spawn_finish gives them back */
-    bool runs = downgrade_exec_fails(path, -1, search) || downgrade_exec_runs_shunt(path, -1, envp, search);
+    bool runs = runs_shunt_exec_fails(path, -1, search) || runs_shunt_exec(path, -1, envp, search);
     struct action *a;
     size_t n;
     bool known = copy_actions(fa, &a, &n);
@@ -376,7 +378,7 @@ void spawn_prepare_shell(struct spawn_plan *p, int replaced_fd)
 {
     /* the fd is replaced by a pipe: for the sockets, as an open of a file there */
     struct action a = { SPAWN_OPEN, replaced_fd, -1 };
-    prepare(p, downgrade_exec_runs_shunt(_PATH_BSHELL, -1, environ, false), &a, replaced_fd >= 0, true);
+    prepare(p, runs_shunt_exec(_PATH_BSHELL, -1, environ, false), &a, replaced_fd >= 0, true);
 }
 
 void spawn_finish(struct spawn_plan *p, bool spawned)

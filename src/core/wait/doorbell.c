@@ -34,7 +34,7 @@ static void retract(atomic_uint *count)
 static void doorbell_arm(struct tcp_sock *t, int what)
 {
     /* seq_cst: ordered before the caller's re-check of the rings; pairs
-     * with the fence in wake_peer. */
+     * with the fence in doorbell_wake_peer. */
     if (what & WANT_DATA)
         atomic_fetch_add(&t->ch.self->sleepers, 1);
     if (what & WANT_SPACE)
@@ -80,7 +80,7 @@ void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 }
 
 
-void wake_peer(struct tcp_sock *t, int fd, int what)
+void doorbell_wake_peer(struct tcp_sock *t, int fd, int what)
 {
     /* seq_cst fence: our ring update is ordered before the load of the
      * peer's requests, pairing with the seq_cst increment in doorbell_arm:

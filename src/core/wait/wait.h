@@ -66,7 +66,7 @@ void wait_forget_threads(struct tcp_sock *t);
 
 /* After producing into (WANT_DATA), consuming from (WANT_SPACE) a ring, or
  * closing (WANT_ANY): rings the peer's doorbell if it asked for that. */
-void wake_peer(struct tcp_sock *t, int fd, int what);
+void doorbell_wake_peer(struct tcp_sock *t, int fd, int what);
 
 /* A readiness wait (poll, epoll) that is about to sleep in the kernel
  * watching this socket: enter asks the peer for a doorbell; leave takes the
