@@ -30,7 +30,10 @@
  * fd readable in the kernel.
  *
  * The table of members (slots, fd index, hot list, doorbell requests) and
- * the journal that keeps it in step across fork are epoll_set.c's.
+ * the journal that keeps it in step across fork are epoll_set.c's;
+ * epoll_ctl is epoll_ctl.c's; what concerns every set of the process at
+ * once (a socket's changes, fork, exec) is epoll_sets.c's.  This file has
+ * the object, looking at members, and waiting.
  */
 #include <limits.h>
 #include <poll.h>
@@ -48,6 +51,7 @@
 #include "core/fd/passthrough.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/epoll_set.h"
+#include "core/kinds/epoll_shared.h"
 #include "core/kinds/readiness.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
@@ -56,25 +60,12 @@
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
 
-/* What the kernel accepts together with EPOLLEXCLUSIVE (epoll_ctl(2)). */
-#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
-
-static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct epoll_obj *all;
-
 /* ---- the object ---- */
 
 static void epoll_destroy(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
-    pthread_mutex_lock(&all_lock);
-    if (ep->prev)
-        ep->prev->next = ep->next;
-    else
-        all = ep->next;
-    if (ep->next)
-        ep->next->prev = ep->prev;
-    pthread_mutex_unlock(&all_lock);
+    epoll_sets_unlink(ep);
     epoll_set_free(ep);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
@@ -99,18 +90,11 @@ struct shunt_sock *epoll_object_new(void)
     ep->base.ops = &epoll_ops;
     pthread_mutex_init(&ep->lock, NULL);
     ep->closes_seen = atomic_load(&fdt_closes);
-    pthread_mutex_lock(&all_lock);
-    ep->next = all;
-    if (all)
-        all->prev = ep;
-    all = ep;
-    pthread_mutex_unlock(&all_lock);
+    epoll_sets_link(ep);
     return &ep->base;
 }
 
-/* The epoll object behind epfd, made on first need (an inherited epoll fd
- * arrives without one).  Returns it with a reference, or NULL. */
-static struct epoll_obj *epoll_of(int epfd, bool create)
+struct epoll_obj *epoll_of(int epfd, bool create)
 {
     struct fdref f = fdt_get(epfd);
     if (f.sock && f.sock->kind == SOCK_EPOLL)
@@ -132,167 +116,6 @@ static bool can_go_cold(struct ep_entry *e)
 {
     struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
     return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
-}
-
-/* ---- epoll_ctl ---- */
-
-static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
-{
-    return shunt_real.epoll_ctl(epfd, op, fd, ev) < 0 ? -errno : 0;
-}
-
-/* The kernel's registration of a member of ours: edge-triggered, so that a
- * doorbell another holder has not drained yet cannot wake us again and
- * again.  The program's EPOLLEXCLUSIVE goes along (the kernel then checks
- * its rules); an inner epoll set is watched level-triggered. */
-static struct epoll_event tagged(int fd, uint32_t user_events, enum member_kind kind)
-{
-    struct epoll_event k;
-    if (kind == M_EPOLL)
-        k.events = EPOLLIN;
-    else if (user_events & EPOLLEXCLUSIVE)
-        k.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
-    else
-        k.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-    k.data.u64 = TAG_HIGH << 32 | (uint32_t)fd;
-    return k;
-}
-
-/* The rules the kernel would apply to the program's own events, which our
- * tagged registration does not carry. */
-static int check_events(int op, const struct epoll_event *ev, enum member_kind kind)
-{
-    if (!ev)
-        return -EFAULT;
-    if ((ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_MOD || (ev->events & ~EXCLUSIVE_OK) || kind == M_EPOLL))
-        return -EINVAL;
-    return 0;
-}
-
-static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock *s, enum member_kind kind,
-                      struct epoll_event *ev)
-{
-    int r = check_events(EPOLL_CTL_ADD, ev, kind);
-    if (r)
-        return r;
-    struct epoll_event k = tagged(fd, ev->events, kind);
-    if ((r = kernel_ctl(epfd, EPOLL_CTL_ADD, fd, &k)))
-        return r;
-    struct ep_entry *e = epoll_set_new_slot(ep, fd);
-    if (!e) {
-        kernel_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-        return -ENOMEM;
-    }
-    epoll_set_hold(e, s, kind);
-    if (kind == M_EPOLL)
-        ep->nested++;
-    epoll_set_member_reset(e, ev);
-    epoll_set_hot_add(ep, e);
-    return 0;
-}
-
-/* A socket on kernel TCP for now that may yet connect through shunt. */
-static bool might_connect(struct tcp_sock *t, int fd)
-{
-    if (t->negotiated || !shunt_settings.accel || t->listener_pid != 0)
-        return false;
-    int v = 0;
-    socklen_t len = sizeof v;
-    return !(shunt_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) == 0 && v);
-}
-
-int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
-{
-    struct fdref f = fdt_get(fd);
-    if (op != EPOLL_CTL_DEL)
-        tcp_socket_watched(f.sock, fd);
-    struct shunt_sock *s = NULL;
-    enum member_kind kind = M_SOCKET;
-    bool pending = false;
-    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
-        s = f.sock;
-    } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->kind == SOCK_TCP && might_connect(tcp_of(f.sock), fd)) {
-        s = f.sock;
-        pending = true;
-    } else if (f.sock && f.sock->kind == SOCK_EPOLL && fd != epfd) {
-        s = f.sock;
-        kind = M_EPOLL;
-    }
-    struct epoll_obj *ep = epoll_of(epfd, s != NULL);
-    int r;
-    if (!ep) {
-        r = kernel_ctl(epfd, op, fd, ev);
-        fdt_put(&f);
-        return r;
-    }
-    crit_lock(&ep->lock);
-    ep->kfd = epfd;
-    struct ep_entry *e = epoll_set_slot_for_fd(ep, fd);
-    if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
-        /* a stale entry: that fd number was closed and now names another
-         * file (one slot per number here, where the kernel keys by number
-         * and file: a member living on through a dup gives way) */
-        epoll_set_release_slot(ep, e, false);
-        e = NULL;
-    } else if (e && e->kind == M_SOCKET && !e->pending && atomic_load(&tcp_of(e->s)->path) == PATH_TCP) {
-        /* our member fell back to kernel TCP since the last wait: the
-         * kernel has it from now on, and this call changes it there */
-        epoll_set_release_slot(ep, e, true);
-        ep->kernel_members++;
-        e = NULL;
-    } else if (e && e->s != s) {
-        e = NULL;   /* its fd was closed, a dup keeps it: the kernel answers for the number */
-    }
-    epoll_set_journal_apply(ep);
-    if (op == EPOLL_CTL_ADD && pending) {
-        r = ev ? kernel_ctl(epfd, op, fd, ev) : -EFAULT;
-        struct ep_entry *p = r ? NULL : epoll_set_new_slot(ep, fd);
-        if (p) {
-            epoll_set_hold(p, s, M_SOCKET);
-            p->pending = true;
-            ep->pending++;
-            epoll_set_member_reset(p, ev);
-            epoll_set_hot_add(ep, p);
-        }
-        if (!r)
-            ep->kernel_members++;   /* the kernel reports it as the program asked, for now */
-    } else if (op == EPOLL_CTL_ADD && s) {
-        r = member_add(ep, epfd, fd, s, kind, ev);
-        if (!r && kind == M_SOCKET)
-            epoll_set_journal_append(ep, op, fd, ev, tcp_of(s)->inode);
-    } else if (op == EPOLL_CTL_MOD && e) {
-        r = check_events(op, ev, e->kind);
-        struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
-        if (!r)
-            r = kernel_ctl(epfd, op, fd, e->pending ? ev : &k);
-        if (!r) {
-            e->poked = false;   /* the registration is the usual one again */
-            epoll_set_member_reset(e, ev);
-            epoll_set_make_hot(ep, e);
-            if (e->kind == M_SOCKET)
-                epoll_set_journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
-        }
-    } else if (op == EPOLL_CTL_DEL && e) {
-        r = kernel_ctl(epfd, op, fd, ev);
-        if (!r) {
-            e->poked = false;
-            if (e->pending && ep->kernel_members)
-                ep->kernel_members--;
-            else if (e->kind == M_SOCKET)
-                epoll_set_journal_append(ep, op, fd, NULL, tcp_of(e->s)->inode);
-            epoll_set_release_slot(ep, e, true);
-        }
-    } else {
-        r = kernel_ctl(epfd, op, fd, ev);
-        if (!r && op == EPOLL_CTL_ADD)
-            ep->kernel_members++;
-        else if (!r && op == EPOLL_CTL_DEL && ep->kernel_members)
-            ep->kernel_members--;
-    }
-    crit_unlock(&ep->lock);
-    sock_put(&ep->base);
-    fdt_put(&f);
-    return r;
 }
 
 /* ---- looking at members ---- */
@@ -618,133 +441,6 @@ static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bo
     return false;
 }
 
-/*
- * A local shutdown (another thread of this process) changed what a member
- * reports, and the kernel's shutdown would wake every wait on the socket.
- * A cold member waits for a doorbell that will not come (the peer did
- * nothing), so its kernel registration is made ready for a moment:
- * EPOLLOUT added to it (the companion is always writable) queues its tag
- * and wakes whoever sleeps on this set, on a set that holds this one, or in
- * poll on it.  The tag's report puts the registration back (filter_kernel).
- * A hot member needs nothing: a wait looks at it anyway.
- */
-static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)
-{
-    struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
-    k.events |= extra;
-    if (!(e->events & EPOLLEXCLUSIVE))
-        return kernel_ctl(ep->kfd, EPOLL_CTL_MOD, e->fd, &k);
-    /* EPOLL_CTL_MOD is refused for EPOLLEXCLUSIVE: the kernel looks at a
-     * member it adds, and queues it if it is ready */
-    kernel_ctl(ep->kfd, EPOLL_CTL_DEL, e->fd, NULL);
-    return kernel_ctl(ep->kfd, EPOLL_CTL_ADD, e->fd, &k);
-}
-
-static void poke(struct epoll_obj *ep, struct ep_entry *e)
-{
-    /* the set's fd and the member's key must still be what they were: the
-     * program may have closed them, and the numbers name other files now */
-    if (!e->armed || e->poked || e->pending || !epoll_set_fd_names(ep->kfd, &ep->base) || !epoll_set_fd_names(e->fd, e->s))
-        return;
-    if (reregister(ep, e, EPOLLOUT) == 0)
-        e->poked = true;
-}
-
-static void unpoke(struct epoll_obj *ep, struct ep_entry *e)
-{
-    e->poked = false;
-    if (epoll_set_fd_names(ep->kfd, &ep->base) && epoll_set_fd_names(e->fd, e->s))
-        reregister(ep, e, 0);
-}
-
-/* Takes a reference to ep unless it is already being destroyed. */
-static bool set_get(struct epoll_obj *ep)
-{
-    int r = atomic_load(&ep->base.refs);
-    while (r > 0 && !atomic_compare_exchange_weak(&ep->base.refs, &r, r + 1))
-        ;
-    return r > 0;
-}
-
-/* The sets of this process, each with a reference (sets_put drops them):
- * ep->lock is never taken under all_lock (destroying a nested set takes
- * all_lock under its outer set's lock).  *sets is stack, or allocated. */
-static size_t sets_get(struct epoll_obj ***sets, struct epoll_obj **stack, size_t cap)
-{
-    size_t n = 0;
-    *sets = stack;
-    pthread_mutex_lock(&all_lock);
-    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
-        if (n == cap) {
-            struct epoll_obj **more = malloc(2 * cap * sizeof *more);
-            if (!more)
-                break;
-            memcpy(more, *sets, n * sizeof *more);
-            if (*sets != stack)
-                free(*sets);
-            *sets = more;
-            cap *= 2;
-        }
-        if (set_get(ep))
-            (*sets)[n++] = ep;
-    }
-    pthread_mutex_unlock(&all_lock);
-    return n;
-}
-
-static void sets_put(struct epoll_obj **sets, struct epoll_obj **stack, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        sock_put(&sets[i]->base);
-    if (sets != stack)
-        free(sets);
-}
-
-/* Calls fn on every member of this process's sets that is t: by fd first,
- * then (a duplicate was registered) by looking at every member, only as
- * long as some are still unfound. */
-static void each_entry_of(struct tcp_sock *t, int fd, void (*fn)(struct epoll_obj *, struct ep_entry *))
-{
-    unsigned entries = atomic_load(&t->epoll_entries);
-    if (entries == 0)
-        return;
-    struct epoll_obj *stack[16], **sets;
-    size_t n = sets_get(&sets, stack, 16);
-    unsigned found = 0;
-    for (int pass = 0; pass < 2 && found < entries; pass++) {
-        for (size_t i = 0; i < n && found < entries; i++) {
-            struct epoll_obj *ep = sets[i];
-            crit_lock(&ep->lock);
-            for (uint32_t j = 0; j < ep->nv; j++) {
-                struct ep_entry *e = pass == 0 ? epoll_set_slot_for_fd(ep, fd) : &ep->v[j];
-                if (e && e->s == &t->base && e->kind == M_SOCKET && (pass == 0 || e->fd != fd)) {
-                    found++;
-                    fn(ep, e);
-                }
-                if (pass == 0)
-                    break;
-            }
-            crit_unlock(&ep->lock);
-        }
-    }
-    sets_put(sets, stack, n);
-}
-
-void epoll_socket_changed(struct tcp_sock *t, int fd)
-{
-    each_entry_of(t, fd, poke);
-}
-
-void epoll_init(void)
-{
-    stream_set_shutdown_hook(epoll_socket_changed);
-}
-
-void epoll_socket_shared(struct tcp_sock *t, int fd)
-{
-    each_entry_of(t, fd, epoll_set_watch_xwake);
-}
-
 /* Removes our tagged events from what the kernel returned: each names a
  * member that needs a look (made hot); returns how many of the program's
  * events remain, moved to the front. */
@@ -764,7 +460,7 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
             continue;
         struct tcp_sock *t = epoll_set_sock_of(e);
         if (e->poked)
-            unpoke(ep, e);
+            epoll_sets_unpoke(ep, e);
         /* the wake FIFO's EPOLLHUP says nothing about the peer */
         if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
             doorbell_check_peer(t, e->io_fd);
@@ -1016,67 +712,4 @@ bool epoll_before_sleep(struct shunt_sock *s)
     bool r = quiesce(ep);
     crit_unlock(&ep->lock);
     return r;
-}
-
-/* Before fork: every set gets its journal, which parent and child will
- * share; and the child will hold every end, so every cold member watches
- * its end's wake FIFO from now on (before the child can shut one down),
- * and so does every member turning cold until the fork is done. */
-void epoll_before_fork(void)
-{
-    atomic_fetch_add(&epoll_forking, 1);
-    struct epoll_obj *stack[16], **sets;
-    size_t n = sets_get(&sets, stack, 16);
-    for (size_t i = 0; i < n; i++) {
-        struct epoll_obj *ep = sets[i];
-        crit_lock(&ep->lock);
-        epoll_set_journal_create(ep);
-        for (uint32_t j = 0; ep->cold > 0 && j < ep->nv; j++)
-            if (ep->v[j].s && ep->v[j].armed)
-                epoll_set_watch_xwake(ep, &ep->v[j]);
-        crit_unlock(&ep->lock);
-    }
-    sets_put(sets, stack, n);
-}
-
-void epoll_after_fork_parent(void)
-{
-    atomic_fetch_sub(&epoll_forking, 1);
-}
-
-/* The child of fork has copies of our sets; the doorbell requests counted
- * in the segments are the parent's, so the child starts with every member
- * hot and asks for its own. */
-void epoll_after_fork_child(void)
-{
-    pthread_mutex_init(&all_lock, NULL);
-    atomic_store(&epoll_forking, 0);
-    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
-        pthread_mutex_init(&ep->lock, NULL);
-        for (uint32_t i = 0; i < ep->nv; i++) {
-            struct ep_entry *e = &ep->v[i];
-            if (e->s && e->armed) {
-                e->armed = 0;
-                e->xkeep = -1;   /* closed below: the parent's */
-                ep->cold--;
-                epoll_set_hot_add(ep, e);
-            }
-        }
-    }
-    xwake_after_fork_child();
-}
-
-/* Before exec and at exit: take back every doorbell request, so that the
- * other holders of those connections can drain their doorbells. */
-void epoll_release_all(void)
-{
-    pthread_mutex_lock(&all_lock);
-    for (struct epoll_obj *ep = all; ep; ep = ep->next) {
-        crit_lock(&ep->lock);
-        for (uint32_t i = 0; i < ep->nv; i++)
-            if (ep->v[i].s && ep->v[i].armed)
-                epoll_set_make_hot(ep, &ep->v[i]);
-        crit_unlock(&ep->lock);
-    }
-    pthread_mutex_unlock(&all_lock);
 }

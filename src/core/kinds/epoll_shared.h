@@ -1,0 +1,52 @@
+/*
+ * epoll_shared.h: what the files of the epoll kind share among themselves,
+ * and nobody else includes: epoll.c (the object, looking at members and
+ * waiting), epoll_ctl.c (adding, changing and removing members) and
+ * epoll_sets.c (every set of the process: a socket's changes, fork, exec).
+ * The table of one set's members is epoll_set.h's.
+ */
+#ifndef SHUNT_CORE_KINDS_EPOLL_SHARED_H
+#define SHUNT_CORE_KINDS_EPOLL_SHARED_H
+
+#include <errno.h>
+
+#include "base/real.h"
+#include "core/kinds/epoll_set.h"
+
+/* ---- epoll_ctl ---- */
+
+static inline int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    return shunt_real.epoll_ctl(epfd, op, fd, ev) < 0 ? -errno : 0;
+}
+
+/* The kernel's registration of a member of ours: edge-triggered, so that a
+ * doorbell another holder has not drained yet cannot wake us again and
+ * again.  The program's EPOLLEXCLUSIVE goes along (the kernel then checks
+ * its rules); an inner epoll set is watched level-triggered. */
+static inline struct epoll_event tagged(int fd, uint32_t user_events, enum member_kind kind)
+{
+    struct epoll_event k;
+    if (kind == M_EPOLL)
+        k.events = EPOLLIN;
+    else if (user_events & EPOLLEXCLUSIVE)
+        k.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
+    else
+        k.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    k.data.u64 = TAG_HIGH << 32 | (uint32_t)fd;
+    return k;
+}
+
+/* epoll.c: the epoll object behind epfd, made on first need (an inherited
+ * epoll fd arrives without one), with a reference, or NULL. */
+struct epoll_obj *epoll_of(int epfd, bool create);
+
+/* epoll_sets.c: the list of this process's sets (made and destroyed). */
+void epoll_sets_link(struct epoll_obj *ep);
+void epoll_sets_unlink(struct epoll_obj *ep);
+
+/* epoll_sets.c: a member poked by a local shutdown gets its usual kernel
+ * registration back once the tag was reported (filter_kernel). */
+void epoll_sets_unpoke(struct epoll_obj *ep, struct ep_entry *e);
+
+#endif
