@@ -1,6 +1,6 @@
 /*
  * epoll_calls.c: wrappers for the epoll family.  The epoll fd becomes an
- * object in the fd table (core/epoll.c) that answers for accelerated
+ * object in the fd table (core/kinds/epoll.c) that answers for accelerated
  * members; everything else in the set is the kernel's.
  */
 #include "core/kinds/epoll.h"

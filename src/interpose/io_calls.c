@@ -239,7 +239,7 @@ SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
 }
 
 /* splice with an accelerated socket at either end goes through the ring
- * (core/splice.c); anything else is the kernel's.  One end at most is a
+ * (core/conn/splice.c); anything else is the kernel's.  One end at most is a
  * socket (the other must be a pipe): the mark is that end's. */
 SHUNT_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len, unsigned int flags)
 {

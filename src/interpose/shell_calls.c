@@ -4,7 +4,7 @@
  * posix_spawn and exec wrappers.  The shell gets every fd that is not
  * close-on-exec (popen's pipe on its stdin or stdout): before the real call
  * those sockets move back to kernel TCP if the shell will not run shunt,
- * or count it in as a holder if it will (core/spawn_plan.c).  The real
+ * or count it in as a holder if it will (core/process/spawn_plan.c).  The real
  * function does the rest, so its return values and system's handling of
  * SIGINT, SIGQUIT and SIGCHLD stay libc's.
  */

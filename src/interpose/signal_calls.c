@@ -1,6 +1,6 @@
 /*
  * signal_calls.c: wrappers for sigaction and signal, so that the program's
- * handlers run behind shunt's trampoline (core/signals.c).
+ * handlers run behind shunt's trampoline (base/signals.c).
  */
 #include <string.h>
 

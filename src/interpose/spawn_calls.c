@@ -1,7 +1,7 @@
 /*
  * spawn_calls.c: wrappers for posix_spawn_file_actions_*, so that
  * posix_spawn knows what its file actions do to the fds (the object is
- * opaque; core/spawn_plan.c keeps a copy of each one's actions).  Each
+ * opaque; core/process/spawn_plan.c keeps a copy of each one's actions).  Each
  * calls libc first and records only what libc accepted.
  */
 #include "core/process/spawn_plan.h"

@@ -152,7 +152,7 @@ struct chan_side {
     _Atomic uint64_t bells_eaten;
     /* A holder of this end is taking doorbells off its socket without a
      * bound (no downgrade seen yet): a leaver re-sends its own bytes into
-     * that socket only once this is clear (core/conn/downgrade.c, core/wait/wait.c). */
+     * that socket only once this is clear (core/conn/downgrade.c, core/wait/doorbell.c). */
     atomic_uint draining;
     /* This end's last close left the bytes its peer had not read in TCP
      * (COPY_*): the stream positions the copy covers. */

@@ -169,7 +169,7 @@ static void withdraw(struct tcp_sock *t, int fd)
 }
 
 /* Waits for progress of the receiver, at most until deadline: spins first
- * (as wait.c would), then sleeps on the companion with a space doorbell
+ * (as core/wait/sleep.c would), then sleeps on the companion with a space doorbell
  * armed, which the receiver rings each time it takes bytes. */
 static void wait_progress(struct tcp_sock *t, int fd, uint32_t st0, uint64_t done0, uint64_t deadline)
 {

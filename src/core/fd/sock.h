@@ -4,8 +4,10 @@
  *
  * Every fd the program holds is one of two things in the fd table: an fd
  * shunt does not manage (files, pipes, Unix and UDP sockets...), served by
- * passthrough_ops, or a TCP socket object (struct shunt_sock) with its own
- * ops.  Wrappers never test which: they look the fd up and call the ops.
+ * passthrough_ops, or an object (struct shunt_sock) of one of the kinds in
+ * core/kinds/ (a TCP socket, an epoll set) with its own ops.  Wrappers
+ * never test which: they look the fd up and call the ops; code that must
+ * tell kinds apart reads the object's kind.
  *
  * Operations return a non-negative result or a negative errno; only the
  * outermost wrapper turns that into -1/errno.

@@ -554,7 +554,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
 #define KERNEL_LOOK_NS 4000u
 
 /* here: a busy peer last ran on our CPU, so the spin yields at every look
- * (see spin in wait.c) */
+ * (see core/wait/spin.c) */
 static bool worth_spinning(struct epoll_obj *ep, bool *here)
 {
     if (!wait_may_spin() || ep->nhot == 0)

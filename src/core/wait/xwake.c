@@ -2,7 +2,7 @@
  * xwake.c: the wake FIFO of an end, for its holders in other processes.
  *
  * A thread of another process asleep on the end's socket wakes for the
- * peer's doorbells, and a local wake (wait.c) is an eventfd of its own
+ * peer's doorbells, and a local wake (local_wake.c) is an eventfd of its own
  * process.  Nothing a process can do to the shared TCP socket wakes a poll
  * on it without writing into the stream, so the holders of an end meet at
  * a FIFO beside the channel's segment ("<segment>-w<side>", 0600, made by
