@@ -78,6 +78,13 @@ static struct tcp_sock *accelerated(struct fdref *f)
     return t;
 }
 
+/* A client waiting for the server's claim: the kernel may call it readable
+ * for the claim's doorbell (claims_landed). */
+static bool offered(struct fdref *f)
+{
+    return f->sock && f->sock->kind == SOCK_TCP && atomic_load(&tcp_of(f->sock)->path) == PATH_OFFERED;
+}
+
 /* An epoll fd with accelerated members: its readiness is ours to tell. */
 static bool nested_epoll(struct fdref *f)
 {
@@ -130,6 +137,43 @@ static int wants(short events)
     return w ? w : WANT_DATA;   /* errors and hang-ups come with data's doorbell */
 }
 
+/*
+ * The kernel's answer for a set without accelerated sockets is the
+ * program's, except for a client whose offer the server claimed while the
+ * kernel waited: the byte that made it readable was the claim's doorbell
+ * (negotiate.c), not data, and from now on its readiness is the channel's.
+ * Settles those (negotiate_observe, through readiness_settled) and corrects
+ * *count; true if one of them changed.
+ */
+static bool claims_landed(struct pollfd *fds, struct fdref *refs, nfds_t n, int *count)
+{
+    bool changed = false;
+    for (nfds_t i = 0; i < n; i++) {
+        short was = fds[i].revents;
+        if (fds[i].fd < 0 || !(was & POLLIN) || !refs[i].sock || refs[i].sock->kind != SOCK_TCP)
+            continue;
+        fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, was);
+        if (fds[i].revents != was) {
+            changed = true;
+            *count -= was && !fds[i].revents;
+        }
+    }
+    return changed;
+}
+
+/* What is left of tmo (NULL: none) since started. */
+static const struct timespec *time_left(const struct timespec *tmo, uint64_t started, struct timespec *buf)
+{
+    if (!tmo)
+        return NULL;
+    uint64_t total = (uint64_t)tmo->tv_sec * 1000000000u + (uint64_t)tmo->tv_nsec;
+    uint64_t spent = clock_now_ns() - started;
+    uint64_t left = spent < total ? total - spent : 0;
+    buf->tv_sec = (time_t)(left / 1000000000u);
+    buf->tv_nsec = (long)(left % 1000000000u);
+    return buf;
+}
+
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
@@ -160,7 +204,14 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     }
     int result;
     if (!any) {
+        uint64_t started = tmo ? clock_now_ns() : 0;
         result = kernel_ppoll(fds, n, tmo, mask);
+        if (result > 0 && claims_landed(fds, refs, n, &result) && result == 0) {
+            /* every fd it named was a client whose claim rang meanwhile:
+             * wait again, through the channel, for what is left of tmo */
+            struct timespec left;
+            result = readiness_poll(fds, n, time_left(tmo, started, &left), mask);
+        }
         goto out;
     }
     if (!timeout_valid(tmo)) {
@@ -303,7 +354,7 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
         if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
             continue;
         struct fdref f = fdt_get(fd);
-        any = accelerated(&f) != NULL || nested_epoll(&f);
+        any = accelerated(&f) != NULL || nested_epoll(&f) || offered(&f);
         fdt_put(&f);
     }
     return any;
