@@ -33,6 +33,9 @@ def base_env(**extra):
     without any LD_PRELOAD inherited from the caller."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    # the harness's own variables: `shunt run` refuses SHUNT_* names it does not know
+    env.pop("SHUNT_BUILD", None)
+    env.pop("SHUNT_TEST_TIMEOUT", None)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

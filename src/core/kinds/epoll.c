@@ -17,6 +17,9 @@
  * O(hot members + kernel events), whatever the number of idle members.
  * When the set has kernel members or cold ones, every wait also asks the
  * kernel without blocking, so its answer is complete, as the kernel's is.
+ * A member added or changed while a wait may be asleep on the set starts
+ * cold instead (added_while_waiting), and a set without members of ours is
+ * the kernel's, its answer still cleared of our tags (epoll_wait_ready).
  *
  * A TCP socket added before its connect (nginx adds its upstream sockets
  * first) cannot be told apart yet from one that will stay on kernel TCP: it
@@ -279,7 +282,7 @@ static bool has_ready(struct epoll_obj *ep, int epfd)
         bool woke = false;
         k = kernel_wait(epfd, tmp, 64, &zero, NULL);
         if (k > 0 && filter_kernel(ep, tmp, k, &woke) > 0)
-            return true;   /* not ours after all: cannot happen without kernel members */
+            return true;   /* the program's, registered where we could not see it */
     } while (k == 64);
     return hot_ready(ep);
 }
@@ -336,6 +339,7 @@ static bool pending_settled(int epfd, struct epoll_obj *ep, struct ep_entry *e)
         return false;
     }
     struct epoll_event k = tagged(e->fd, e->events, M_SOCKET);
+    atomic_store(&ep->tagged, true);
     if (kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k) != 0)
         return false;
     e->pending = false;
@@ -441,6 +445,27 @@ static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bo
     return false;
 }
 
+/*
+ * A socket added or changed (EPOLL_CTL_MOD) while a wait may sleep in the
+ * kernel on the set: a thread of ours, a process sharing the set, or a
+ * wait on a set or poll watching it.  The kernel's ADD and MOD wake such a
+ * wait if the fd is ready, and its later readiness would; a hot member asks
+ * for no doorbell.  So the member turns cold at once (a doorbell asked
+ * for), then is looked at: if ready already, it is poked.  A member still
+ * negotiating needs nothing: the kernel sees its traffic.  Caller holds
+ * ep->lock.
+ */
+void epoll_added_while_waiting(struct epoll_obj *ep, struct ep_entry *e)
+{
+    if (!e || e->kind != M_SOCKET || e->pending || e->off || !can_go_cold(e))
+        return;
+    if (!atomic_load(&ep->waiting) && !atomic_load(&ep->watched) && !ep->journal)
+        return;
+    epoll_set_make_cold(ep, e);
+    if (level_events(e))
+        epoll_sets_poke(ep, e);
+}
+
 /* Removes our tagged events from what the kernel returned: each names a
  * member that needs a look (made hot); returns how many of the program's
  * events remain, moved to the front. */
@@ -453,6 +478,11 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
         if (tag != TAG_HIGH && tag != TAG_XWAKE) {
             if (!ep->pending || !pending_event(ep, &evs[i], woke))
                 evs[kept++] = evs[i];
+            /* the program's, registered where we could not see it (the raw
+             * system call, io_uring, a process sharing the set): asked from
+             * now on, with ours */
+            if (!ep->kernel_members)
+                ep->kernel_members = 1;
             continue;
         }
         struct ep_entry *e = epoll_set_slot_for_fd(ep, (int)(uint32_t)evs[i].data.u64);
@@ -509,6 +539,11 @@ static bool needs_kernel(const struct epoll_obj *ep)
     return ep->kernel_members || ep->cold || ep->nested;
 }
 
+/* Looks between two questions to the kernel by a set that has, as far as
+ * we know, nothing else there: the program may have registered fds where
+ * we could not see it, whose events must still arrive. */
+#define KERNEL_EVERY 64
+
 /* One look without sleeping: the hot members and, when the set has a
  * kernel part, the kernel's answer too, ours and the kernel's taking turns
  * at being first.  A call that finds none of ours ready and may wait skips
@@ -521,9 +556,10 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     sweep_closed(ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
+    bool kernel = needs_kernel(ep) || ++ep->looks % KERNEL_EVERY == 0;
     int n = 0;
     bool woke = false;
-    if (kernel_first && needs_kernel(ep) && (ep->nhot > 0 || zero_wait)) {
+    if (kernel_first && kernel && (ep->nhot > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs, max, &zero, NULL);
         if (k < 0)
             return k;
@@ -533,7 +569,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
         kernel_first = false;
     }
     n += collect_hot(epfd, ep, evs + n, max - n, true);
-    if (!kernel_first && n < max && needs_kernel(ep) && (n > 0 || zero_wait)) {
+    if (!kernel_first && n < max && kernel && (n > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
         if (k > 0)
             n += filter_kernel(ep, evs + n, k, &woke);
@@ -614,26 +650,69 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
     return 0;
 }
 
+/* Whether the kernel's answer may hold registrations of ours: only in a set
+ * that had one, or is shared with another process (which may add one). */
+static bool kernel_tags(struct epoll_obj *ep, const struct epoll_event *evs, int n)
+{
+    if (!atomic_load(&ep->tagged) && !ep->journal)
+        return false;
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = evs[i].data.u64 >> 32;
+        if (tag == TAG_HIGH || tag == TAG_XWAKE)
+            return true;
+    }
+    return false;
+}
+
+/* What the r events of a kernel wait give the program: our tags taken out,
+ * the members they name looked at with the other hot ones. */
+static int after_sleep(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int r, int max)
+{
+    crit_lock(&ep->lock);
+    bool woke = false;
+    int k = filter_kernel(ep, evs, r, &woke);
+    if (k < max)
+        k += collect_hot(epfd, ep, evs + k, max - k, true);
+    crit_unlock(&ep->lock);
+    return k;
+}
+
 int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
 {
     if (max <= 0)
         return kernel_wait(epfd, evs, max, tmo, mask);
     struct epoll_obj *ep = epoll_of(epfd, false);
-    if (!ep || !ep->members) {
-        if (ep)
-            sock_put(&ep->base);
+    if (!ep)
         return kernel_wait(epfd, evs, max, tmo, mask);
-    }
     if (!timeout_valid(tmo)) {
         sock_put(&ep->base);
         return -EINVAL;
     }
-    turn_take();
     struct deadline dl;
     deadline_start(&dl, tmo);
     bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
     unsigned handlers_ran = shunt_sig_ran;
     int result;
+    /* Counted before the members are looked at: a thread adding one
+     * either is seen here or sees this wait (added_while_waiting). */
+    if (!zero_wait)
+        atomic_fetch_add(&ep->waiting, 1);
+    if (!ep->members) {
+        /* Nothing of ours: the kernel answers, unless a registration of
+         * ours turns up in its answer after all: another thread added the
+         * set's first member while this one slept, a process sharing the
+         * set added one, or a member that left is still registered (its
+         * socket fell back while one-shot had fired, its file lives on
+         * elsewhere).  Then the tags are taken out, the members they name
+         * looked at, and the wait goes on if nothing is left. */
+        result = kernel_wait(epfd, evs, max, tmo, mask);
+        if (result <= 0 || !kernel_tags(ep, evs, result))
+            goto out;
+        result = after_sleep(epfd, ep, evs, result, max);
+        if (result > 0 || zero_wait || deadline_passed(&dl))
+            goto out;
+    }
+    turn_take();
     for (;;) {
         crit_lock(&ep->lock);
         ep->kfd = epfd;
@@ -665,12 +744,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
             result = r;
             break;
         }
-        crit_lock(&ep->lock);
-        bool woke = false;
-        int k = filter_kernel(ep, evs, r, &woke);
-        if (k < max)
-            k += collect_hot(epfd, ep, evs + k, max - k, true);
-        crit_unlock(&ep->lock);
+        int k = after_sleep(epfd, ep, evs, r, max);
         if (k > 0) {
             result = k;
             break;
@@ -680,6 +754,9 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
          * edge-triggered, so this cannot repeat without a new doorbell:
          * just wait again. */
     }
+out:
+    if (!zero_wait)
+        atomic_fetch_sub(&ep->waiting, 1);
     sock_put(&ep->base);
     return result;
 }
@@ -699,6 +776,7 @@ int epoll_poll_events(struct shunt_sock *s, int fd, short events)
 bool epoll_has_members(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
+    atomic_store(&ep->watched, true);   /* asked by poll or select: may be slept on */
     crit_lock(&ep->lock);
     bool r = ep->members > 0;
     crit_unlock(&ep->lock);

@@ -34,6 +34,7 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
     if (r)
         return r;
     struct epoll_event k = tagged(fd, ev->events, kind);
+    atomic_store(&ep->tagged, true);   /* before the kernel can name it to a waiter */
     if ((r = kernel_ctl(epfd, EPOLL_CTL_ADD, fd, &k)))
         return r;
     struct ep_entry *e = epoll_set_new_slot(ep, fd);
@@ -42,8 +43,10 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
         return -ENOMEM;
     }
     epoll_set_hold(e, s, kind);
-    if (kind == M_EPOLL)
+    if (kind == M_EPOLL) {
         ep->nested++;
+        atomic_store(&((struct epoll_obj *)s)->watched, true);
+    }
     epoll_set_member_reset(e, ev);
     epoll_set_hot_add(ep, e);
     return 0;
@@ -118,8 +121,10 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
             ep->kernel_members++;   /* the kernel reports it as the program asked, for now */
     } else if (op == EPOLL_CTL_ADD && s) {
         r = member_add(ep, epfd, fd, s, kind, ev);
-        if (!r && kind == M_SOCKET)
+        if (!r && kind == M_SOCKET) {
             epoll_set_journal_append(ep, op, fd, ev, tcp_of(s)->inode);
+            epoll_added_while_waiting(ep, epoll_set_slot_for_fd(ep, fd));
+        }
     } else if (op == EPOLL_CTL_MOD && e) {
         r = check_events(op, ev, e->kind);
         struct epoll_event k = tagged(fd, ev ? ev->events & EPOLLEXCLUSIVE : 0, e->kind);
@@ -129,8 +134,10 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
             e->poked = false;   /* the registration is the usual one again */
             epoll_set_member_reset(e, ev);
             epoll_set_make_hot(ep, e);
-            if (e->kind == M_SOCKET)
+            if (e->kind == M_SOCKET) {
                 epoll_set_journal_append(ep, op, fd, ev, tcp_of(e->s)->inode);
+                epoll_added_while_waiting(ep, e);
+            }
         }
     } else if (op == EPOLL_CTL_DEL && e) {
         r = kernel_ctl(epfd, op, fd, ev);

@@ -69,7 +69,11 @@ struct epoll_obj {
     unsigned closes_seen;
     unsigned spin_fails;
     bool kernel_first;           /* the kernel's members and ours take turns being first */
+    uint32_t looks;              /* gathers: the kernel is asked every so many even without members of its */
     int kfd;                     /* an fd of this set, as last used by the program (checked before use) */
+    atomic_bool tagged;          /* a registration of ours was made in the kernel's set (never reset) */
+    atomic_uint waiting;         /* threads of this process in a wait on it that may sleep */
+    atomic_bool watched;         /* polled, or a member of another set: may be slept on from outside */
     struct ctl_journal *journal;     /* shared with the processes forked since (see below) */
     uint64_t applied;                /* journal records seen */
     struct epoll_obj *prev, *next;   /* every epoll object of the process */

@@ -61,7 +61,7 @@ static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)
 }
 
 
-static void poke(struct epoll_obj *ep, struct ep_entry *e)
+void epoll_sets_poke(struct epoll_obj *ep, struct ep_entry *e)
 {
     /* the set's fd and the member's key must still be what they were: the
      * program may have closed them, and the numbers name other files now */
@@ -159,7 +159,7 @@ static void each_entry_of(struct tcp_sock *t, int fd, void (*fn)(struct epoll_ob
 
 void epoll_socket_changed(struct tcp_sock *t, int fd)
 {
-    each_entry_of(t, fd, poke);
+    each_entry_of(t, fd, epoll_sets_poke);
 }
 
 
@@ -212,6 +212,7 @@ void epoll_after_fork_child(void)
     atomic_store(&epoll_forking, 0);
     for (struct epoll_obj *ep = all; ep; ep = ep->next) {
         pthread_mutex_init(&ep->lock, NULL);
+        atomic_store(&ep->waiting, 0);   /* the parent's waiting threads are not here */
         for (uint32_t i = 0; i < ep->nv; i++) {
             struct ep_entry *e = &ep->v[i];
             if (e->s && e->armed) {

@@ -45,6 +45,14 @@ struct epoll_obj *epoll_of(int epfd, bool create);
 void epoll_sets_link(struct epoll_obj *ep);
 void epoll_sets_unlink(struct epoll_obj *ep);
 
+/* epoll.c: a member added or changed while a wait may be asleep on the
+ * set turns cold at once, and is poked if ready (caller holds ep->lock). */
+void epoll_added_while_waiting(struct epoll_obj *ep, struct ep_entry *e);
+
+/* epoll_sets.c: makes a cold member's kernel registration ready for a
+ * moment, so that a wait asleep on the set looks again (ep->lock held). */
+void epoll_sets_poke(struct epoll_obj *ep, struct ep_entry *e);
+
 /* epoll_sets.c: a member poked by a local shutdown gets its usual kernel
  * registration back once the tag was reported (filter_kernel). */
 void epoll_sets_unpoke(struct epoll_obj *ep, struct ep_entry *e);
