@@ -98,7 +98,7 @@
 		exit(TEST_EXIT_PASS);                                                \
 	} while (0)
 
-/* Test modes, from SHUNT_TEST_MODE (set by tests/run_conformance.py). */
+/* Test modes, from SHUNT_TEST_MODE (set by tests/run_programs.py). */
 enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED };
 
 static inline enum test_mode test_mode(void)
