@@ -109,6 +109,7 @@ UNIT_LAYERS_test_channel     := transport base
 UNIT_LAYERS_test_registry    := registry transport base
 UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
+UNIT_LAYERS_test_settings    := base
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
