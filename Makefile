@@ -36,6 +36,11 @@ TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TES
 UNIT_SRC  := $(wildcard tests/unit/*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ))
+# The layers' folders (docs/architecture.md, "Layers, as folders"), and the
+# objects of some of them: $(call layer_objs,transport base).
+LAYERS    := base transport registry core/fd core/wait core/conn core/kinds core/process
+layer_objs = $(foreach l,$(1),$(if $(filter $(l),$(LAYERS)),,$(error unknown layer '$(l)' (one of: $(LAYERS))))\
+               $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(l)/*.c)))
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
 .PHONY: all lib tool tests bench check deps layers test test-unit test-conformance test-integration test-san install clean
@@ -87,7 +92,7 @@ $(BUILD)/bench/ringlab: bench/ringlab.c
 	$(CC) $(TESTFLAGS) $< -o $@
 
 # What the README's test command and CI run: dependencies, the suite, and
-# the conformance suite again under the sanitizers.
+# the unit tests and the conformance suite again under the sanitizers.
 check: deps
 	$(MAKE) test
 	$(MAKE) test-san
@@ -96,13 +101,27 @@ deps:
 	scripts/install-deps
 
 # Unit tests of single modules (ring, channel, registry...), linked with the
-# library's objects but not preloaded.
-$(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_DEPS) $(wildcard tests/lib/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(UNIT_DEPS) -o $@ -ldl
+# library's objects but not preloaded.  UNIT_LAYERS_<test> names the layers a
+# test links (their folders under src/): it then links nothing above them,
+# which keeps the layers honest; without it, every object but interpose's.
+UNIT_LAYERS_test_ring        := transport base
+UNIT_LAYERS_test_channel     := transport base
+UNIT_LAYERS_test_registry    := registry transport base
+UNIT_LAYERS_test_registry_procs := registry transport base
+UNIT_LAYERS_test_fdtable     := core/fd registry transport base
+UNIT_LAYERS_test_procstat    := registry transport base
+UNIT_LAYERS_test_sockdiag    := registry transport base
+UNIT_LAYERS_test_settings    := base
+unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
+.SECONDEXPANSION:
+$(BUILD)/tests/unit/%: tests/unit/%.c $$(call unit_objs,$$*) $(wildcard tests/lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(call unit_objs,$*) -o $@ -ldl
+
+# Every unit test runs, even after one failed; 77 is a skip (tests/run_programs.py).
 test-unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "unit: $$t"; timeout 120 $$t; done
+	python3 tests/run_programs.py --suite unit --build $(BUILD)
 
 # The layers of docs/architecture.md ("Layers, as folders"), checked on the
 # built objects: no call up a layer, no cycle across folders.
@@ -114,17 +133,20 @@ layers: lib tool
 test: all
 	$(MAKE) layers
 	$(MAKE) test-unit
-	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough,accelerated
+	python3 tests/run_programs.py --build $(BUILD) --modes plain,passthrough,accelerated
 	python3 -m pytest -q tests/integration
 
 test-conformance: all
-	python3 tests/run_conformance.py --build $(BUILD) --modes plain,passthrough,accelerated
+	python3 tests/run_programs.py --build $(BUILD) --modes plain,passthrough,accelerated
 
-# The conformance suite under ASan + UBSan (the library is sanitized, the
-# test programs are not, so libasan is preloaded first).
+# The unit tests and the conformance suite under ASan + UBSan.  The unit
+# tests are built from the sanitized objects, runtime linked in; the
+# conformance programs are not sanitized, so libasan is preloaded before the
+# library.
 test-san:
 	$(MAKE) SANITIZE=1 all
-	python3 tests/run_conformance.py --build build-san --modes passthrough,accelerated --sanitizer
+	python3 tests/run_programs.py --suite unit --build build-san --sanitizer
+	python3 tests/run_programs.py --build build-san --modes passthrough,accelerated --sanitizer
 
 # `shunt bench` runs PREFIX/lib/shunt/shuntbench.py, which finds pingpong beside it.
 BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py

@@ -15,6 +15,8 @@ Environment:
   SHUNT_BUILD          build directory holding ``shunt`` and ``libshunt.so``
                        (default: <repo>/build)
   SHUNT_TEST_TIMEOUT   per-test watchdog in seconds (default 300)
+  CI                   set (CI=true): a test that misses a tool fails instead
+                       of skipping (shunttest.missing, need_tool)
 
 Time bounds: every subprocess call here has a timeout, every socket a
 timeout, and an autouse watchdog (SIGALRM) fails a test that runs longer
@@ -37,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from echopeers import Builds
 from shunttest import LIBNAME, Server, Shunt, build_dir, free_port
+# Missing tools skip, or fail under CI (see shunttest.py): the hooks.
+from shunttest import pytest_configure, pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401
 
 
 @pytest.fixture(scope="session")

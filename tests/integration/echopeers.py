@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from shunttest import PROGRAMS, PYTHON, base_env
+from shunttest import PROGRAMS, PYTHON, base_env, missing
 
 WORKLOADS = {
     # name: (mode, bytes per connection, chunk / max message size, connections)
@@ -57,7 +57,7 @@ class Builds:
                 self.cache[kind] = ("fail", "%s: %s" % (type(e).__name__, e))
         status, val = self.cache[kind]
         if status == "skip":
-            pytest.skip(val)
+            missing(val)
         if status == "fail":
             pytest.fail(val, pytrace=False)
         return val

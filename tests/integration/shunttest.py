@@ -1,10 +1,23 @@
 """Helpers for shunt's integration tests (python3 stdlib + pytest only).
 
-Imported by conftest.py (fixtures) and by the test modules.
+Imported by conftest.py (fixtures, and the CI hooks defined here) and by the
+test modules.
+
+Missing tools under CI: a test that needs a program, a Python module or a
+library says so with need_tool(), need_module() or missing(): on a
+developer's machine the test is skipped, under CI (in_ci()) it fails, so
+that a package CI forgot cannot hide a test.  What a machine may lack for
+good (no IPv6 loopback, no permission for a network namespace) is a
+not_here() skip (or the needs_ipv6 mark), a skip everywhere; docs/testing.md
+lists each.  Any other skip under CI (a bare pytest.skip, skipif,
+importorskip) is turned into a failure by the hook pytest_runtest_makereport
+below, which conftest.py installs.
 """
 
+import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -23,6 +36,77 @@ LIBNAME = "libshunt.so"
 
 
 # --------------------------------------------------------------- helpers
+
+# --------------------------------------------------- missing tools and CI
+
+# The start of the reason of a skip CI allows.
+NOT_HERE = "not on this machine: "
+
+
+def in_ci():
+    """True under CI: the CI variable set to anything but "", "0", "false" or
+    "no" (hosted CI sets CI=true, .ci/run too).  tests/lib/check.h's
+    test_in_ci() is the same rule."""
+    return os.environ.get("CI", "") not in ("", "0", "false", "no")
+
+
+def missing(reason):
+    """Something the test needs is not installed: skip, or fail under CI."""
+    if in_ci():
+        pytest.fail("missing under CI (CI=%s): %s" % (os.environ.get("CI"), reason), pytrace=False)
+    pytest.skip("missing: " + reason)
+
+
+def need_tool(*tools, package=None):
+    """Each program must be on PATH (package: the Debian package that has it,
+    when its name is not the program's)."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            missing("%s is not installed (%sscripts/install-deps installs it)" % (
+                tool, "Debian package %s; " % package if package else ""))
+
+
+def need_module(name, package):
+    """The Python module must be importable (package: the Debian package)."""
+    if importlib.util.find_spec(name) is None:
+        missing("Python module %s is not installed (Debian package %s; scripts/install-deps "
+                "installs it)" % (name, package))
+
+
+def not_here(reason):
+    """The machine lacks something for good, which a CI machine may lack as
+    well: a skip, also under CI.  Every use is listed in docs/testing.md."""
+    pytest.skip(NOT_HERE + reason)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_tool(*names, package=None): the test needs these "
+                                       "programs (need_tool: a skip, or a failure under CI)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers(name="needs_tool"):
+        need_tool(*mark.args, **mark.kwargs)
+
+
+def _skip_reason(rep):
+    lr = rep.longrepr
+    text = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+    return text[len("Skipped: "):] if text.startswith("Skipped: ") else text
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI, a skip whose reason is not a not_here() one fails."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and in_ci() and not hasattr(rep, "wasxfail"):
+        reason = _skip_reason(rep)
+        if not reason.startswith(NOT_HERE):
+            rep.outcome = "failed"
+            rep.longrepr = ("skipped under CI (CI=%s), where only not_here() skips are allowed "
+                            "(tests/integration/shunttest.py): %s" % (os.environ.get("CI"), reason))
+
 
 def build_dir():
     return Path(os.environ.get("SHUNT_BUILD") or (REPO / "build")).resolve()
@@ -130,6 +214,10 @@ def ipv6_loopback_available():
         return True
     except OSError:
         return False
+
+
+# A kernel or container without IPv6 (Docker's default): a skip also under CI.
+needs_ipv6 = pytest.mark.skipif(not ipv6_loopback_available(), reason=NOT_HERE + "no IPv6 loopback (::1)")
 
 
 def maps_has_libshunt(pid):

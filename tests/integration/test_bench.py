@@ -9,13 +9,10 @@ second): no figure is judged, only what was produced."""
 import csv
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 
-import pytest
-
-from shunttest import REPO, base_env
+from shunttest import REPO, base_env, need_module, need_tool
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRANSPORTS = {"tcp", "unix", "shunt", "floor", "memcpy"}
@@ -44,7 +41,7 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     """A reduced --quick run: every test on every transport, the CSV of every
     point, the three graphs, the summary with its ratio columns, and the
     shunt figures accelerated."""
-    pytest.importorskip("matplotlib", reason="matplotlib draws the graphs (scripts/install-deps)")
+    need_module("matplotlib", "python3-matplotlib")    # it draws the graphs
     out = tmp_path / "out"
     r = bench(shunt_build, out, "--quick", "--rounds", "1", "--max-size", "64K", "--seconds", "0.2")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -109,8 +106,7 @@ def test_missing_tool_is_skipped(shunt_build, tmp_path):
 def test_standard_tool_kernel_and_shunt(shunt_build, tmp_path):
     """An installed standard tool (iperf3) runs over kernel TCP and under
     shunt, and its shunt run is checked accelerated in shunt's log."""
-    if not shutil.which("iperf3"):
-        pytest.skip("iperf3 is not installed (scripts/install-deps --bench)")
+    need_tool("iperf3")
     out = tmp_path / "out"
     r = bench(shunt_build, out, "--rounds", "1", "--tests", "rr", "--transports", "tcp", "--seconds", "1",
               "--tools", "iperf")
@@ -145,8 +141,7 @@ def test_demo_runs_with_a_relative_build(shunt_build):
     """The README's `make demo` passes `--build build`, relative to the repo,
     while the programs run in directories of their own: the demo must still
     find shunt (it did not, once), and its shunt run must be accelerated."""
-    if not shutil.which("sockperf"):
-        pytest.skip("sockperf is not installed (scripts/install-deps --demo)")
+    need_tool("sockperf")
     rel = os.path.relpath(shunt_build, REPO)
     r = subprocess.run([sys.executable, "bench/demo.py", "--quick", "--rounds", "1", "--bench", "pp",
                         "--seconds", "1", "--build", rel],

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from shunttest import PYTHON, base_env, elf_interpreter, maps_has_libshunt
+from shunttest import PYTHON, base_env, elf_interpreter, maps_has_libshunt, missing, need_tool
 
 N_CONN = 4
 
@@ -167,23 +167,22 @@ PIPE_SERVER = "import socket, sys\n" + CHECK_SUM + textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def sum_programs(tmp_path_factory):
+    need_tool("cc", package="build-essential")
     cc = shutil.which("cc")
-    if not cc:
-        pytest.skip("no C compiler")
     d = tmp_path_factory.mktemp("sum")
     (d / "sum.c").write_text(SUM)
     subprocess.run([cc, "-O2", "-o", str(d / "sum_dyn"), str(d / "sum.c")], check=True, timeout=120)
     r = subprocess.run([cc, "-O2", "-static", "-o", str(d / "sum_static"), str(d / "sum.c")], timeout=120)
     if r.returncode != 0:
-        pytest.skip("cannot link a static program here")
+        missing("cannot link a static program: static glibc (libc.a, Debian package libc6-dev) "
+                "is not installed")
     assert elf_interpreter(d / "sum_static") is None
     return d
 
 
 @pytest.mark.parametrize("how", ["env-u-LD_PRELOAD", "static", "under-shunt"])
 def test_shell_hands_connected_socket_to_exec_program(shunt, tmp_path, start_server, sum_programs, how):
-    if not shutil.which("bash"):
-        pytest.skip("bash is not installed")
+    need_tool("bash")
     (tmp_path / "server.py").write_text(PIPE_SERVER)
     env = env_for(tmp_path)
     srv = start_server(shunt.cmd([PYTHON, str(tmp_path / "server.py")]), env=env, name="server")
@@ -346,8 +345,7 @@ def test_bash_builtins_write_to_accelerated_dev_tcp_socket(shunt, tmp_path, star
     """bash's printf and echo builtins write through stdio (stdout, dup2'd onto
     the socket for each `>&3`): every byte reaches a shunt server, in order,
     over the channel, and bash's own stdout is its own again afterwards."""
-    if not shutil.which("bash"):
-        pytest.skip("bash is not installed")
+    need_tool("bash")
     pad = "p" * 150
     big = "".join(chr(ord("a") + (k * 7) % 26) for k in range(20_000))
     expected = "".join("line %05d %s\n" % (i, pad) for i in range(3000))
@@ -420,9 +418,9 @@ def test_shell_hands_socket_to_cxx_program(shunt, tmp_path, start_server, io):
     to kernel TCP at start-up (fallback reason stdio).  Using C stdio only
     (libstdc++ loaded all the same): it stays accelerated.  Every byte
     arrives either way."""
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if not cxx or not shutil.which("bash"):
-        pytest.skip("no C++ compiler or no bash")
+    need_tool("c++", package="g++")
+    need_tool("bash")
+    cxx = shutil.which("c++")
     (tmp_path / "sum.cc").write_text(SUM_CXX if io == "iostreams" else SUM_CXX_STDIO)
     subprocess.run([cxx, "-O2", "-o", str(tmp_path / "sum_cxx"), str(tmp_path / "sum.cc")], check=True, timeout=120)
     (tmp_path / "server.py").write_text(PIPE_SERVER)

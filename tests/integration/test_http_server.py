@@ -9,14 +9,13 @@ fetching in parallel.  Every body is compared with the file on disk.
 
 import concurrent.futures
 import hashlib
-import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from shunttest import PROGRAMS, PYTHON, free_port, ipv6_loopback_available, run_cmd
+from shunttest import PROGRAMS, PYTHON, free_port, needs_ipv6, run_cmd
 
 FILES = {
     "small.txt": b"hello from shunt\n",
@@ -28,7 +27,7 @@ FILES = {
 BIG = "big.bin"
 BIG_SIZE = 6 * 1024 * 1024 + 12345  # several MiB, not a multiple of any buffer size
 
-needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+needs_curl = pytest.mark.needs_tool("curl")
 
 
 def big_content():
@@ -200,7 +199,7 @@ def test_parallel_plain_clients(http_server, content):
 
 
 @needs_curl
-@pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback (::1) here")
+@needs_ipv6
 def test_ipv6_loopback(shunt, start_server, site, content, tmp_path):
     srv, base = start_http(shunt, start_server, site, host="::1")
     for prefix in ([], shunt.cmd([])):

@@ -344,7 +344,7 @@ int main(int argc, char **argv) {
 '''
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+@pytest.mark.needs_tool("gcc")
 def test_gcc_compile_and_run(shunt, tmp_path):
     """gcc (and cc1, as, collect2, ld, all under the preload) compiles a
     hello world under shunt; the program behaves the same as one compiled

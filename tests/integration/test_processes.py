@@ -3,13 +3,10 @@ server that hands accepted connections to worker processes (multiprocessing
 passes them with SCM_RIGHTS), and socat in fork mode (a child per
 connection).  Both ends run under shunt; the connections must stay
 accelerated and carry every byte."""
-import shutil
 import subprocess
 import textwrap
 
-import pytest
-
-from shunttest import PYTHON, base_env, nginx_conf, wait_port
+from shunttest import PYTHON, base_env, need_tool, nginx_conf, wait_port
 
 
 def logs(tmp_path):
@@ -84,8 +81,7 @@ def test_python_passes_sockets_to_a_worker(shunt, tmp_path, start_server):
 
 
 def test_socat_fork_mode(shunt, tmp_path, start_server, port):
-    if not shutil.which("socat"):
-        pytest.skip("socat is not installed")
+    need_tool("socat")
     env = env_for(tmp_path)
     srv = start_server(shunt.cmd(["socat", "TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr" % port,
                                   "EXEC:cat"]), env=env, name="socat")
@@ -119,8 +115,8 @@ def test_nginx_daemon_mode(shunt, tmp_path, port):
     """nginx daemonises (the process we start forks a master and exits), the
     master forks two workers that wait in epoll: the very first request is
     already accelerated."""
-    if not shutil.which("nginx") or not shutil.which("curl"):
-        pytest.skip("nginx or curl is not installed")
+    need_tool("nginx", package="nginx-light")
+    need_tool("curl")
     import os, signal, time
     (tmp_path / "www").mkdir()
     body = os.urandom(500_000)

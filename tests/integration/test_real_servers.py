@@ -12,14 +12,10 @@ import shutil
 import socket
 import subprocess
 
-import pytest
-
-from shunttest import PYTHON, base_env, nginx_conf, wait_port
+from shunttest import PYTHON, base_env, need_tool, nginx_conf, wait_port
 
 
-def need(tool):
-    if not shutil.which(tool):
-        pytest.skip("%s is not installed (scripts/install-deps installs it)" % tool)
+need = need_tool     # a skip, or a failure under CI
 
 
 def logs_text(tmp_path):

@@ -4,20 +4,16 @@ accelerated, and nginx's sendfile calls went straight into the ring (the library
 log names each one).  A plain curl at the same time gets the same bytes over kernel TCP."""
 import hashlib
 import re
-import shutil
 import subprocess
 
-import pytest
-
-from shunttest import base_env, nginx_conf, wait_port
+from shunttest import base_env, need_tool, nginx_conf, wait_port
 
 SIZE = 48 * 1024 * 1024 + 12345
 
 
 def test_nginx_sendfile(shunt, tmp_path, start_server, port):
-    for tool in ("nginx", "curl"):
-        if not shutil.which(tool):
-            pytest.skip("%s is not installed (scripts/install-deps installs it)" % tool)
+    need_tool("nginx", package="nginx-light")
+    need_tool("curl")
     www = tmp_path / "www"
     www.mkdir()
     block = bytes((i * 131 + 7) % 256 for i in range(1 << 16))

@@ -11,7 +11,6 @@ the one stat shows)."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import textwrap
@@ -19,12 +18,10 @@ import time
 
 import pytest
 
-from shunttest import PYTHON, base_env, wait_port
+from shunttest import PYTHON, base_env, need_tool, not_here, wait_port
 
 
-def need(tool):
-    if not shutil.which(tool):
-        pytest.skip("%s is not installed (scripts/install-deps installs it)" % tool)
+need = need_tool     # a skip, or a failure under CI
 
 
 def stat(shunt_build, *args, check=True):
@@ -276,7 +273,8 @@ def test_errors_are_one_line(shunt_build):
     # a network namespace where nothing ran under shunt has no registry
     probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
     if probe.returncode != 0:
-        pytest.skip("cannot make a network namespace here (unshare -n)")
+        not_here("cannot make a network namespace (unshare -n: %s)"
+                 % probe.stderr.decode(errors="replace").strip())
     r = subprocess.run(["unshare", "-n", str(shunt_build / "shunt"), "stat"], capture_output=True, text=True,
                        timeout=30, env=base_env())
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr

@@ -26,7 +26,7 @@ import pytest
 
 from echopeers import (CLIENT_TIMEOUT, PEERS, SIDES, WORKLOADS, check_client, check_server_log, client_args,
                        listening_port, peer_argv, server_args, side_argv)
-from shunttest import elf_interpreter, ipv6_loopback_available, run_cmd
+from shunttest import elf_interpreter, needs_ipv6, run_cmd
 
 
 # ------------------------------------------------------------------ tests
@@ -85,7 +85,7 @@ def test_uninterceptable_program_launched_by_shunt(shunt, builds, start_server, 
     check_server_log(pysrv, "bulk")
 
 
-@pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback (::1) here")
+@needs_ipv6
 @pytest.mark.parametrize("direction", ["peer-server", "shunted-server"])
 @pytest.mark.parametrize("kind", PEERS)
 def test_ipv6_loopback(shunt, builds, start_server, kind, direction):

@@ -2,8 +2,9 @@
  * check.h: the tiny test framework of shunt's conformance and integration tests.
  *
  * Owns: the CHECK family of macros (print file:line, the expression and both values, then
- * exit 1), the exit-status conventions (0 pass, 1 fail, 77 skip) and expect_accelerated(),
- * which proves that a connection ran on the path the test mode claims.
+ * exit 1), the exit-status conventions (0 pass, 1 fail, 77 skip), the rule for skips under CI
+ * (SKIP and MISSING) and expect_accelerated(), which proves that a connection ran on the path
+ * the test mode claims.
  *
  * Header-only, C11 + _GNU_SOURCE, link with -ldl (dlsym). Not built on <assert.h>, which
  * vanishes under NDEBUG. Every macro works from any thread; exit() ends the whole process. In
@@ -82,7 +83,9 @@
 		exit(TEST_EXIT_FAIL);                                                \
 	} while (0)
 
-/* SKIP(fmt, ...): the behaviour cannot be tested here; the runner prints this line. */
+/* SKIP(fmt, ...): the behaviour cannot be tested on this machine, for a reason a machine may
+ * have for good (a kernel without the call, no IPv6, one CPU): a skip, also under CI. The
+ * runner prints this line. docs/testing.md lists every such skip and why. */
 #define SKIP(...)                                                                    \
 	do {                                                                         \
 		fflush(stdout);                                                      \
@@ -92,13 +95,40 @@
 		exit(TEST_EXIT_SKIP);                                                \
 	} while (0)
 
+/* Under CI: the environment variable CI is set to anything but "", "0", "false" or "no"
+ * (hosted CI sets CI=true; so does .ci/run). tests/integration/shunttest.py's in_ci() is the
+ * same rule. */
+static inline int test_in_ci(void)
+{
+	const char *ci = getenv("CI");
+
+	return ci != NULL && *ci != '\0' && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0 &&
+	       strcmp(ci, "no") != 0;
+}
+
+/* MISSING(fmt, ...): something the machine that tests shunt is expected to provide is not
+ * there (a writable /dev/shm, a pty, enough fds): a skip on a developer's machine, a failure
+ * under CI, where it would silently hide the test. */
+#define MISSING(...)                                                                 \
+	do {                                                                         \
+		if (test_in_ci()) {                                                  \
+			fflush(stdout);                                              \
+			fprintf(stderr, "%s:%d: FAIL: missing under CI (CI=%s): ", __FILE__, \
+				__LINE__, getenv("CI"));                             \
+			fprintf(stderr, __VA_ARGS__);                                \
+			fprintf(stderr, "\n");                                       \
+			exit(TEST_EXIT_FAIL);                                        \
+		}                                                                    \
+		SKIP(__VA_ARGS__);                                                   \
+	} while (0)
+
 #define PASS()                                                                       \
 	do {                                                                         \
 		fflush(stdout);                                                      \
 		exit(TEST_EXIT_PASS);                                                \
 	} while (0)
 
-/* Test modes, from SHUNT_TEST_MODE (set by tests/run_conformance.py). */
+/* Test modes, from SHUNT_TEST_MODE (set by tests/run_programs.py). */
 enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED };
 
 static inline enum test_mode test_mode(void)

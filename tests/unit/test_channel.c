@@ -484,7 +484,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     snprintf(own_prefix, sizeof own_prefix, "shunt-%u-%d-", (unsigned)geteuid(), (int)getpid());
     if (access("/dev/shm", W_OK) != 0)
-        SKIP("/dev/shm is not writable");
+        MISSING("/dev/shm is not writable");
     CHECK(count_own_files(), ==, 0);
     test_create_layout();
     test_create_rejects();

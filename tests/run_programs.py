@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Run shunt's socket conformance suite.
+"""Run shunt's test programs: the conformance suite or the unit tests.
 
-Runs every test program in BUILD/tests/conformance/ (built by the Makefile; this script
-compiles nothing) in each requested mode:
+--suite conformance (the default) runs every program in BUILD/tests/conformance/ in each
+requested mode:
 
   plain        without shunt: LD_PRELOAD unset, SHUNT_TEST_MODE=plain
   passthrough  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=0, SHUNT_TEST_MODE=passthrough
   accelerated  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=1, SHUNT_STRICT=1,
                SHUNT_TEST_MODE=accelerated
 
-A test exits 0 (pass), 77 (skip) or anything else (fail). Each runs in its own session and
-temporary working directory; on timeout its whole process group is killed. One line per test
-and mode, then a last line "N passed, N failed, N skipped". Exit status 1 if anything failed
-or timed out, or if no test was found; 0 otherwise.
+--suite unit runs every program in BUILD/tests/unit/ once, directly (mode "unit": the unit
+tests are linked with the library's objects, so LD_PRELOAD, SHUNT_ACCEL, SHUNT_STRICT and
+SHUNT_TEST_MODE are all unset; a sanitized build needs no preload either).
 
-  tests/run_conformance.py --build build --modes plain,passthrough [--filter SUBSTR]
-                           [--timeout 30] [--jobs 2] [--sanitizer]
+The Makefile builds the programs; this script compiles nothing. A test exits 0 (pass), 77
+(skip) or anything else (fail); every test runs, whatever the others did. Each runs in its
+own session and temporary working directory; on timeout its whole process group is killed.
+One line per test and mode, then a last line "N passed, N failed, N skipped". Exit status 1
+if anything failed or timed out, or if no test was found; 0 otherwise.
+
+Whether a test may skip under CI is the test's own decision (tests/lib/check.h: MISSING
+fails under CI, SKIP does not); the CI variable is passed through untouched.
+
+  tests/run_programs.py --build build --modes plain,passthrough [--filter SUBSTR]
+                        [--timeout 30] [--jobs 2] [--sanitizer]
+  tests/run_programs.py --suite unit --build build [--filter SUBSTR] [--timeout 120]
 """
 
 import argparse
@@ -28,7 +37,10 @@ import tempfile
 import threading
 import time
 
+SUITES = ("conformance", "unit")
 MODES = ("plain", "passthrough", "accelerated")
+UNIT_MODE = "unit"
+DEFAULT_TIMEOUT = {"conformance": 30.0, "unit": 120.0}
 EXIT_SKIP = 77
 # Variables a mode sets or clears; never inherited from the caller's environment.
 MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE")
@@ -36,23 +48,36 @@ MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE")
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--suite", default="conformance", choices=SUITES,
+                   help="conformance: BUILD/tests/conformance in the modes asked for; "
+                        "unit: BUILD/tests/unit, run directly (default: conformance)")
     p.add_argument("--build", default="build", help="build directory (default: build)")
-    p.add_argument("--modes", default="plain",
-                   help="comma-separated: plain, passthrough, accelerated (default: plain)")
+    p.add_argument("--modes", default=None,
+                   help="comma-separated: plain, passthrough, accelerated (default: plain); "
+                        "the unit suite has the one mode 'unit'")
     p.add_argument("--filter", default="", help="only tests whose name contains this")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds per test and mode (default: 30)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per test and mode (default: 30 for conformance, 120 for unit)")
     p.add_argument("--jobs", type=int, default=2, help="tests run in parallel (default: 2)")
     p.add_argument("--sanitizer", action="store_true",
-                   help="the library is built with ASan/UBSan: preload libasan before it")
+                   help="built with ASan/UBSan: conformance preloads libasan before the "
+                        "library; both suites get halting ASAN_OPTIONS and UBSAN_OPTIONS")
     p.add_argument("--tail", type=int, default=20,
                    help="lines of output shown for a failing test (default: 20)")
     args = p.parse_args(argv)
+    if args.suite == "unit":
+        valid = (UNIT_MODE,)
+        args.modes = args.modes if args.modes is not None else UNIT_MODE
+    else:
+        valid = MODES
+        args.modes = args.modes if args.modes is not None else "plain"
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in args.modes if m not in MODES]
+    bad = [m for m in args.modes if m not in valid]
     if bad or not args.modes:
-        p.error("unknown mode(s) %s; choose from %s" % (", ".join(bad) or "(none)",
-                                                        ", ".join(MODES)))
+        p.error("unknown mode(s) %s for suite %s; choose from %s" % (
+            ", ".join(bad) or "(none)", args.suite, ", ".join(valid)))
+    if args.timeout is None:
+        args.timeout = DEFAULT_TIMEOUT[args.suite]
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     if args.timeout <= 0:
@@ -86,15 +111,26 @@ def sanitizer_runtime():
     return path if os.path.isabs(out) and os.path.exists(path) else None
 
 
-def mode_env(mode, lib, asan):
+def sanitizer_options(env, detect_leaks):
+    """Halt at the first report (the caller's own settings win)."""
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=%d:halt_on_error=1" % detect_leaks)
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+
+
+def mode_env(mode, lib, asan, sanitized=False):
     env = {k: v for k, v in os.environ.items() if k not in MODE_VARS}
+    if mode == UNIT_MODE:
+        # linked with the (sanitized, if so) objects: nothing to preload, no mode to say;
+        # leaks count here, as the program is all under test
+        if sanitized:
+            sanitizer_options(env, detect_leaks=1)
+        return env
     env["SHUNT_TEST_MODE"] = mode
     if mode == "plain":
         return env
     env["LD_PRELOAD"] = ("%s %s" % (asan, lib)) if asan else lib
     if asan:
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        sanitizer_options(env, detect_leaks=0)
     if mode == "passthrough":
         env["SHUNT_ACCEL"] = "0"
     else:
@@ -104,8 +140,9 @@ def mode_env(mode, lib, asan):
 
 
 class Runner:
-    def __init__(self, timeout, tail):
+    def __init__(self, timeout, tail, prefix):
         self.timeout = timeout
+        self.prefix = prefix
         self.tail = tail
         self.lock = threading.Lock()
         self.running = set()  # process group ids of tests in flight
@@ -162,7 +199,7 @@ class Runner:
             delay = min(delay * 2, 0.02)
 
     def run(self, name, path, mode, env):
-        with tempfile.TemporaryDirectory(prefix="shunt-conf-") as cwd, \
+        with tempfile.TemporaryDirectory(prefix=self.prefix) as cwd, \
                 tempfile.TemporaryFile() as out:
             start = time.monotonic()
             with self.lock:
@@ -208,17 +245,17 @@ class Runner:
 def main(argv):
     args = parse_args(argv)
     build = os.path.abspath(args.build)
-    test_dir = os.path.join(build, "tests", "conformance")
+    test_dir = os.path.join(build, "tests", args.suite)
     tests = find_tests(test_dir, args.filter)
     if not tests:
-        print("no conformance tests found in %s%s" % (
-            test_dir, (" matching '%s'" % args.filter) if args.filter else ""))
+        print("no %s tests found in %s%s" % (
+            args.suite, test_dir, (" matching '%s'" % args.filter) if args.filter else ""))
         print("0 passed, 0 failed, 0 skipped")
         return 1
 
     lib = os.path.join(build, "libshunt.so")
     asan = None
-    if any(m != "plain" for m in args.modes):
+    if any(m not in ("plain", UNIT_MODE) for m in args.modes):
         if not os.path.isfile(lib):
             print("%s not found: needed for mode(s) %s" % (
                 lib, ",".join(m for m in args.modes if m != "plain")))
@@ -231,9 +268,10 @@ def main(argv):
                 print("0 passed, 0 failed, 0 skipped")
                 return 1
 
-    envs = {m: mode_env(m, lib, asan) for m in args.modes}
+    envs = {m: mode_env(m, lib, asan, args.sanitizer) for m in args.modes}
     work = [(name, path, mode) for mode in args.modes for name, path in tests]
-    runner = Runner(args.timeout, args.tail)
+    runner = Runner(args.timeout, args.tail,
+                    "shunt-unit-" if args.suite == "unit" else "shunt-conf-")
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     failed = []
 
