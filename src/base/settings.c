@@ -58,19 +58,30 @@ static int parse_strict(const char *v, struct shunt_settings *s, char *err, size
 /* A size with an optional k/K or m/M suffix (binary multiples). */
 static int parse_size(const char *v, unsigned long long *out, char *err, size_t errlen)
 {
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (end == v || errno) {
+    /* digits only: strtoull alone would take blanks, '+' and '-' (modulo 2^64) */
+    if (*v < '0' || *v > '9') {
         snprintf(err, errlen, "'%s' is not a size", v);
         return -1;
     }
-    if (*end == 'k' || *end == 'K') {
-        n <<= 10;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno) {
+        snprintf(err, errlen, "'%s' is not a size", v);
+        return -1;
+    }
+    unsigned shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    if (shift) {
         end++;
-    } else if (*end == 'm' || *end == 'M') {
-        n <<= 20;
-        end++;
+        if (n > (~0ull >> shift)) {   /* the suffix would carry it past 64 bits */
+            snprintf(err, errlen, "'%s' is too large", v);
+            return -1;
+        }
+        n <<= shift;
     }
     if (*end) {
         snprintf(err, errlen, "'%s' is not a size (a number, optionally followed by K or M)", v);

@@ -10,12 +10,10 @@
  * to errlen, and settings_unknown on environments with and without unknown
  * SHUNT_ names.  Links base only.
  *
- * Not asserted, because settings.c accepts them today and they look like
- * bugs to fix there first (strtoull and the suffix shift): a size whose
- * suffix overflows 64 bits wraps (SHUNT_RING_SIZE=17592186044417M loads as
- * 1M, SHUNT_SHM_LIMIT=17592186044416M as 0, that is no bound); a negative
- * size is taken modulo 2^64 (SHUNT_SHM_LIMIT=-1 loads as 2^64-1); leading
- * blanks and '+' are accepted (" 4K", "+4K").
+ * Sizes refused that strtoull and the suffix shift once took: a suffix that
+ * carries the value past 64 bits (SHUNT_RING_SIZE=17592186044417M loaded as
+ * 1M, SHUNT_SHM_LIMIT=17592186044416M as 0, that is no bound), a negative
+ * size (SHUNT_SHM_LIMIT=-1 loaded as 2^64-1), leading blanks and '+'.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -266,6 +264,7 @@ static void test_shm_limit(void)
     };
     static const char *const bad[] = {
         "", "K", "1G", "1T", "1KB", "1.5M", "ten", "18446744073709551616", "1 M", "0x10",
+        "17592186044416M", "18014398509481984K", "-1", "-0", " 4K", "+4K", "\t4",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         load_ok("SHUNT_SHM_LIMIT", ok[i].v);
@@ -273,6 +272,17 @@ static void test_shm_limit(void)
     }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         load_bad("SHUNT_SHM_LIMIT", bad[i]);
+}
+
+/* A suffix that wraps must not make a ring size that passes the power-of-two check. */
+static void test_size_overflow(void)
+{
+    load_bad("SHUNT_RING_SIZE", "17592186044417M");
+    load_bad("SHUNT_RING_START", "17592186044417M");
+    load_bad("SHUNT_CHUNK_SIZE", "17592186044417M");
+    load_bad("SHUNT_ZCOPY_THRESHOLD", "17592186044417M");
+    load_ok("SHUNT_SHM_LIMIT", "17592186044415M");   /* the largest that fits */
+    CHECK(s.shm_limit, ==, 17592186044415ull << 20);
 }
 
 static void test_zcopy(void)
@@ -448,6 +458,7 @@ int main(void)
     test_log();
     test_ring_sizes();
     test_shm_limit();
+    test_size_overflow();
     test_zcopy();
     test_chunk();
     test_microseconds();
