@@ -19,14 +19,20 @@ SHUNT_EXPORT int epoll_create(int size)
 {
     int saved = errno;
     shunt_ensure_init();
-    return created(shunt_real.epoll_create(size), saved);
+    int fd = shunt_real.epoll_create(size);
+    if (emfile_retry(fd))
+        fd = shunt_real.epoll_create(size);
+    return created(fd, saved);
 }
 
 SHUNT_EXPORT int epoll_create1(int flags)
 {
     int saved = errno;
     shunt_ensure_init();
-    return created(shunt_real.epoll_create1(flags), saved);
+    int fd = shunt_real.epoll_create1(flags);
+    if (emfile_retry(fd))
+        fd = shunt_real.epoll_create1(flags);
+    return created(fd, saved);
 }
 
 SHUNT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)

@@ -119,6 +119,8 @@ SHUNT_EXPORT int dup(int fd)
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
     int r = shunt_real.dup(fd);
+    if (emfile_retry(r))
+        r = shunt_real.dup(fd);
     int err = errno;
     if (r >= 0)
         install_duplicate(r, &f);
@@ -178,6 +180,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
     int r = f.ops->fcntl(&f, cmd, arg);
+    if (r == -EMFILE && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && private_fds_yield())
+        r = f.ops->fcntl(&f, cmd, arg);
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         install_duplicate(r, &f);
     fdt_put(&f);

@@ -11,6 +11,8 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
     int saved = errno;
     shunt_ensure_init();
     int fd = shunt_real.socket(domain, type, protocol);
+    if (emfile_retry(fd))
+        fd = shunt_real.socket(domain, type, protocol);
     if (fd < 0)
         return -1;
     fdt_install(fd, tcp_socket_wanted(domain, type, protocol)
@@ -23,7 +25,10 @@ SHUNT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
     int saved = errno;
     shunt_ensure_init();
-    if (shunt_real.socketpair(domain, type, protocol, sv) < 0)
+    int r = shunt_real.socketpair(domain, type, protocol, sv);
+    if (emfile_retry(r))
+        r = shunt_real.socketpair(domain, type, protocol, sv);
+    if (r < 0)
         return -1;
     /* Only AF_UNIX has socket pairs: shunt leaves them to the kernel. */
     fdt_install(sv[0], NULL);
@@ -50,6 +55,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
     shunt_ensure_init();
     struct fdref f = fdt_get(fd);
     int r = f.ops->accept(&f, addr, len, flags);
+    if (r == -EMFILE && private_fds_yield())
+        r = f.ops->accept(&f, addr, len, flags);
     fdt_put(&f);
     stdio_std_changed(r);
     return (int)wrap_finish(r, saved);

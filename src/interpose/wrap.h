@@ -12,6 +12,7 @@
 #include "core/fd/fdtable.h"
 #include "interpose/init.h"
 #include "base/real.h"
+#include "core/conn/private_fds.h"
 
 #define SHUNT_EXPORT __attribute__((visibility("default")))
 
@@ -69,6 +70,16 @@ static inline void closing_end(int fd, struct shunt_sock *s)
         fdt_close_end(fd);
     if (s)
         sock_put(s);
+}
+
+/* A call that makes an fd failed with EMFILE (r: -1 with errno): true if
+ * shunt gave back a number of the program's range it held (the local wake,
+ * when the hard limit left no room above the program's: base/fd_place.h),
+ * so that the call may be tried again and meet EMFILE only where the kernel
+ * alone would. */
+static inline bool emfile_retry(long r)
+{
+    return r < 0 && errno == EMFILE && private_fds_yield();
 }
 
 #endif

@@ -18,7 +18,7 @@
 #include "base/signals.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/release.h"
-#include "core/fd/fd_place.h"
+#include "base/fd_place.h"
 #include "core/wait/wait.h"
 #define DEFERRED_MAX DEFERRED_CLOSE_MAX
 static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;

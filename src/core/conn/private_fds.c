@@ -37,3 +37,8 @@ bool private_fd_relocate(int fd)
 {
     return wait_relocate_local(fd) || xwake_kept_relocate(fd) || deferred_close_relocate(fd);
 }
+
+bool private_fds_yield(void)
+{
+    return wait_local_yield();
+}

@@ -22,4 +22,9 @@ int private_fds_list(int *out, int max);
  * another number first (true if it did). */
 bool private_fd_relocate(int fd);
 
+/* The program's call to make an fd failed with EMFILE: gives back, where
+ * shunt can, a number of the program's range that one of them holds (true:
+ * the call may be tried again). */
+bool private_fds_yield(void);
+
 #endif

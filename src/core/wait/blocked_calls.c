@@ -10,7 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/fd/call_marks.h"
-#include "core/fd/fd_place.h"
+#include "base/fd_place.h"
 #include "core/wait/wait_shared.h"
 
 void wait_forget_threads(struct tcp_sock *t)

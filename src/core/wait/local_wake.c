@@ -7,7 +7,7 @@
 
 #include "base/log.h"
 #include "base/real.h"
-#include "core/fd/fd_place.h"
+#include "base/fd_place.h"
 #include "core/wait/wait_shared.h"
 
 /*
@@ -15,8 +15,9 @@
  * doorbell from the peer, but shutdown by another thread of this process
  * must wake it too (the kernel's shutdown wakes every waiter of the
  * socket).  So a kernel sleeper watches, beside its companion, one
- * eventfd of the process (made at the first sleep, close-on-exec, kept at
- * a high fd number that the program's close and dup2 never take).  A
+ * eventfd of the process (made at the first sleep, close-on-exec, kept
+ * above the program's fd limit where there is room, base/fd_place.h, and
+ * given up when the program runs out of numbers otherwise).  A
  * sleeper registers (lw_pollers, the socket's local_sleepers) under
  * wait_lock before its last look at the rings; shutdown, having changed
  * the state, writes the eventfd if that socket has a registered sleeper
@@ -30,7 +31,7 @@
 static int lw_fd = -1;          /* wait_lock */
 static unsigned lw_pollers;     /* wait_lock */
 static bool lw_dirty;           /* wait_lock */
-static bool lw_failed;          /* wait_lock */
+static bool lw_failed;          /* wait_lock: the last try to make it failed */
 
 int wait_local_fd(void)
 {
@@ -45,22 +46,29 @@ static void lw_drain(void)
     lw_dirty = false;
 }
 
+static int make_eventfd(void *arg)
+{
+    (void)arg;
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
 /* Under wait_lock. */
 int local_wake_register(struct tcp_sock *t, int *efd)
 {
     if (lw_fd < 0) {
-        if (lw_failed)
-            return LW_NONE;
-        int e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        int hi = e >= 0 ? fd_place_high(e) : -1;
-        if (e >= 0)
-            shunt_real.close(e);
+        int hi = fd_place_make(make_eventfd, NULL, true);
         if (hi < 0) {
+            /* No fd left (the program took every number it may, and the
+             * hard limit leaves shunt no room above): sleep a millisecond at
+             * a time, so that a shutdown by another thread is still seen,
+             * and try again at the next sleep. */
+            if (!lw_failed)
+                shunt_log(LOG_INFO, "local wake: no eventfd (%s): sleeps look again every millisecond",
+                          strerror(errno));
             lw_failed = true;
-            shunt_log(LOG_WARN, "local wake: no eventfd (%s): a shutdown by one thread will not wake "
-                      "another blocked on the socket", strerror(errno));
-            return LW_NONE;
+            return LW_BUSY;
         }
+        lw_failed = false;
         __atomic_store_n(&lw_fd, hi, __ATOMIC_RELAXED);
     }
     if (lw_dirty && lw_pollers == 0)
@@ -127,6 +135,20 @@ bool wait_relocate_local(int fd)
     }
     crit_unlock(&wait_lock);
     return moved;
+}
+
+bool wait_local_yield(void)
+{
+    bool freed = false;
+    crit_lock(&wait_lock);
+    if (lw_fd >= 0 && lw_pollers == 0 && !fd_place_in_room(lw_fd)) {
+        shunt_real.close(lw_fd);
+        __atomic_store_n(&lw_fd, -1, __ATOMIC_RELAXED);
+        lw_dirty = false;
+        freed = true;
+    }
+    crit_unlock(&wait_lock);
+    return freed;
 }
 
 void wait_after_fork_child(void)

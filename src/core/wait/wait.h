@@ -56,6 +56,11 @@ bool wait_call_done(struct tcp_sock *t);
 int wait_local_fd(void);
 bool wait_relocate_local(int fd);
 
+/* The program ran out of fd numbers: the local wake gives its number back
+ * if it holds one of the program's and no thread sleeps on it (true if it
+ * did); it is made again at the next sleep. */
+bool wait_local_yield(void);
+
 /* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
 void wait_local_lost(int efd);
 

@@ -32,7 +32,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "base/signals.h"
-#include "core/fd/fd_place.h"
+#include "base/fd_place.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
 
