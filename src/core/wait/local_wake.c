@@ -4,6 +4,7 @@
  */
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/real.h"
@@ -127,6 +128,45 @@ bool wait_relocate_local(int fd)
     }
     crit_unlock(&wait_lock);
     return moved;
+}
+
+/*
+ * Before a seccomp filter shunt cannot live with (core/process/sandbox.c):
+ * the local wake goes, since shunt will neither write nor read it again.
+ * The sockets are on kernel TCP by now, so a sleeper registered on it is
+ * woken to look again and sleeps on its socket alone from then on; it is
+ * waited for a moment.  The eventfd is closed if nobody watches it any
+ * more, and forgotten either way (a sleeper still inside its ppoll keeps
+ * its file: the program may close or reuse the number).
+ */
+void wait_local_sandbox(void)
+{
+    crit_lock(&wait_lock);
+    if (lw_fd >= 0 && lw_pollers > 0 && !lw_dirty) {
+        uint64_t one = 1;
+        if (shunt_real.write(lw_fd, &one, sizeof one) == (ssize_t)sizeof one)
+            lw_dirty = true;
+    }
+    crit_unlock(&wait_lock);
+    for (int i = 0; i < 100; i++) {
+        crit_lock(&wait_lock);
+        unsigned pollers = lw_pollers;
+        crit_unlock(&wait_lock);
+        if (pollers == 0)
+            break;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    crit_lock(&wait_lock);
+    int fd = lw_fd;
+    __atomic_store_n(&lw_fd, -1, __ATOMIC_RELAXED);
+    lw_failed = true;   /* and no other is made */
+    lw_dirty = false;
+    if (fd >= 0 && lw_pollers == 0)
+        shunt_real.close(fd);
+    else if (fd >= 0)
+        shunt_log(LOG_WARN, "local wake: fd %d is still watched by a sleeper; left open", fd);
+    crit_unlock(&wait_lock);
 }
 
 void wait_after_fork_child(void)
