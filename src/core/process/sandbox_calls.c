@@ -163,6 +163,8 @@ const struct sandbox_call sandbox_calls[] = {
     MUST("tgkill", SYS_tgkill, 0, 0, 0, 0),
     MUST("rt_tgsigqueueinfo", SYS_rt_tgsigqueueinfo, 0, 0, 0, 0, 0),
     MUST("rt_sigprocmask", SYS_rt_sigprocmask, 0, SIG_BLOCK, 0, 0, 8),
+    MUST("rt_sigpending", SYS_rt_sigpending, 0, BADPTR, 8),              /* around a file's growth (base/fsize.c) */
+    MUST("rt_sigtimedwait", SYS_rt_sigtimedwait, 0, BADPTR, 0, 0, 8),
     MUST("prlimit64 RLIMIT_NOFILE", SYS_prlimit64, A1, 0, RLIMIT_NOFILE, 0, 0),
     MUST("getrandom", SYS_getrandom, A2, 0, 0, GRND_NONBLOCK),
     /* single copy (off by default) turns itself off when refused */
