@@ -13,7 +13,10 @@
  *             loader.  Accelerated: the new connection stays on kernel TCP, and so does the
  *             inherited one (moved back before the filter came).
  *   harmless  the filter refuses one call shunt never makes (acct): accelerated, the new
- *             connection is accelerated at both ends and the inherited one stays so. */
+ *             connection is accelerated at both ends and the inherited one stays so.
+ *   vfork     as refusing, with the filter installed by a vfork child before its exec (which
+ *             shares the parent's memory: shunt must change nothing of the parent's but the
+ *             connection that leaves). */
 #include "check.h"
 #include "handoff.h"
 #include "net.h"
@@ -27,8 +30,8 @@
 #define SEED_OLD_UP 52
 #define SEED_NEW 53       /* child to parent on the second */
 
-enum round { REFUSING, HARMLESS, ROUNDS };
-static const char *const names[ROUNDS] = { "refusing", "harmless" };
+enum round { REFUSING, HARMLESS, VFORK, ROUNDS };
+static const char *const names[ROUNDS] = { "refusing", "harmless", "vfork" };
 
 static char buf[PRE + BULK];
 
@@ -74,21 +77,36 @@ static void round_trip(enum round r, const char *self)
 	pattern_fill(SEED_OLD, 0, buf, PRE);
 	xwrite_all(s, buf, PRE);   /* unread when the filter comes */
 	fflush(NULL);
-	pid = CHECK_OK(fork());
-	if (pid == 0) {
-		CHECK_OK(close(s));
-		CHECK_OK(close(lfd));
-		if (r == HARMLESS)
-			sandbox_filter_harmless(&f);
-		else
-			sandbox_filter(&f, SECCOMP_RET_KILL_PROCESS, 0);
-		sandbox_install(&f, r == HARMLESS ? SANDBOX_SYSCALL : SANDBOX_PRCTL);
-		snprintf(fdarg, sizeof(fdarg), "%d", c);
-		snprintf(portarg, sizeof(portarg), "%d", port);
-		snprintf(roundarg, sizeof(roundarg), "%d", (int)r);
-		fflush(NULL);
-		execl(self, self, "--exec-child", roundarg, fdarg, portarg, (char *)NULL);
-		FAIL("exec %s: %s", self, strerror(errno));
+	if (r == HARMLESS)
+		sandbox_filter_harmless(&f);
+	else
+		sandbox_filter(&f, SECCOMP_RET_KILL_PROCESS, 0);
+	snprintf(fdarg, sizeof(fdarg), "%d", c);
+	snprintf(portarg, sizeof(portarg), "%d", port);
+	snprintf(roundarg, sizeof(roundarg), "%d", (int)r);
+	fflush(NULL);
+	if (r == VFORK) {
+		/* the child borrows this process's memory: it only closes, installs and execs */
+		struct sock_fprog prog = { f.len, f.insn };
+		pid = vfork();
+		if (pid == 0) {
+			close(s);
+			close(lfd);
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+			    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0)
+				execl(self, self, "--exec-child", roundarg, fdarg, portarg, (char *)NULL);
+			_exit(3);
+		}
+		CHECK_OK(pid);
+	} else {
+		pid = CHECK_OK(fork());
+		if (pid == 0) {
+			CHECK_OK(close(s));
+			CHECK_OK(close(lfd));
+			sandbox_install(&f, r == HARMLESS ? SANDBOX_SYSCALL : SANDBOX_PRCTL);
+			execl(self, self, "--exec-child", roundarg, fdarg, portarg, (char *)NULL);
+			FAIL("exec %s: %s", self, strerror(errno));
+		}
 	}
 	CHECK_OK(close(c));
 	sleep_ms(30);
@@ -106,7 +124,7 @@ static void round_trip(enum round r, const char *self)
 	CHECK(read(fresh, buf, 1), ==, 0);
 	CHECK(read(s, buf, 1), ==, 0);
 	xwait_child_ok(pid);
-	if (r == REFUSING)
+	if (r != HARMLESS)
 		expect_downgraded(s);
 	CHECK_OK(close(fresh));
 	CHECK_OK(close(s));
