@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fsize.h"
 #include "base/log.h"
 #include "base/real.h"
 
@@ -55,6 +56,6 @@ void shunt_log_write(enum log_level level, const char *fmt, ...)
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
-    shunt_real.write(log_fd, line, len);
+    fsize_write(log_fd, line, len);   /* never SIGXFSZ for a program with RLIMIT_FSIZE under the log's size */
     errno = saved;
 }

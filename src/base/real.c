@@ -31,10 +31,38 @@
 #define SYS_epoll_wait -1
 #endif
 
+long shunt_syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+    long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+    va_end(ap);
+#if defined(__x86_64__)
+    /* Reading six arguments whatever the call takes is what libc's
+     * syscall() does too: the kernel ignores the ones it does not use. */
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    register long r9 __asm__("r9") = a6;
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    if (r < 0 && r > -4096) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+#else
+#error "shunt_syscall needs the system call instruction of this architecture"
+#endif
+}
+
 #define SHUNT_UNPAREN(...) __VA_ARGS__
 
 #define SHUNT_SYS(ret, name, params, args, sysno) \
-    static ret boot_##name params { return (ret)syscall(sysno, SHUNT_UNPAREN args); }
+    static ret boot_##name params { return (ret)shunt_syscall(sysno, SHUNT_UNPAREN args); }
 #define SHUNT_LIB(ret, name, params)
 #include "base/calls.def"
 #undef SHUNT_SYS
@@ -48,13 +76,13 @@ static int nosys(void)
 
 static ssize_t boot_recv(int fd, void *buf, size_t n, int flags)
 {
-    return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+    return shunt_syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
 }
 static ssize_t boot_send(int fd, const void *buf, size_t n, int flags)
 {
-    return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
+    return shunt_syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
 }
-static void boot_closefrom(int lowfd) { syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
+static void boot_closefrom(int lowfd) { shunt_syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
 static int boot_fclose(FILE *f) { (void)f; return nosys(); }
 static FILE *boot_fdopen(int fd, const char *m) { (void)fd; (void)m; nosys(); return NULL; }
 static int boot_fileno(FILE *f)
@@ -73,7 +101,7 @@ static int boot_fcntl(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    return (int)shunt_syscall(SYS_fcntl, fd, cmd, arg);
 }
 #define boot_fcntl64 boot_fcntl
 
@@ -83,30 +111,49 @@ static int boot_ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)syscall(SYS_ioctl, fd, req, arg);
+    return (int)shunt_syscall(SYS_ioctl, fd, req, arg);
 }
 static int boot_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m)
 {
-    return (int)syscall(SYS_ppoll, fds, n, t, m, _NSIG / 8);
+    return (int)shunt_syscall(SYS_ppoll, fds, n, t, m, _NSIG / 8);
 }
 static int boot_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m)
 {
     struct { const sigset_t *set; size_t size; } data = { m, _NSIG / 8 };
     struct timespec copy, *tp = NULL;
     if (t) { copy = *t; tp = &copy; }   /* the kernel updates it; the caller's is const */
-    return (int)syscall(SYS_pselect6, n, r, w, e, tp, &data);
+    return (int)shunt_syscall(SYS_pselect6, n, r, w, e, tp, &data);
 }
 static int boot_epoll_wait(int ep, struct epoll_event *ev, int max, int tmo)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, max, tmo, NULL, _NSIG / 8);
+    return (int)shunt_syscall(SYS_epoll_pwait, ep, ev, max, tmo, NULL, _NSIG / 8);
 }
 static int boot_epoll_pwait(int ep, struct epoll_event *ev, int max, int tmo, const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, max, tmo, m, _NSIG / 8);
+    return (int)shunt_syscall(SYS_epoll_pwait, ep, ev, max, tmo, m, _NSIG / 8);
 }
 static int boot_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
+    return (int)shunt_syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
+}
+/* Variadic: each argument read as a long, as libc reads them. */
+static int boot_prctl(int option, ...)
+{
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+    unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    return (int)shunt_syscall(SYS_prctl, option, a2, a3, a4, a5);
+}
+static long boot_syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+    long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+    va_end(ap);
+    return shunt_syscall(nr, a1, a2, a3, a4, a5, a6);
 }
 /* Handlers need libc's bookkeeping (its signal restorer): refuse until it is
  * known.  The sigaction wrapper does not get here before start-up: it calls
@@ -118,7 +165,7 @@ static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
 static void boot__exit(int status)
 {
-    syscall(SYS_exit_group, status);
+    shunt_syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
 #define boot__Exit boot__exit
@@ -199,6 +246,8 @@ struct shunt_real_table shunt_real = {
                                   memory_order_relaxed);                           \
     } while (0)
 
+long (*shunt_syscall_next)(long nr, ...) = boot_syscall;
+
 void shunt_real_resolve(void)
 {
 #define SHUNT_SYS(ret, name, params, args, sysno) RESOLVE(name);
@@ -206,4 +255,6 @@ void shunt_real_resolve(void)
 #include "base/calls.def"
 #undef SHUNT_SYS
 #undef SHUNT_LIB
+    atomic_store_explicit((_Atomic(void *) *)(void *)&shunt_syscall_next, (void *)shunt_real.syscall,
+                          memory_order_relaxed);
 }

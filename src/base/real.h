@@ -27,4 +27,18 @@ extern struct shunt_real_table shunt_real;
  * start-up (interpose/init.c). */
 void shunt_real_resolve(void);
 
+/*
+ * A system call made directly, as libc's syscall() makes it (up to six
+ * arguments, each read as a long; -1 and errno on failure).  shunt's own
+ * code uses this, never syscall(): inside libshunt.so syscall() is shunt's
+ * wrapper (a seccomp filter may come through it, interpose/sandbox_calls.c),
+ * and the stand-ins must not reach a wrapper at all.
+ */
+long shunt_syscall(long nr, ...);
+
+/* shunt_real.syscall again, for interpose/sandbox_calls.c's syscall(): a
+ * jump through it without a frame of shunt's, as if the program had called
+ * libc's (set with the table). */
+extern long (*shunt_syscall_next)(long nr, ...);
+
 #endif

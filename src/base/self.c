@@ -1,8 +1,11 @@
 /*
- * self.c: the process's identity and settings as shunt keeps them
- * (self.h); written by start-up (interpose/init.c) and after fork.
+ * self.c: the process's identity, settings and sandbox state as shunt keeps
+ * them (self.h); written by start-up (interpose/init.c), after fork, and
+ * when a seccomp filter comes (core/process/sandbox.c).
  */
 #include "base/self.h"
 
 pid_t shunt_pid;
 struct shunt_settings shunt_settings;
+atomic_int shunt_sandbox;
+SHUNT_TLS bool shunt_vfork_sandboxed;

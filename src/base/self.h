@@ -1,14 +1,18 @@
 /*
  * self.h: what every layer may ask about the process it runs in: its pid
- * as shunt last saw it (set at start-up and in the child of fork), and the
- * settings it was started with (loaded once, base/settings.h).
+ * as shunt last saw it (set at start-up and in the child of fork), the
+ * settings it was started with (loaded once, base/settings.h), and whether
+ * a seccomp sandbox keeps shunt out of its way (core/process/sandbox.c).
  */
 #ifndef SHUNT_BASE_SELF_H
 #define SHUNT_BASE_SELF_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "base/settings.h"
+#include "base/tls.h"
 
 /* A different getpid() means we run in a vfork child, which shares the
  * parent's memory. */
@@ -16,5 +20,33 @@ extern pid_t shunt_pid;
 
 /* All zero (acceleration off) until start-up has read the environment. */
 extern struct shunt_settings shunt_settings;
+
+/*
+ * The process and seccomp.  SANDBOX_NONE: shunt works as usual (no filter,
+ * or only filters that allow every call shunt makes).  SANDBOX_LEAVING: a
+ * filter shunt cannot live with is about to be installed, and this
+ * process's connections are moving back to kernel TCP (nothing new is
+ * accelerated meanwhile).  SANDBOXED: from then on shunt makes no system
+ * call of its own; every wrapper hands its call to libc as it is.  Inherited
+ * by fork (the filter is too); an exec starts over (sandbox.c decides again).
+ */
+enum shunt_sandbox_state { SANDBOX_NONE, SANDBOX_LEAVING, SANDBOXED };
+extern atomic_int shunt_sandbox;
+
+/* A vfork child that installed such a filter: the same for it alone (its
+ * parent, whose memory it borrows, goes on as before; interpose/vfork.c
+ * clears it when the parent resumes). */
+extern SHUNT_TLS bool shunt_vfork_sandboxed;
+
+static inline bool shunt_sandboxed(void)
+{
+    return atomic_load_explicit(&shunt_sandbox, memory_order_acquire) == SANDBOXED || shunt_vfork_sandboxed;
+}
+
+/* No new connection is accelerated (leaving or sandboxed). */
+static inline bool shunt_sandbox_refuses(void)
+{
+    return atomic_load_explicit(&shunt_sandbox, memory_order_acquire) != SANDBOX_NONE;
+}
 
 #endif

@@ -55,6 +55,11 @@ static int parse_strict(const char *v, struct shunt_settings *s, char *err, size
     return parse_bool(v, &s->strict, err, errlen);
 }
 
+static int parse_sandbox_probe(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->sandbox_probe, err, errlen);
+}
+
 /* A size with an optional k/K or m/M suffix (binary multiples). */
 static int parse_size(const char *v, unsigned long long *out, char *err, size_t errlen)
 {
@@ -204,6 +209,11 @@ const struct setting_def shunt_setting_defs[] = {
       "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
       "threads queued on its CPU run (sched_yield) at its next epoll, poll or select; 0: never",
       parse_yield },
+    { "SHUNT_SANDBOX_PROBE", "1", "0 or 1",
+      "A program that starts under a seccomp filter (inherited: systemd's SystemCallFilter=, a "
+      "container's profile) first tries the system calls shunt makes of its own in a short-lived child; "
+      "if one is refused, or with 0, the program runs with every call passed through and its connections "
+      "on kernel TCP (reason sandbox). A filter the program installs itself is read instead", parse_sandbox_probe },
     { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
       "What shunt records, each line with pid, fd and the connection id shunt stat shows: info the "
       "outcomes (accelerated, or kernel TCP and why), debug each negotiation step and state change, trace "

@@ -18,7 +18,7 @@ static int created(int fd, int saved)
 SHUNT_EXPORT int epoll_create(int size)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.epoll_create(size));
     int fd = shunt_real.epoll_create(size);
     if (emfile_retry(fd))
         fd = shunt_real.epoll_create(size);
@@ -28,7 +28,7 @@ SHUNT_EXPORT int epoll_create(int size)
 SHUNT_EXPORT int epoll_create1(int flags)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.epoll_create1(flags));
     int fd = shunt_real.epoll_create1(flags);
     if (emfile_retry(fd))
         fd = shunt_real.epoll_create1(flags);
@@ -38,7 +38,7 @@ SHUNT_EXPORT int epoll_create1(int flags)
 SHUNT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.epoll_ctl(epfd, op, fd, ev));
     return (int)wrap_finish(epoll_control(epfd, op, fd, ev), saved);
 }
 
@@ -52,11 +52,13 @@ static int wait_ms(int epfd, struct epoll_event *evs, int maxevents, int timeout
 
 SHUNT_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
 {
+    SANDBOX_PASS(shunt_real.epoll_wait(epfd, evs, maxevents, timeout));
     return wait_ms(epfd, evs, maxevents, timeout, NULL);
 }
 
 SHUNT_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)
 {
+    SANDBOX_PASS(shunt_real.epoll_pwait(epfd, evs, maxevents, timeout, mask));
     return wait_ms(epfd, evs, maxevents, timeout, mask);
 }
 
@@ -64,7 +66,7 @@ SHUNT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents, 
                               const sigset_t *mask)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask));
     if (!epoll_kernel_has_pwait2())   /* the kernel's answer: ENOSYS */
         return shunt_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
     return (int)wrap_finish(epoll_wait_ready(epfd, evs, maxevents, tmo, mask), saved);

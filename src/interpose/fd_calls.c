@@ -20,6 +20,7 @@ SHUNT_EXPORT int close(int fd)
         errno = EBADF;   /* not an fd the program opened: as without shunt */
         return -1;
     }
+    SANDBOX_PASS(shunt_real.close(fd));
     struct shunt_sock *s = closing_begin(fd);
     int r = shunt_real.close(fd);
     int err = errno;
@@ -36,6 +37,7 @@ SHUNT_EXPORT int fclose(FILE *stream)
     int r;
     if (stdio_fclose(stream, &r))   /* one of shunt's streams: it closes its fd itself, after the flush */
         return r;
+    SANDBOX_PASS(shunt_real.fclose(stream));
     int fd = stream ? fileno(stream) : -1;
     struct shunt_sock *s = closing_begin(fd);
     r = shunt_real.fclose(stream);
@@ -80,6 +82,7 @@ SHUNT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     shunt_ensure_init();
     if (flags & CLOSE_RANGE_CLOEXEC)
         return shunt_real.close_range(first, last, flags);   /* nothing closes before exec */
+    SANDBOX_PASS(close_range_around_private(first, last, flags));
     fdt_for_each_object(first, last, release_cb, NULL);
     int r = close_range_around_private(first, last, flags);
     if (r < 0)
@@ -96,6 +99,12 @@ SHUNT_EXPORT void closefrom(int lowfd)
     shunt_ensure_init();
     if (lowfd < 0)
         lowfd = 0;
+    if (shunt_sandboxed()) {
+        if (close_range_around_private((unsigned)lowfd, ~0U, 0) < 0)
+            shunt_real.closefrom(lowfd);
+        errno = saved;
+        return;
+    }
     fdt_for_each_object((unsigned)lowfd, ~0U, release_cb, NULL);
     if (close_range_around_private((unsigned)lowfd, ~0U, 0) < 0)
         shunt_real.closefrom(lowfd);   /* a kernel without close_range: ours go too */
@@ -116,7 +125,7 @@ static void install_duplicate(int newfd, struct fdref *f)
 SHUNT_EXPORT int dup(int fd)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.dup(fd));
     struct fdref f = fdt_get(fd);
     int r = shunt_real.dup(fd);
     if (emfile_retry(r))
@@ -137,9 +146,10 @@ static int dup_onto(int fd, int fd2, int flags, bool is_dup3)
     shunt_ensure_init();
     if (fd == fd2)   /* dup2: nothing changes; dup3: EINVAL.  The kernel says which. */
         return is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
-    struct fdref f = fdt_get(fd);
     if (__builtin_expect(private_fd_is(fd2), 0))
         private_fd_relocate(fd2);   /* fd2 is free as far as the program knows */
+    SANDBOX_PASS(is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2));
+    struct fdref f = fdt_get(fd);
     struct shunt_sock *old = fdt_close_begin(fd2);
     int r = is_dup3 ? shunt_real.dup3(fd, fd2, flags) : shunt_real.dup2(fd, fd2);
     int err = errno;
@@ -177,7 +187,7 @@ SHUNT_EXPORT int dup3(int fd, int fd2, int flags)
 static int do_fcntl(int fd, int cmd, void *arg)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.fcntl(fd, cmd, arg));
     struct fdref f = fdt_get(fd);
     int r = f.ops->fcntl(&f, cmd, arg);
     if (r == -EMFILE && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && private_fds_yield())

@@ -7,13 +7,17 @@
  *   2. settings: read once from the environment; a bad value is reported in
  *      one line and leaves every connection on kernel TCP.
  *   3. log: needs the settings, and is needed by everything after it.
- *   4. hooks: the lower layers learn what the higher ones want told
+ *   4. seccomp: a process that starts under a filter (inherited across
+ *      exec) must make no call of shunt's own before it is known that the
+ *      filter allows them (core/process/sandbox.c); it needs the settings
+ *      and the log, and every stage after it makes such calls.
+ *   5. hooks: the lower layers learn what the higher ones want told
  *      (the fd table probes unknown sockets through the TCP kind, a
  *      shutdown wakes epoll sets), before the table can probe anything.
- *   5. fd table and waiting: need the log for their own errors.  Until it exists every
+ *   6. fd table and waiting: need the log for their own errors.  Until it exists every
  *      lookup answers passthrough, which is what a call re-entering shunt
  *      from inside stages 1 to 3 (a malloc replacement reading a file while
- *      dlsym allocates) must get.
+ *      dlsym allocates) must get; a sandboxed process never makes them.
  *
  * Start-up sits on top, in interpose/, so that it may call every layer and
  * none of them has to reach up to it.
@@ -29,6 +33,7 @@
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/process/holders.h"
+#include "core/process/sandbox.h"
 #include "core/wait/wait.h"
 #include "interpose/init.h"
 #include "interpose/stdio_calls.h"
@@ -63,11 +68,14 @@ void shunt_init_slow(void)
     shunt_log_open(&shunt_settings);
     shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
 
+    sandbox_at_start();
     tcp_socket_init();
     epoll_init();
-    fdt_init();
-    wait_init();
-    shunt_pid = getpid();
+    if (!shunt_sandboxed()) {
+        fdt_init();
+        wait_init();
+        shunt_pid = getpid();
+    }
 
     initialising = false;
     atomic_store_explicit(&shunt_init_state, 2, memory_order_release);
@@ -90,14 +98,15 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
     /* after init (not in it: init may run inside another library's call),
      * and before main: an image exec'd onto an accelerated socket on fd 0,
      * 1 or 2 gets standard streams that go through shunt */
-    stdio_at_start();
+    if (!shunt_sandboxed())
+        stdio_at_start();
 }
 
 /* Runs at exit() (not at _exit or on a fatal signal: the registry's sweep
  * and the companion's FIN cover those). */
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
-    if (atomic_load(&shunt_init_state) == 2) {
+    if (atomic_load(&shunt_init_state) == 2 && !shunt_sandboxed()) {
         epoll_release_all();
         stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
         holders_at_exit();

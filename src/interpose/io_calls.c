@@ -118,6 +118,7 @@ SHUNT_EXPORT ssize_t recvfrom(int fd, void *restrict buf, size_t n, int flags, _
 SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
     struct io_call c = { .kind = IO_RECVMSG, .msg = msg, .flags = flags };
+    SANDBOX_PASS(shunt_real.recvmsg(fd, msg, flags));
     ssize_t r = do_recv(fd, &c);
     if (r >= 0)
         for_passed_fds(msg, adopt);
@@ -127,7 +128,7 @@ SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *tmo)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.recvmmsg(fd, vec, vlen, flags, tmo));
     struct shunt_sock *marked;
     struct fdref f = fdt_get_call(fd, &marked);
     int r = f.ops->recvmmsg(&f, vec, vlen, flags, tmo);
@@ -167,7 +168,7 @@ SHUNT_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONS
 SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     struct io_call c = { .kind = IO_SENDMSG, .msg = (struct msghdr *)msg, .flags = flags };
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.sendmsg(fd, msg, flags));
     if (msg) {
         passing_on = fd;
         passing_named = msg->msg_name != NULL && msg->msg_namelen > 0;
@@ -195,6 +196,7 @@ SHUNT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 SHUNT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
+    SANDBOX_PASS(shunt_real.sendmmsg(fd, vec, vlen, flags));
     DISPATCH_CALL(int, fd, sendmmsg, vec, vlen, flags);
 }
 
@@ -229,12 +231,14 @@ SHUNT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
  * thread meanwhile leaves the connection to them. */
 SHUNT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t count)
 {
+    SANDBOX_PASS(shunt_real.sendfile64(out_fd, in_fd, off, count));
     DISPATCH_CALL(ssize_t, out_fd, sendfile, in_fd, off, count);
 }
 
 SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
 {
     _Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile assumes a 64-bit off_t");
+    SANDBOX_PASS(shunt_real.sendfile(out_fd, in_fd, off, count));
     return sendfile64(out_fd, in_fd, (off64_t *)off, count);
 }
 
@@ -244,7 +248,7 @@ SHUNT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t count)
 SHUNT_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out, off64_t *off_out, size_t len, unsigned int flags)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.splice(fd_in, off_in, fd_out, off_out, len, flags));
     struct shunt_sock *marked;
     struct fdref in = fdt_get_call(fd_in, &marked);
     struct fdref out = in.sock ? fdt_get(fd_out) : fdt_get_marked(fd_out, &shunt_call_mark.sock);

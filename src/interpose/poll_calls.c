@@ -9,7 +9,7 @@
 SHUNT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.poll(fds, nfds, timeout));
     struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
     return (int)wrap_finish(readiness_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL), saved);
 }
@@ -17,14 +17,14 @@ SHUNT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 SHUNT_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo, const sigset_t *mask)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.ppoll(fds, nfds, tmo, mask));
     return (int)wrap_finish(readiness_poll(fds, nfds, tmo, mask), saved);
 }
 
 SHUNT_EXPORT int select(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set *restrict e, struct timeval *restrict tmo)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.select(nfds, r, w, e, tmo));
     if (!readiness_select_accelerated(nfds, r, w, e))
         return shunt_real.select(nfds, r, w, e, tmo);
     if (tmo && (tmo->tv_sec < 0 || tmo->tv_usec < 0 || tmo->tv_usec >= 1000000)) {
@@ -48,7 +48,7 @@ SHUNT_EXPORT int pselect(int nfds, fd_set *restrict r, fd_set *restrict w, fd_se
                          const struct timespec *restrict tmo, const sigset_t *restrict mask)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.pselect(nfds, r, w, e, tmo, mask));
     if (!readiness_select_accelerated(nfds, r, w, e))
         return shunt_real.pselect(nfds, r, w, e, tmo, mask);
     return (int)wrap_finish(readiness_select(nfds, r, w, e, tmo, mask, NULL), saved);

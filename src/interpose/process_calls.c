@@ -22,7 +22,7 @@ extern char **environ;
  * so that whichever closes first does not end the connection for the other. */
 SHUNT_EXPORT pid_t fork(void)
 {
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.fork());
     spawn_actions_before_fork();
     epoll_before_fork();
     holders_before_fork();
@@ -53,6 +53,8 @@ SHUNT_EXPORT pid_t fork(void)
 static _Noreturn void exit_now(void (*real)(int), int status)
 {
     static atomic_bool released;
+    if (shunt_sandboxed())
+        real(status);
     if (atomic_load(&shunt_init_state) == 2 && !shunt_in_vfork_child &&
         !atomic_exchange(&released, true)) {
         epoll_release_all();
@@ -77,7 +79,7 @@ SHUNT_EXPORT void _Exit(int status)
 /* exec replaces this image: its holds on channels end here, and the new
  * image (under shunt) takes them up again when it finds the fds. */
 #define AROUND_EXEC(call, path, fd, envp, search) \
-    shunt_ensure_init();                    \
+    SANDBOX_PASS(call);                     \
     downgrade_before_exec(path, fd, envp, search); \
     holders_before_exec();              \
     int r_ = call;                          \
@@ -162,7 +164,8 @@ SHUNT_EXPORT int execle(const char *path, const char *arg, ...)
 static int spawn(bool search, pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
                  const posix_spawnattr_t *restrict attr, char *const argv[restrict], char *const envp[restrict])
 {
-    shunt_ensure_init();
+    SANDBOX_PASS(search ? shunt_real.posix_spawnp(pid, path, fa, attr, argv, envp)
+                        : shunt_real.posix_spawn(pid, path, fa, attr, argv, envp));
     struct spawn_plan plan = { 0 };
     if (shunt_in_vfork_child)
         downgrade_before_exec(path, -1, envp, search);

@@ -31,6 +31,7 @@ SHUNT_EXPORT int system(const char *command)
 {
     if (!command)   /* libc asks the shell to run "exit 0": it touches no fd */
         return shunt_real.system(command);
+    SANDBOX_PASS(shunt_real.system(command));
     struct spawn_plan plan = { 0 };
     before_shell(&plan, -1);
     int r = shunt_real.system(command);
@@ -64,6 +65,7 @@ SHUNT_EXPORT FILE *popen(const char *command, const char *mode)
     int fd = mode ? popen_child_fd(mode) : -1;
     if (fd < 0)
         return shunt_real.popen(command, mode);   /* fails without a spawn */
+    SANDBOX_PASS(shunt_real.popen(command, mode));
     struct spawn_plan plan = { 0 };
     before_shell(&plan, fd);
     FILE *f = shunt_real.popen(command, mode);

@@ -9,7 +9,7 @@
 SHUNT_EXPORT int socket(int domain, int type, int protocol)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.socket(domain, type, protocol));
     int fd = shunt_real.socket(domain, type, protocol);
     if (emfile_retry(fd))
         fd = shunt_real.socket(domain, type, protocol);
@@ -24,7 +24,7 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
 SHUNT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.socketpair(domain, type, protocol, sv));
     int r = shunt_real.socketpair(domain, type, protocol, sv);
     if (emfile_retry(r))
         r = shunt_real.socketpair(domain, type, protocol, sv);
@@ -64,18 +64,20 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 SHUNT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
 {
+    SANDBOX_PASS(shunt_real.accept(fd, addr, len));
     return do_accept(fd, SOCKADDR_PTR(addr), len, 0);
 }
 
 SHUNT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len, int flags)
 {
+    SANDBOX_PASS(shunt_real.accept4(fd, addr, len, flags));
     return do_accept(fd, SOCKADDR_PTR(addr), len, flags);
 }
 
 SHUNT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.connect(fd, addr, len));
     struct fdref f = fdt_get(fd);
     int r = f.ops->connect(&f, CONST_SOCKADDR_PTR(addr), len);
     fdt_put(&f);

@@ -9,7 +9,7 @@
 
 SHUNT_EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)
 {
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.posix_spawn_file_actions_init(fa));
     int r = shunt_real.posix_spawn_file_actions_init(fa);
     if (r == 0)
         spawn_actions_init(fa);
@@ -18,13 +18,13 @@ SHUNT_EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)
 
 SHUNT_EXPORT int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa)
 {
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.posix_spawn_file_actions_destroy(fa));
     spawn_actions_destroy(fa);
     return shunt_real.posix_spawn_file_actions_destroy(fa);
 }
 
 #define RECORD(call, kind, fd, newfd)                   \
-    shunt_ensure_init();                                \
+    SANDBOX_PASS(call);                                 \
     int r_ = call;                                      \
     if (r_ == 0)                                        \
         spawn_actions_added(fa, kind, fd, newfd);       \

@@ -233,7 +233,7 @@ static bool may_get_channel(int fd)
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) != PATH_TCP) {
             r = true;
-        } else if (!t->negotiated && t->listener_pid == 0 && shunt_settings.accel) {
+        } else if (!t->negotiated && t->listener_pid == 0 && shunt_settings.accel && !shunt_sandbox_refuses()) {
             struct sockaddr_storage ss;
             socklen_t len = sizeof ss;
             int listening = 0;
@@ -355,7 +355,7 @@ static bool cxx_stream_used(int fd)
 SHUNT_EXPORT FILE *fdopen(int fd, const char *mode)
 {
     int saved = errno;
-    shunt_ensure_init();
+    SANDBOX_PASS(shunt_real.fdopen(fd, mode));
     if (!mode || !may_get_channel(fd)) {
         errno = saved;
         return shunt_real.fdopen(fd, mode);
@@ -721,6 +721,8 @@ static FILE *do_freopen(FILE *(*real)(const char *, const char *, FILE *), const
             return r;
         }
     }
+    if (shunt_sandboxed())
+        return real(path, mode, fp);
     /* a file stream: glibc closes its fd, or dup3s the new file over it,
      * behind shunt's back; the fd table is told as close would tell it */
     int fd = fp->_fileno;

@@ -28,7 +28,8 @@ void *shunt_vfork_leave(long result);
 __attribute__((used)) void *shunt_vfork_enter(void *ret)
 {
     shunt_ensure_init();
-    holders_before_spawn();
+    if (!shunt_sandboxed())   /* a sandboxed process counts nothing in (core/process/sandbox.c) */
+        holders_before_spawn();
     if (vfork_depth < VFORK_DEPTH)
         vfork_return[vfork_depth] = ret;
     vfork_depth++;
@@ -45,8 +46,9 @@ __attribute__((used)) void *shunt_vfork_leave(long result)
         shunt_in_vfork_child = true;
     } else {
         shunt_in_vfork_child = false;
+        shunt_vfork_sandboxed = false;   /* the child's, set in this thread's memory it borrowed */
         vfork_depth--;
-        if (result < 0) {
+        if (result < 0 && !shunt_sandboxed()) {
             int err = errno;
             holders_spawn_failed();
             errno = err;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsize.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/procstat.h"
@@ -80,7 +81,7 @@ static int grow(int fd)
     int r = 0;
     if (fstat(f, &st) < 0 || (uint64_t)st.st_ino != table_ino)
         r = -ESTALE;   /* removed, and another file made under the name */
-    else if (fallocate(f, 0, 0, (off_t)want) < 0 && (errno != EOPNOTSUPP || ftruncate(f, (off_t)want) < 0))
+    else if (fsize_fallocate(f, 0, 0, (off_t)want) < 0 && (errno != EOPNOTSUPP || fsize_ftruncate(f, (off_t)want) < 0))
         r = -errno;
     shunt_real.close(f);
     if (r == 0)
@@ -140,7 +141,7 @@ static int open_table(int wait_ms)
             h.uid = f->hdr.uid;
         }
         if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 ||
-            shunt_real.pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+            fsize_pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
             r = -errno;
             shunt_real.close(fd);
             goto fail;

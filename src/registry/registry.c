@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsize.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "registry/registry.h"
@@ -450,10 +451,10 @@ static int fill_new(int fd, uid_t uid, uint64_t netns)
     if (fchmod(fd, 0600) < 0)
         return -errno;
     /* Allocate every page now: a write to a hole of a full tmpfs would be SIGBUS. */
-    if (fallocate(fd, 0, 0, (off_t)REG_FILE_SIZE) < 0) {
+    if (fsize_fallocate(fd, 0, 0, (off_t)REG_FILE_SIZE) < 0) {
         if (errno != EOPNOTSUPP)
             return -errno;
-        if (ftruncate(fd, (off_t)REG_FILE_SIZE) < 0)
+        if (fsize_ftruncate(fd, (off_t)REG_FILE_SIZE) < 0)
             return -errno;
     }
     void *p = mmap(NULL, REG_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

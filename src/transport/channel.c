@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/fd_place.h"
+#include "base/fsize.h"
 #include "base/real.h"
 #include "transport/channel.h"
 #include "transport/shm_budget.h"
@@ -168,7 +169,7 @@ static int init_shared_mutex(pthread_mutex_t *m)
  * full /dev/shm is an error here rather than a SIGBUS in a copy later. */
 static int reserve_range(int fd, size_t off, size_t len)
 {
-    if (fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP)
+    if (fsize_fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP)
         return -errno;
     return 0;
 }
@@ -211,7 +212,7 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
      * 0600.  Then size the file, and reserve its pages: on tmpfs a page that
      * cannot be allocated later is a SIGBUS in the middle of a copy, so a
      * full /dev/shm must show up here, as an error, instead. */
-    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)total) < 0)
+    if (fchmod(fd, 0600) < 0 || fsize_ftruncate(fd, (off_t)total) < 0)
         err = -errno;
     if (err == 0)
         err = reserve_range(fd, 0, HDR_BYTES + start_size);

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fsize.h"
 #include "base/real.h"
 #include "transport/shm_budget.h"
 
@@ -57,7 +58,7 @@ static struct budget *budget_map(void)
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
-        (st.st_size >= (off_t)sizeof(struct budget) || ftruncate(fd, sizeof(struct budget)) == 0))
+        (st.st_size >= (off_t)sizeof(struct budget) || fsize_ftruncate(fd, sizeof(struct budget)) == 0))
         p = mmap(NULL, sizeof(struct budget), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     shunt_real.close(fd);
     if (p == MAP_FAILED)

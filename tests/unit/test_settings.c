@@ -91,7 +91,7 @@ static void test_table(void)
     static const char *const names[] = {
         "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_RING_SIZE", "SHUNT_RING_START", "SHUNT_SHM_LIMIT",
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
-        "SHUNT_LOG_FILE",
+        "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -129,6 +129,7 @@ static void test_defaults(void)
     CHECK(s.chunk_size, ==, 64u << 10);
     CHECK(s.spin_us, ==, 50);
     CHECK(s.yield_us, ==, 100);
+    CHECK(s.sandbox_probe, ==, true);
     /* the table's defaults, as --help shows them, are these */
     CHECK(strcmp(def_of("SHUNT_ACCEL")->def, "1"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_STRICT")->def, "0"), ==, 0);
@@ -164,6 +165,11 @@ static void test_booleans(void)
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
             load_bad(names[n], bad[i]);
     }
+    load_ok("SHUNT_SANDBOX_PROBE", "0");
+    CHECK(s.sandbox_probe, ==, false);
+    load_ok("SHUNT_SANDBOX_PROBE", "yes");
+    CHECK(s.sandbox_probe, ==, true);
+    load_bad("SHUNT_SANDBOX_PROBE", "2");
     CHECK_OK(setenv("SHUNT_ACCEL", "maybe", 1));
     CHECK(load(), ==, -1);
     CHECK(strstr(err, "not a boolean") != NULL, ==, 1);

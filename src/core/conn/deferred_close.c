@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "base/log.h"
+#include "base/self.h"
 #include "base/real.h"
 #include "base/signals.h"
 #include "core/conn/deferred_close.h"
@@ -88,7 +89,13 @@ bool deferred_close_relocate(int fd)
     bool moved = false;
     crit_lock(&deferred_lock);
     for (int i = 0; i < DEFERRED_MAX && !moved; i++) {
-        if (deferred[i] && atomic_load(&deferred[i]->own_fd) == fd) {
+        if (deferred[i] && atomic_load(&deferred[i]->own_fd) == fd && shunt_sandboxed()) {
+            /* a sandboxed process makes no fd of shunt's: the copy is
+             * forgotten, the program's dup2 closes it, and the waiting call
+             * keeps the socket open until it returns (as the kernel would) */
+            atomic_store(&deferred[i]->own_fd, -1);
+            moved = true;
+        } else if (deferred[i] && atomic_load(&deferred[i]->own_fd) == fd) {
             int hi = fd_place_high(fd);
             if (hi >= 0) {
                 atomic_store(&deferred[i]->own_fd, hi);
@@ -140,6 +147,23 @@ bool deferred_close_hold(struct tcp_sock *t, int fd)
     wait_undefer_close(t);
     shunt_real.close(own);
     return false;
+}
+
+void deferred_close_each(void (*fn)(struct tcp_sock *t, int own_fd))
+{
+    for (int i = 0; i < DEFERRED_MAX; i++) {
+        crit_lock(&deferred_lock);
+        struct tcp_sock *t = deferred[i];
+        if (t)
+            sock_get(&t->base);
+        crit_unlock(&deferred_lock);
+        if (t) {
+            int own = atomic_load(&t->own_fd);
+            if (own >= 0)
+                fn(t, own);
+            sock_put(&t->base);
+        }
+    }
 }
 
 void deferred_close_at_exit(void)

@@ -12,6 +12,9 @@
 /* The last fd closes: true when calls of ours wait on t, so the close is
  * put off until they return (the caller then lets go of nothing). */
 bool deferred_close_hold(struct tcp_sock *t, int fd);
+/* Calls fn on every socket whose close is put off, with the fd of its
+ * private copy (a reference held meanwhile; never under the list's lock). */
+void deferred_close_each(void (*fn)(struct tcp_sock *t, int own_fd));
 /* exit: every put-off close is finished now */
 void deferred_close_at_exit(void);
 /* the child after fork forgets them */

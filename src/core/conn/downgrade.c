@@ -101,6 +101,7 @@
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
 #include "base/self.h"
+#include "base/fsize.h"
 #include "base/log.h"
 #include "core/conn/negotiate.h"
 #include "core/fd/passthrough.h"
@@ -243,7 +244,7 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
     back_path(t, path, sizeof path);
     int out = buf ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
     uint64_t got = out >= 0 ? take_exact(fd, k, buf) : 0;
-    if (out < 0 || got != k || shunt_real.write(out, buf, got) != (ssize_t)got) {
+    if (out < 0 || got != k || fsize_write(out, buf, got) != (ssize_t)got) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: could not hand back %llu bytes of TCP prefix", fd, (unsigned long long)k);
         atomic_store(&t->broken, true);
     } else {

@@ -66,7 +66,7 @@ static void companion_nodelay(int fd)
 
 void negotiate_listen(struct tcp_sock *t, int fd)
 {
-    if (!shunt_settings.accel || t->listener_pid == shunt_pid)
+    if (!shunt_settings.accel || t->listener_pid == shunt_pid || shunt_sandbox_refuses())
         return;
     struct reg_addr bound;
     if (local_addr(fd, &bound) < 0 || reg_open() < 0) {
@@ -118,6 +118,10 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     t->negotiated = true;
     if (!shunt_settings.accel) {
         fallback_record(t, fd, FB_DISABLED, false);
+        return;
+    }
+    if (shunt_sandbox_refuses()) {
+        fallback_record(t, fd, FB_SANDBOX, false);
         return;
     }
     struct reg_addr dst;
@@ -197,6 +201,10 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     t->negotiated = true;
     if (!shunt_settings.accel) {
         fallback_record(t, fd, FB_DISABLED, false);
+        return;
+    }
+    if (shunt_sandbox_refuses()) {
+        fallback_record(t, fd, FB_SANDBOX, false);
         return;
     }
     struct reg_addr client, server;
@@ -401,6 +409,14 @@ void negotiate_listener_closed(struct tcp_sock *t)
     uid_t uid;
     if (sockdiag_lookup(&bound, &none, &inode, &uid) == 0 && inode == t->inode)
         return;
+    reg_listener_remove(t->inode);
+}
+
+void negotiate_unlisten(struct tcp_sock *t)
+{
+    if (t->listener_pid != shunt_pid)
+        return;
+    t->listener_pid = 0;
     reg_listener_remove(t->inode);
 }
 

@@ -41,7 +41,9 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
         bool registered = t->listener_pid != 0;
         r->path = registered ? PST_PATH_SHM : PST_PATH_TCP;
         if (!registered)
-            reason = shunt_settings.accel ? "registry" : fallback_reason_key(FB_DISABLED);
+            reason = !shunt_settings.accel       ? fallback_reason_key(FB_DISABLED)
+                     : shunt_sandbox_refuses() ? fallback_reason_key(FB_SANDBOX)
+                                               : "registry";
     } else {
         r->path = path == PATH_SHM ? PST_PATH_SHM : path == PATH_OFFERED ? PST_PATH_OFFERED : PST_PATH_TCP;
         if (path == PATH_TCP)

@@ -73,7 +73,7 @@ static inline struct slot *chunk_for(size_t c, bool create)
 
 static inline struct slot *slot_for(int fd, bool create)
 {
-    if (fd < 0 || !directory || shunt_in_vfork_child)
+    if (fd < 0 || !directory || shunt_in_vfork_child || shunt_sandboxed())
         return NULL;
     size_t c = (size_t)fd >> CHUNK_SHIFT;
     if (c >= directory_chunks)
@@ -319,7 +319,7 @@ void fdt_forget(int fd)
 /* Visits the slots of [first, last] that exist; chunks never made hold nothing. */
 static void for_each_slot(unsigned first, unsigned last, void (*fn)(int fd, struct slot *sl, void *ctx), void *ctx)
 {
-    if (!directory || shunt_in_vfork_child)
+    if (!directory || shunt_in_vfork_child || shunt_sandboxed())
         return;
     for (size_t c = first >> CHUNK_SHIFT; c < directory_chunks && (c << CHUNK_SHIFT) <= last; c++) {
         struct slot *chunk = chunk_for(c, false);

@@ -12,10 +12,13 @@
 
 #include <stdint.h>
 
+#include "base/self.h"
 #include "core/fd/sock.h"
 
 /* True in the child of vfork, which shares our memory but not our fds:
- * the table then answers passthrough for everything and changes nothing. */
+ * the table then answers passthrough for everything and changes nothing.
+ * So it does in a sandboxed process (base/self.h), whose fds are all the
+ * kernel's from then on. */
 extern SHUNT_TLS bool shunt_in_vfork_child;
 
 enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
@@ -45,7 +48,7 @@ extern size_t fdt_directory_chunks;
 static inline bool fdt_kernel_only(int fd)
 {
     _Atomic(struct slot *) *dir = atomic_load_explicit(&fdt_directory, memory_order_acquire);
-    if (fd < 0 || !dir || shunt_in_vfork_child)
+    if (fd < 0 || !dir || shunt_in_vfork_child || shunt_sandboxed())
         return true;
     size_t c = (size_t)fd >> CHUNK_SHIFT;
     if (c >= fdt_directory_chunks)

@@ -45,4 +45,9 @@ void epoll_after_fork_parent(void);
 void epoll_after_fork_child(void);
 void epoll_release_all(void);
 
+/* Before a seccomp filter shunt cannot live with (core/process/sandbox.c),
+ * once the connections are on kernel TCP: every set is the kernel's alone
+ * again, each member of ours registered as the program asked. */
+void epoll_sandbox(void);
+
 #endif

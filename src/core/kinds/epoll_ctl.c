@@ -56,7 +56,7 @@ static int member_add(struct epoll_obj *ep, int epfd, int fd, struct shunt_sock 
 /* A socket on kernel TCP for now that may yet connect through shunt. */
 static bool might_connect(struct tcp_sock *t, int fd)
 {
-    if (t->negotiated || !shunt_settings.accel || t->listener_pid != 0)
+    if (t->negotiated || !shunt_settings.accel || t->listener_pid != 0 || shunt_sandbox_refuses())
         return false;
     int v = 0;
     socklen_t len = sizeof v;

@@ -1,15 +1,17 @@
 /*
  * epoll_sets.c: every epoll set of this process at once: the list of them,
  * the members that are one socket (a local shutdown pokes them, a socket
- * about to be shared watches its end's wake FIFO), and fork, exec and
- * exit.
+ * about to be shared watches its end's wake FIFO), fork, exec and exit, and
+ * a seccomp sandbox (every set the kernel's alone again).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/signals.h"
 #include "core/conn/stream.h"
 #include "core/kinds/epoll.h"
+#include "core/fd/fdtable.h"
 #include "core/kinds/epoll_shared.h"
 #include "core/wait/xwake.h"
 
@@ -226,6 +228,73 @@ void epoll_after_fork_child(void)
     xwake_after_fork_child();
 }
 
+
+/* An fd of this process for the set ep (the one the program used last, or
+ * any other), or -1: nobody can wait on it any more. */
+struct set_fd {
+    struct epoll_obj *ep;
+    int fd;
+};
+
+static void find_set_fd(int fd, void *ctx)
+{
+    struct set_fd *sf = ctx;
+    if (sf->fd < 0 && epoll_set_fd_names(fd, &sf->ep->base))
+        sf->fd = fd;
+}
+
+/* The kernel's registration of a member of ours becomes the program's own
+ * (its events and data), and the member leaves our table.  A one-shot
+ * member that fired is registered with EPOLLONESHOT alone: like the
+ * kernel's disabled registration it reports nothing until the program
+ * re-arms it, but an error or a hang-up (which the kernel always watches). */
+static void give_back(struct epoll_obj *ep, int epfd, struct ep_entry *e)
+{
+    struct tcp_sock *t = epoll_set_sock_of(e);
+    /* a socket still on a channel is not this process's (another process
+     * sharing the set added it: its tag stays for that one) */
+    bool ours = !t || atomic_load(&t->path) == PATH_TCP;
+    if (!e->pending && ours) {
+        struct epoll_event k = { .events = e->off ? EPOLLONESHOT : e->events, .data = e->data };
+        int r;
+        if (e->events & EPOLLEXCLUSIVE) {   /* EPOLL_CTL_MOD is refused for it */
+            kernel_ctl(epfd, EPOLL_CTL_DEL, e->fd, NULL);
+            r = kernel_ctl(epfd, EPOLL_CTL_ADD, e->fd, &k);
+        } else {
+            r = kernel_ctl(epfd, EPOLL_CTL_MOD, e->fd, &k);
+        }
+        if (r)
+            shunt_log(LOG_WARN, "epoll fd %d: member %d could not get the program's registration back: %s", epfd,
+                      e->fd, strerror(-r));
+    }
+    epoll_set_release_slot(ep, e, epoll_set_fd_names(e->io_fd, e->s));
+    ep->kernel_members++;
+}
+
+void epoll_sandbox(void)
+{
+    struct epoll_obj *stack[16], **sets;
+    size_t n = sets_get(&sets, stack, 16);
+    for (size_t i = 0; i < n; i++) {
+        struct epoll_obj *ep = sets[i];
+        struct set_fd sf = { ep, epoll_set_fd_names(ep->kfd, &ep->base) ? ep->kfd : -1 };
+        if (sf.fd < 0)
+            fdt_for_each_object(0, ~0U, find_set_fd, &sf);
+        crit_lock(&ep->lock);
+        epoll_set_journal_apply(ep);
+        for (uint32_t j = 0; j < ep->nv; j++) {
+            struct ep_entry *e = &ep->v[j];
+            if (!e->s)
+                continue;
+            if (sf.fd >= 0)
+                give_back(ep, sf.fd, e);
+            else
+                epoll_set_release_slot(ep, e, false);
+        }
+        crit_unlock(&ep->lock);
+    }
+    sets_put(sets, stack, n);
+}
 
 /* Before exec and at exit: take back every doorbell request, so that the
  * other holders of those connections can drain their doorbells. */

@@ -48,7 +48,7 @@ static void for_each_open_fd(void (*fn)(int fd, void *ctx), void *ctx)
         return;
     char buf[4096];
     long n;
-    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+    while ((n = shunt_syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
         for (long off = 0; off < n;) {
             struct dirent64 *e = (struct dirent64 *)(buf + off);
             off += e->d_reclen;
@@ -259,6 +259,11 @@ static void hold_in_vfork_child(int fd, void *ctx)
     h->t[h->n++] = b.found;
 }
 
+void downgrade_vfork_child_leave(void)
+{
+    for_each_open_fd(leave_in_vfork_child, NULL);
+}
+
 void downgrade_before_exec(const char *path, int fd, char *const envp[], bool search)
 {
     if (runs_shunt_exec_fails(path, fd, search))
@@ -273,7 +278,7 @@ void downgrade_before_exec(const char *path, int fd, char *const envp[], bool se
         return;
     }
     if (shunt_in_vfork_child) {
-        for_each_open_fd(leave_in_vfork_child, NULL);
+        downgrade_vfork_child_leave();
         return;
     }
     downgrade_queued_before_exec();

@@ -22,6 +22,11 @@ void downgrade_queued_before_exec(void);
  * inherited and never used is attached (and may move back). */
 void downgrade_take_up_inherited(void);
 
+/* In a vfork child: every accelerated socket of its own fds that survives
+ * exec moves back to TCP, as before an exec into a program without shunt,
+ * without changing the parent's table. */
+void downgrade_vfork_child_leave(void);
+
 /* Before sendmsg with SCM_RIGHTS on unix_fd: every accelerated socket among
  * fds moves back to TCP unless the receiver is known to run shunt.  named:
  * the message has a destination address of its own (msg_name). */

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/real.h"
@@ -32,6 +33,7 @@ static int lw_fd = -1;          /* wait_lock */
 static unsigned lw_pollers;     /* wait_lock */
 static bool lw_dirty;           /* wait_lock */
 static bool lw_failed;          /* wait_lock: the last try to make it failed */
+static bool lw_sandboxed;       /* wait_lock: a seccomp filter came (wait_local_sandbox): never again */
 
 int wait_local_fd(void)
 {
@@ -56,6 +58,8 @@ static int make_eventfd(void *arg)
 int local_wake_register(struct tcp_sock *t, int *efd)
 {
     if (lw_fd < 0) {
+        if (lw_sandboxed)
+            return LW_NONE;
         int hi = fd_place_make(make_eventfd, NULL, true);
         if (hi < 0) {
             /* No fd left (the program took every number it may, and the
@@ -149,6 +153,45 @@ bool wait_local_yield(void)
     }
     crit_unlock(&wait_lock);
     return freed;
+}
+
+/*
+ * Before a seccomp filter shunt cannot live with (core/process/sandbox.c):
+ * the local wake goes, since shunt will neither write nor read it again.
+ * The sockets are on kernel TCP by now, so a sleeper registered on it is
+ * woken to look again and sleeps on its socket alone from then on; it is
+ * waited for a moment.  The eventfd is closed if nobody watches it any
+ * more, and forgotten either way (a sleeper still inside its ppoll keeps
+ * its file: the program may close or reuse the number).
+ */
+void wait_local_sandbox(void)
+{
+    crit_lock(&wait_lock);
+    if (lw_fd >= 0 && lw_pollers > 0 && !lw_dirty) {
+        uint64_t one = 1;
+        if (shunt_real.write(lw_fd, &one, sizeof one) == (ssize_t)sizeof one)
+            lw_dirty = true;
+    }
+    crit_unlock(&wait_lock);
+    for (int i = 0; i < 100; i++) {
+        crit_lock(&wait_lock);
+        unsigned pollers = lw_pollers;
+        crit_unlock(&wait_lock);
+        if (pollers == 0)
+            break;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    crit_lock(&wait_lock);
+    int fd = lw_fd;
+    __atomic_store_n(&lw_fd, -1, __ATOMIC_RELAXED);
+    lw_sandboxed = true;   /* and no other is made */
+    lw_dirty = false;
+    if (fd >= 0 && lw_pollers == 0)
+        shunt_real.close(fd);
+    else if (fd >= 0)
+        shunt_log(LOG_WARN, "local wake: fd %d is still watched by a sleeper; left open", fd);
+    crit_unlock(&wait_lock);
 }
 
 void wait_after_fork_child(void)

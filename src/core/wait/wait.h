@@ -64,6 +64,10 @@ bool wait_local_yield(void);
 /* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
 void wait_local_lost(int efd);
 
+/* Before a seccomp filter shunt cannot live with: the local wake's sleepers
+ * are woken and its eventfd goes (core/process/sandbox.c). */
+void wait_local_sandbox(void);
+
 /* In the child after fork: an eventfd of its own, no sleeper registered;
  * and, per socket, the counts of the parent's threads forgotten. */
 void wait_after_fork_child(void);
