@@ -72,7 +72,9 @@ struct tcp_sock {
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
-    struct channel ch;                  /* mapped while path is OFFERED or SHM */
+    struct channel ch;                  /* set before path first leaves TCP (a release store), then
+                                         * mapped until tcp_destroy even after a fall back to TCP:
+                                         * threads that saw OFFERED may still touch it (negotiate.c) */
     atomic_bool peer_gone;              /* the companion reported EOF or reset */
     atomic_bool broken;                 /* the peer corrupted the channel */
     atomic_bool reset_reported;         /* ECONNRESET was returned once */
