@@ -22,6 +22,25 @@
 
 pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: the lock is taken before it and let go of in both processes after
+ * it (holders.c), as the rings' locks are.  A child made while another
+ * thread was inside a wait section (announcing a sleep, draining
+ * doorbells) had the lock held by a thread it does not have, and its own
+ * first wait hung for ever (threads_fork_waiting).  Re-initialising it in
+ * the child, as the epoll sets' locks are, would not do here: the section
+ * the parent's thread was in may have taken the local lock alone (one
+ * holder then), while the child, counted in, takes the end's lock in the
+ * segment, so the two would not exclude each other until it finished. */
+void wait_before_fork(void)
+{
+    crit_lock(&wait_lock);
+}
+
+void wait_after_fork(void)
+{
+    crit_unlock(&wait_lock);
+}
+
 static void drain_locked(struct tcp_sock *t, int fd);
 
 static void retract(atomic_uint *count)

@@ -59,6 +59,12 @@ bool wait_relocate_local(int fd);
 /* A sleep found the local wake's fd efd closed (POLLNVAL): forget it. */
 void wait_local_lost(int efd);
 
+/* Around fork, in the forking thread: no wait section of another thread
+ * is under way as the child is made (taken after the rings' locks, let go
+ * of in both processes). */
+void wait_before_fork(void);
+void wait_after_fork(void);
+
 /* In the child after fork: an eventfd of its own, no sleeper registered;
  * and, per socket, the counts of the parent's threads forgotten. */
 void wait_after_fork_child(void);
