@@ -14,8 +14,14 @@ temporary working directory; on timeout its whole process group is killed. One l
 and mode, then a last line "N passed, N failed, N skipped". Exit status 1 if anything failed
 or timed out, or if no test was found; 0 otherwise.
 
-  tests/run_conformance.py --build build --modes plain,passthrough [--filter SUBSTR]
-                           [--timeout 30] [--jobs 2] [--sanitizer]
+  tests/run_conformance.py --build build --modes plain,passthrough [--filter SUBSTR[,SUBSTR...]]
+                           [--timeout 30] [--jobs 2] [--sanitizer [address|thread]]
+
+--sanitizer (address, the default) preloads libasan before a library built with
+make SANITIZE=1. --sanitizer thread runs a library built with make SANITIZE=thread:
+libshunt.so first, then BUILD/tests/tsan/clocklock.so, then libtsan (see tsan_preload), with
+TSAN_OPTIONS making the first report end the process with status 66; a test whose output
+holds a ThreadSanitizer report fails even if its status hid it (a child's report).
 """
 
 import argparse
@@ -39,12 +45,15 @@ def parse_args(argv):
     p.add_argument("--build", default="build", help="build directory (default: build)")
     p.add_argument("--modes", default="plain",
                    help="comma-separated: plain, passthrough, accelerated (default: plain)")
-    p.add_argument("--filter", default="", help="only tests whose name contains this")
+    p.add_argument("--filter", default="",
+                   help="only tests whose name contains this (or one of these, comma-separated)")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds per test and mode (default: 30)")
     p.add_argument("--jobs", type=int, default=2, help="tests run in parallel (default: 2)")
-    p.add_argument("--sanitizer", action="store_true",
-                   help="the library is built with ASan/UBSan: preload libasan before it")
+    p.add_argument("--sanitizer", nargs="?", const="address", default=None,
+                   choices=("address", "thread"),
+                   help="the library is built with ASan/UBSan (address, the default: libasan "
+                        "preloaded before it) or with TSan (thread)")
     p.add_argument("--tail", type=int, default=20,
                    help="lines of output shown for a failing test (default: 20)")
     args = p.parse_args(argv)
@@ -61,24 +70,26 @@ def parse_args(argv):
 
 
 def find_tests(test_dir, substr):
-    """Executable regular files without a dot in their name (no .o, .d, ...), sorted."""
+    """Executable regular files without a dot in their name (no .o, .d, ...), sorted; with
+    substr, those whose name contains one of its comma-separated parts."""
     if not os.path.isdir(test_dir):
         return []
+    parts = [p for p in substr.split(",") if p] or [""]
     found = []
     for name in sorted(os.listdir(test_dir)):
         path = os.path.join(test_dir, name)
         if "." in name or not os.path.isfile(path) or not os.access(path, os.X_OK):
             continue
-        if substr in name:
+        if any(p in name for p in parts):
             found.append((name, path))
     return found
 
 
-def sanitizer_runtime():
-    """Absolute path of libasan.so as the compiler knows it, or None."""
+def sanitizer_runtime(name="libasan.so"):
+    """Absolute path of the runtime library as the compiler knows it, or None."""
     cc = os.environ.get("CC", "cc")
     try:
-        out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+        out = subprocess.run([cc, "-print-file-name=%s" % name], capture_output=True,
                              text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -86,12 +97,39 @@ def sanitizer_runtime():
     return path if os.path.isabs(out) and os.path.exists(path) else None
 
 
-def mode_env(mode, lib, asan):
+# Where a ThreadSanitizer report in a test's output begins.
+TSAN_REPORT = "WARNING: ThreadSanitizer:"
+TSAN_EXIT = 66
+TSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan",
+                                 "suppressions.txt")
+
+
+def tsan_preload(lib, shim, tsan):
+    """LD_PRELOAD for a TSan-built libshunt.so in a program that is not built with TSan.
+
+    libshunt.so comes first, libtsan last, the opposite of ASan's order. With libtsan first,
+    a program's blocking call (recv, poll, accept...) runs shunt's whole implementation inside
+    TSan's interceptor for that call, where TSan ignores the interceptors called from within
+    (its BlockingCall scope): it never saw shunt's mutexes taken there and reported races
+    under locks that were held. And shunt's own libc calls, made through dlsym(RTLD_NEXT),
+    went past libtsan to libc: TSan never saw the fds shunt opens and closes, and took the
+    reuse of a number for a race. With libshunt.so first, shunt's code runs as an
+    instrumented program's does, and its libc calls reach TSan's interceptors. TSan's own
+    start (it starts inside our constructor) is handled by the sigaction wrapper
+    (src/interpose/signal_calls.c). The shim in between is tests/tsan/clocklock.c."""
+    return "%s %s %s" % (lib, shim, tsan)
+
+
+def mode_env(mode, lib, asan, tsan=None):
     env = {k: v for k, v in os.environ.items() if k not in MODE_VARS}
     env["SHUNT_TEST_MODE"] = mode
     if mode == "plain":
         return env
     env["LD_PRELOAD"] = ("%s %s" % (asan, lib)) if asan else lib
+    if tsan:
+        env["LD_PRELOAD"] = tsan_preload(lib, tsan[1], tsan[0])
+        env["TSAN_OPTIONS"] = "halt_on_error=1 exitcode=%d suppressions=%s %s" % (
+            TSAN_EXIT, TSAN_SUPPRESSIONS, env.get("TSAN_OPTIONS", ""))
     if asan:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
@@ -189,6 +227,15 @@ class Runner:
             return (mode, name, "FAIL", elapsed,
                     lines[-self.tail:] + ["(timed out after %gs; process group killed)"
                                           % self.timeout])
+        reports = [i for i, l in enumerate(lines) if TSAN_REPORT in l]
+        if reports:
+            # the first report whole (up to its SUMMARY line), however the process ended
+            first = reports[0]
+            end = next((i for i in range(first, len(lines)) if lines[i].startswith("SUMMARY:")),
+                       len(lines) - 1)
+            return (mode, name, "FAIL", elapsed,
+                    lines[first:end + 1][:80] + ["(%d ThreadSanitizer report(s); exit status %d)"
+                                                 % (len(reports), rc)])
         if rc == 0:
             return (mode, name, "PASS", elapsed, [])
         if rc == EXIT_SKIP:
@@ -218,20 +265,33 @@ def main(argv):
 
     lib = os.path.join(build, "libshunt.so")
     asan = None
+    tsan = None
     if any(m != "plain" for m in args.modes):
         if not os.path.isfile(lib):
             print("%s not found: needed for mode(s) %s" % (
                 lib, ",".join(m for m in args.modes if m != "plain")))
             print("0 passed, 0 failed, 0 skipped")
             return 1
-        if args.sanitizer:
+        if args.sanitizer == "address":
             asan = sanitizer_runtime()
             if asan is None:
                 print("--sanitizer: libasan.so not found (cc -print-file-name=libasan.so)")
                 print("0 passed, 0 failed, 0 skipped")
                 return 1
+        if args.sanitizer == "thread":
+            runtime = sanitizer_runtime("libtsan.so")
+            shim = os.path.join(build, "tests", "tsan", "clocklock.so")
+            missing = [what for what, ok in (
+                ("libtsan.so (cc -print-file-name=libtsan.so)", runtime),
+                (shim + " (make SANITIZE=thread tsan-shim)", os.path.isfile(shim)),
+                (TSAN_SUPPRESSIONS, os.path.isfile(TSAN_SUPPRESSIONS))) if not ok]
+            if missing:
+                print("--sanitizer thread: not found: " + ", ".join(missing))
+                print("0 passed, 0 failed, 0 skipped")
+                return 1
+            tsan = (runtime, shim)
 
-    envs = {m: mode_env(m, lib, asan) for m in args.modes}
+    envs = {m: mode_env(m, lib, asan, tsan) for m in args.modes}
     work = [(name, path, mode) for mode in args.modes for name, path in tests]
     runner = Runner(args.timeout, args.tail)
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
