@@ -89,7 +89,8 @@ struct tcp_sock {
     bool rcvtimeo_known;
 
     /* waiting (core/wait/); the fields marked wait_lock are under it */
-    unsigned spin_fails;                /* consecutive spins that found nothing (spin.c) */
+    atomic_uint spin_fails;             /* consecutive spins that found nothing (spin.c): a hint
+                                         * that a reader and a writer thread both update, relaxed */
     atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes (sleep.c) */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
     pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */

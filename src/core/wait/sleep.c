@@ -159,7 +159,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         /* Woken soon after giving up: the peer is busy with us, and a spin
          * a little longer would have caught it.  Spin again at once. */
         if (clock_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
-            t->spin_fails = 0;
+            wait_spin_paid(t);
         if (nested)
             return result;
         crit_lock(&wait_lock);
