@@ -463,7 +463,7 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
             epoll_sets_unpoke(ep, e);
         /* the wake FIFO's EPOLLHUP says nothing about the peer */
         if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
-            doorbell_check_peer(t, e->io_fd);
+            doorbell_check_end(t, e->io_fd);
         if (e->armed || e->hot_pos == EPOLL_SET_NO_SLOT) {
             epoll_set_make_hot(ep, e);
             if (e->hot_pos != EPOLL_SET_NO_SLOT && ep->nwoken < ep->capwoken)

@@ -247,3 +247,31 @@ void doorbell_check_peer(struct tcp_sock *t, int fd)
         atomic_store(&t->peer_gone, true);
     }
 }
+
+/*
+ * The caller saw the companion report its end (POLLRDHUP, POLLHUP or
+ * POLLERR): the peer's socket is closed, its process perhaps killed.  A
+ * look at the companion may still find doorbells queued ahead of the end,
+ * and an epoll set, whose registration is edge-triggered, names the member
+ * for that end once: the member turned hot, its doorbells were drained
+ * later, it went cold again and nothing named it any more, so its reader
+ * waited for ever (procs_epoll_peer_killed).  So the doorbells ahead of the
+ * end are drained now, and the end is seen.  Draining while other threads
+ * sleep on the companion hides nothing from them: no doorbell comes after
+ * the end, and the end itself stays queued, for every sleeper to see.
+ * drain_locked takes only counted doorbells after a downgrade or a close
+ * that left a copy (program bytes that follow them stay), and nothing ahead
+ * of a client's prefix; then the peek finds those bytes and says nothing.
+ */
+void doorbell_check_end(struct tcp_sock *t, int fd)
+{
+    char b;
+    if (shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        int lk = doorbell_lock(t);
+        if (lk >= 0) {
+            drain_locked(t, fd);
+            doorbell_unlock(t, lk);
+        }
+    }
+    doorbell_check_peer(t, fd);
+}

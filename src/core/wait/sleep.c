@@ -84,7 +84,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
         if (tcp_call_fd(t, fd) == fd)   /* else the program closed it meanwhile: look again */
             atomic_store(&t->peer_gone, true);
     } else if (p[0].revents & (POLLHUP | POLLERR | POLLRDHUP)) {
-        doorbell_check_peer(t, fd);   /* the end, or doorbells still ahead of it */
+        doorbell_check_end(t, fd);   /* the end, after the doorbells still ahead of it */
     }
     return 0;
 }

@@ -98,6 +98,11 @@ void doorbell_forget(struct tcp_sock *t, int what);
  * the peer is gone. */
 void doorbell_check_peer(struct tcp_sock *t, int fd);
 
+/* The same, after a wait saw the companion report its end (POLLRDHUP,
+ * POLLHUP, POLLERR): doorbells still queued ahead of the end are drained
+ * first, so that the end is seen now (an edge-triggered set names it once). */
+void doorbell_check_end(struct tcp_sock *t, int fd);
+
 /* For waits that spin over several sockets (epoll): whether spinning can
  * pay on this machine at all, whether this peer is running (not asleep
  * waiting for us), and whether it runs on our CPU (then the spin yields at
