@@ -265,8 +265,16 @@ void doorbell_check_peer(struct tcp_sock *t, int fd)
  */
 void doorbell_check_end(struct tcp_sock *t, int fd)
 {
+    /* Only a socket on the channel has doorbells.  One that fell back
+     * (an offer refused or withdrawn: its channel stays mapped) may still be
+     * watched by an epoll set under its tag until the set's next look, and
+     * what its TCP socket holds is the program's (threads_epoll_withdrawn);
+     * while offered, it may be either, so it is only looked at. */
+    int path = atomic_load_explicit(&t->path, memory_order_acquire);
+    if (path == PATH_TCP)
+        return;
     char b;
-    if (shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+    if (path == PATH_SHM && shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
         int lk = doorbell_lock(t);
         if (lk >= 0) {
             drain_locked(t, fd);
