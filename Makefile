@@ -42,17 +42,18 @@ HEADERS   := $(wildcard src/*/*.h src/core/*/*.h)
 TOOL_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/registry/*.c src/transport/*.c src/base/*.c))
 TEST_SRC  := $(wildcard tests/conformance/*.c)
 TEST_BIN  := $(patsubst tests/conformance/%.c,$(BUILD)/tests/conformance/%,$(TEST_SRC))
+STRESS_BIN := $(BUILD)/tests/stress/chaos
 UNIT_SRC  := $(wildcard tests/unit/*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 UNIT_DEPS := $(filter-out $(BUILD)/obj/interpose/%,$(LIB_OBJ))
 TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itests/lib
 
-.PHONY: all lib tool tests bench check deps layers test test-unit test-conformance test-integration test-san test-tsan tsan-shim install clean
+.PHONY: all lib tool tests bench check deps layers test test-unit test-conformance test-integration test-san test-tsan tsan-shim test-stress install clean
 
 all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
-tests: $(TEST_BIN) $(UNIT_BIN)
+tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
@@ -74,6 +75,11 @@ $(BUILD)/shunt: $(patsubst src/%.c,$(BUILD)/obj/%.o,$(TOOL_SRC)) $(TOOL_OBJ)
 	$(CC) $(BASEFLAGS) -pthread -o $@ $^ -ldl
 
 $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The stress and chaos run (make test-stress, tests/stress/run_chaos.py).
+$(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
@@ -101,6 +107,7 @@ check: deps
 	$(MAKE) test
 	$(MAKE) test-san
 	$(MAKE) test-tsan
+	$(MAKE) test-stress
 
 deps:
 	scripts/install-deps
@@ -135,6 +142,11 @@ test-conformance: all
 test-san:
 	$(MAKE) SANITIZE=1 all
 	python3 tests/run_conformance.py --build build-san --modes passthrough,accelerated --sanitizer
+
+# Many connections and threads racing shutdown, close and poll, peers killed
+# at random moments, every byte checked; bounded to under a minute.
+test-stress: lib tests
+	python3 tests/stress/run_chaos.py --build $(BUILD) --seconds 20
 
 # The threaded conformance tests with libshunt.so built with ThreadSanitizer,
 # accelerated: a report fails the test (tests/run_conformance.py --sanitizer
