@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #define MAX_CLIENTS 8
 #define MAX_CONNS 16
@@ -52,6 +53,7 @@ struct rec {
 	int early_close;       /* the client closes before it has read all (a reset) */
 	int accelerated;
 	int how;               /* how its receiver waited (enum how) */
+	unsigned long long inode;   /* its socket's: the connection id in shunt's log */
 	uint64_t expect_in, got_in, sent_out;
 	int end_in, err_in, err_out;
 	long long bad_at;      /* stream offset of the first wrong byte, or -1 */
@@ -124,9 +126,11 @@ enum how { HOW_POLL, HOW_BLOCK, HOW_EPOLL };
 static void receive(int fd, uint64_t seed, struct rec *r, enum how how, uint64_t stop_at)
 {
 	static __thread char buf[65536];
+	struct stat st;
 	int ep = -1;
 
 	r->how = how;
+	r->inode = fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 	if (how == HOW_EPOLL) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 
@@ -475,8 +479,8 @@ static void judge(const struct rec *r, const struct rec *other, bool cut, const 
 		return;
 	}
 	if (r->end_in == END_STALL) {
-		fprintf(stderr, "round %u port %d %s: no progress for %d ms after %llu of %llu bytes (%s, %s; "
-			"killed: %s; the sender sent %llu, error %d)\n", round_no, r->port, dir, WAIT_MS,
+		fprintf(stderr, "round %u port %d %s (sock %llu): no progress for %d ms after %llu of %llu bytes (%s, %s; "
+			"killed: %s; the sender sent %llu, error %d)\n", round_no, r->port, dir, r->inode, WAIT_MS,
 			(unsigned long long)r->got_in, (unsigned long long)r->expect_in, how_names[r->how],
 			r->accelerated ? "accelerated" : "kernel TCP",
 			killed == -2 ? "nobody" : killed == -1 ? "the server" : "a client",
