@@ -22,9 +22,15 @@ if anything failed or timed out, or if no test was found; 0 otherwise.
 Whether a test may skip under CI is the test's own decision (tests/lib/check.h: MISSING
 fails under CI, SKIP does not); the CI variable is passed through untouched.
 
-  tests/run_programs.py --build build --modes plain,passthrough [--filter SUBSTR]
-                        [--timeout 30] [--jobs 2] [--sanitizer]
+  tests/run_programs.py --build build --modes plain,passthrough [--filter SUBSTR[,SUBSTR...]]
+                        [--timeout 30] [--jobs 2] [--sanitizer [address|thread]]
   tests/run_programs.py --suite unit --build build [--filter SUBSTR] [--timeout 120]
+
+--sanitizer (address, the default) preloads libasan before a library built with
+make SANITIZE=1. --sanitizer thread runs a library built with make SANITIZE=thread:
+libshunt.so first, then BUILD/tests/tsan/clocklock.so, then libtsan (see tsan_preload), with
+TSAN_OPTIONS making the first report end the process with status 66; a test whose output
+holds a ThreadSanitizer report fails even if its status hid it (a child's report).
 """
 
 import argparse
@@ -55,13 +61,16 @@ def parse_args(argv):
     p.add_argument("--modes", default=None,
                    help="comma-separated: plain, passthrough, accelerated (default: plain); "
                         "the unit suite has the one mode 'unit'")
-    p.add_argument("--filter", default="", help="only tests whose name contains this")
+    p.add_argument("--filter", default="",
+                   help="only tests whose name contains this (or one of these, comma-separated)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per test and mode (default: 30 for conformance, 120 for unit)")
     p.add_argument("--jobs", type=int, default=2, help="tests run in parallel (default: 2)")
-    p.add_argument("--sanitizer", action="store_true",
-                   help="built with ASan/UBSan: conformance preloads libasan before the "
-                        "library; both suites get halting ASAN_OPTIONS and UBSAN_OPTIONS")
+    p.add_argument("--sanitizer", nargs="?", const="address", default=None,
+                   choices=("address", "thread"),
+                   help="built with ASan/UBSan (address, the default: conformance preloads "
+                        "libasan before the library; both suites get halting ASAN_OPTIONS and "
+                        "UBSAN_OPTIONS) or with TSan (thread)")
     p.add_argument("--tail", type=int, default=20,
                    help="lines of output shown for a failing test (default: 20)")
     args = p.parse_args(argv)
@@ -86,24 +95,26 @@ def parse_args(argv):
 
 
 def find_tests(test_dir, substr):
-    """Executable regular files without a dot in their name (no .o, .d, ...), sorted."""
+    """Executable regular files without a dot in their name (no .o, .d, ...), sorted; with
+    substr, those whose name contains one of its comma-separated parts."""
     if not os.path.isdir(test_dir):
         return []
+    parts = [p for p in substr.split(",") if p] or [""]
     found = []
     for name in sorted(os.listdir(test_dir)):
         path = os.path.join(test_dir, name)
         if "." in name or not os.path.isfile(path) or not os.access(path, os.X_OK):
             continue
-        if substr in name:
+        if any(p in name for p in parts):
             found.append((name, path))
     return found
 
 
-def sanitizer_runtime():
-    """Absolute path of libasan.so as the compiler knows it, or None."""
+def sanitizer_runtime(name="libasan.so"):
+    """Absolute path of the runtime library as the compiler knows it, or None."""
     cc = os.environ.get("CC", "cc")
     try:
-        out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+        out = subprocess.run([cc, "-print-file-name=%s" % name], capture_output=True,
                              text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -117,7 +128,30 @@ def sanitizer_options(env, detect_leaks):
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
 
 
-def mode_env(mode, lib, asan, sanitized=False):
+# Where a ThreadSanitizer report in a test's output begins.
+TSAN_REPORT = "WARNING: ThreadSanitizer:"
+TSAN_EXIT = 66
+TSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan",
+                                 "suppressions.txt")
+
+
+def tsan_preload(lib, shim, tsan):
+    """LD_PRELOAD for a TSan-built libshunt.so in a program that is not built with TSan.
+
+    libshunt.so comes first, libtsan last, the opposite of ASan's order. With libtsan first,
+    a program's blocking call (recv, poll, accept...) runs shunt's whole implementation inside
+    TSan's interceptor for that call, where TSan ignores the interceptors called from within
+    (its BlockingCall scope): it never saw shunt's mutexes taken there and reported races
+    under locks that were held. And shunt's own libc calls, made through dlsym(RTLD_NEXT),
+    went past libtsan to libc: TSan never saw the fds shunt opens and closes, and took the
+    reuse of a number for a race. With libshunt.so first, shunt's code runs as an
+    instrumented program's does, and its libc calls reach TSan's interceptors. TSan's own
+    start (it starts inside our constructor) is handled by the sigaction wrapper
+    (src/interpose/signal_calls.c). The shim in between is tests/tsan/clocklock.c."""
+    return "%s %s %s" % (lib, shim, tsan)
+
+
+def mode_env(mode, lib, asan, sanitized=False, tsan=None):
     env = {k: v for k, v in os.environ.items() if k not in MODE_VARS}
     if mode == UNIT_MODE:
         # linked with the (sanitized, if so) objects: nothing to preload, no mode to say;
@@ -129,6 +163,10 @@ def mode_env(mode, lib, asan, sanitized=False):
     if mode == "plain":
         return env
     env["LD_PRELOAD"] = ("%s %s" % (asan, lib)) if asan else lib
+    if tsan:
+        env["LD_PRELOAD"] = tsan_preload(lib, tsan[1], tsan[0])
+        env["TSAN_OPTIONS"] = "halt_on_error=1 exitcode=%d suppressions=%s %s" % (
+            TSAN_EXIT, TSAN_SUPPRESSIONS, env.get("TSAN_OPTIONS", ""))
     if asan:
         sanitizer_options(env, detect_leaks=0)
     if mode == "passthrough":
@@ -226,6 +264,15 @@ class Runner:
             return (mode, name, "FAIL", elapsed,
                     lines[-self.tail:] + ["(timed out after %gs; process group killed)"
                                           % self.timeout])
+        reports = [i for i, l in enumerate(lines) if TSAN_REPORT in l]
+        if reports:
+            # the first report whole (up to its SUMMARY line), however the process ended
+            first = reports[0]
+            end = next((i for i in range(first, len(lines)) if lines[i].startswith("SUMMARY:")),
+                       len(lines) - 1)
+            return (mode, name, "FAIL", elapsed,
+                    lines[first:end + 1][:80] + ["(%d ThreadSanitizer report(s); exit status %d)"
+                                                 % (len(reports), rc)])
         if rc == 0:
             return (mode, name, "PASS", elapsed, [])
         if rc == EXIT_SKIP:
@@ -255,20 +302,33 @@ def main(argv):
 
     lib = os.path.join(build, "libshunt.so")
     asan = None
+    tsan = None
     if any(m not in ("plain", UNIT_MODE) for m in args.modes):
         if not os.path.isfile(lib):
             print("%s not found: needed for mode(s) %s" % (
                 lib, ",".join(m for m in args.modes if m != "plain")))
             print("0 passed, 0 failed, 0 skipped")
             return 1
-        if args.sanitizer:
+        if args.sanitizer == "address":
             asan = sanitizer_runtime()
             if asan is None:
                 print("--sanitizer: libasan.so not found (cc -print-file-name=libasan.so)")
                 print("0 passed, 0 failed, 0 skipped")
                 return 1
+        if args.sanitizer == "thread":
+            runtime = sanitizer_runtime("libtsan.so")
+            shim = os.path.join(build, "tests", "tsan", "clocklock.so")
+            missing = [what for what, ok in (
+                ("libtsan.so (cc -print-file-name=libtsan.so)", runtime),
+                (shim + " (make SANITIZE=thread tsan-shim)", os.path.isfile(shim)),
+                (TSAN_SUPPRESSIONS, os.path.isfile(TSAN_SUPPRESSIONS))) if not ok]
+            if missing:
+                print("--sanitizer thread: not found: " + ", ".join(missing))
+                print("0 passed, 0 failed, 0 skipped")
+                return 1
+            tsan = (runtime, shim)
 
-    envs = {m: mode_env(m, lib, asan, args.sanitizer) for m in args.modes}
+    envs = {m: mode_env(m, lib, asan, args.sanitizer == "address", tsan) for m in args.modes}
     work = [(name, path, mode) for mode in args.modes for name, path in tests]
     runner = Runner(args.timeout, args.tail,
                     "shunt-unit-" if args.suite == "unit" else "shunt-conf-")

@@ -13,13 +13,18 @@ extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *o
 /* A sigaction before shunt's start-up has run (a sanitizer's runtime
  * installs its handlers while it initialises, before anything else may
  * run, and reaches us as the next sigaction) goes straight to libc and does
- * not start shunt: there is no socket yet whose locks a handler could meet. */
-static int early(int sig, const struct sigaction *act, struct sigaction *oact)
+ * not start shunt: there is no socket yet whose locks a handler could meet.
+ * Neither function is instrumented by ThreadSanitizer: its runtime, preloaded
+ * into a program that is not, starts inside our constructor and calls
+ * sigaction before its own state exists, so the entry hook the compiler
+ * adds to an instrumented function faulted (make SANITIZE=thread). */
+__attribute__((no_sanitize_thread)) static int early(int sig, const struct sigaction *act, struct sigaction *oact)
 {
     return __sigaction(sig, act, oact);
 }
 
-SHUNT_EXPORT int sigaction(int sig, const struct sigaction *restrict act, struct sigaction *restrict oact)
+__attribute__((no_sanitize_thread)) SHUNT_EXPORT int sigaction(int sig, const struct sigaction *restrict act,
+                                                              struct sigaction *restrict oact)
 {
     if (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
         return early(sig, act, oact);

@@ -163,6 +163,8 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     r = reg_conn_post(&offer);
     if (r < 0) {
         channel_unlink(t->ch.name);
+        /* unmapped at once: path never left PATH_TCP, so no other thread
+         * has looked at this channel */
         channel_detach(&t->ch);
         fallback_record(t, fd, r == -ENOSPC ? FB_REGISTRY_FULL : FB_REGISTRY, true);
         return;
@@ -177,7 +179,7 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
     if (atomic_load(&t->path) == PATH_OFFERED) {
         if (reg_conn_end(t->inode))
             channel_unlink(t->ch.name);
-        channel_detach(&t->ch);
+        /* the mapping stays until tcp_destroy: see negotiate_observe_slow */
         atomic_store(&t->path, PATH_TCP);
         atomic_store(&t->reason, FB_CONNECT_FAILED);
         shunt_log_sock(LOG_DEBUG, t, fd, "connect failed; offer withdrawn");
@@ -262,6 +264,9 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     }
     if (!claimed) {
         atomic_fetch_or(neg, NEG_REFUSED);
+        /* unmapped at once: the socket is not in the fd table yet
+         * (tcp_accept installs it after us), so no other thread can
+         * reach this mapping */
         channel_detach(&t->ch);
         fallback_record(t, fd, FB_CLAIM, true);
         return;
@@ -294,9 +299,17 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
     path = atomic_load(&t->path);
     if (path == PATH_OFFERED) {
         if (w & NEG_REFUSED) {
+            /* The name goes, the mapping stays until the object is
+             * destroyed (tcp_destroy, when no call holds it): other
+             * threads of ours that saw PATH_OFFERED before this store may
+             * still read or write the negotiation word (a poll's look, a
+             * prefix send finishing its count), and an unmapped segment
+             * made them fault, or write into whatever segment the kernel
+             * mapped at that address next (issue 16, threads_offer_shutdown).
+             * Taking t->lock in every reader instead would put a lock on
+             * each call of a pending client for a case that ends once. */
             if (reg_conn_end(t->inode))
                 channel_unlink(t->ch.name);
-            channel_detach(&t->ch);
             atomic_store(&t->reason, FB_REFUSED);
             path = PATH_TCP;
             fdt_settle_kernel(fd, &t->base);

@@ -225,6 +225,15 @@ struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark)
     }
 }
 
+bool fdt_holds(int fd, const struct shunt_sock *s)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return false;
+    uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
+    return is_object(v) && obj(v) == s;
+}
+
 void fdt_put(struct fdref *r)
 {
     if (r->sock)

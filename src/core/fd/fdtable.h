@@ -90,6 +90,11 @@ void fdt_set_probe_hooks(const struct fdt_probe_hooks *h);
 struct fdref fdt_get(int fd);
 void fdt_put(struct fdref *r);
 
+/* Whether fd's entry is s, also once s is settled on kernel TCP (which
+ * fdt_get answers as passthrough).  No probe, no reference: the caller holds
+ * s, so no other object can be at its address. */
+bool fdt_holds(int fd, const struct shunt_sock *s);
+
 /* fdt_get that also stores the object found in *mark (a call mark,
  * call_marks.h) before a closer of fd may go on: a closer that waited for
  * the lookup sees the mark. */

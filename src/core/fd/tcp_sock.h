@@ -73,7 +73,9 @@ struct tcp_sock {
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
-    struct channel ch;                  /* mapped while path is OFFERED or SHM */
+    struct channel ch;                  /* set before path first leaves TCP (a release store), then
+                                         * mapped until tcp_destroy even after a fall back to TCP:
+                                         * threads that saw OFFERED may still touch it (negotiate.c) */
     atomic_bool peer_gone;              /* the companion reported EOF or reset */
     atomic_bool broken;                 /* the peer corrupted the channel */
     atomic_bool reset_reported;         /* ECONNRESET was returned once */
@@ -88,7 +90,8 @@ struct tcp_sock {
     bool rcvtimeo_known;
 
     /* waiting (core/wait/); the fields marked wait_lock are under it */
-    unsigned spin_fails;                /* consecutive spins that found nothing (spin.c) */
+    atomic_uint spin_fails;             /* consecutive spins that found nothing (spin.c): a hint
+                                         * that a reader and a writer thread both update, relaxed */
     atomic_uint wait_gen;               /* futex: bumped when the kernel sleeper wakes (sleep.c) */
     bool kernel_sleeper;                /* a thread of ours sleeps in recv() (wait_lock) */
     pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */

@@ -137,10 +137,8 @@ static void hand_back(int epfd, struct epoll_obj *ep, struct ep_entry *e)
 static void find_fd(int fd, void *ctx)
 {
     struct ep_entry *e = ctx;
-    struct fdref f = fdt_get(fd);
-    if (f.sock == e->s && e->io_fd < 0)
+    if (e->io_fd < 0 && epoll_set_fd_names(fd, e->s))
         e->io_fd = fd;
-    fdt_put(&f);
 }
 
 /* After fds were closed in this process: members whose socket has no fd
@@ -161,10 +159,7 @@ static void sweep_closed(struct epoll_obj *ep)
             epoll_set_release_slot(ep, e, false);
             continue;
         }
-        struct fdref f = fdt_get(e->io_fd);
-        bool same = f.sock == e->s;
-        fdt_put(&f);
-        if (!same) {
+        if (!epoll_set_fd_names(e->io_fd, e->s)) {
             epoll_set_disarm(ep, e, false);
             e->io_fd = -1;
             fdt_for_each_object(0, ~0U, find_fd, e);
@@ -493,7 +488,7 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
             epoll_sets_unpoke(ep, e);
         /* the wake FIFO's EPOLLHUP says nothing about the peer */
         if (t && t->ch.hdr && tag == TAG_HIGH && (evs[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
-            doorbell_check_peer(t, e->io_fd);
+            doorbell_check_end(t, e->io_fd);
         if (e->armed || e->hot_pos == EPOLL_SET_NO_SLOT) {
             epoll_set_make_hot(ep, e);
             if (e->hot_pos != EPOLL_SET_NO_SLOT && ep->nwoken < ep->capwoken)

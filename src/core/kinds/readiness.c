@@ -300,7 +300,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             if (t) {
                 doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i], k[n + 1 + i].fd);
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
-                    doorbell_check_peer(t, fds[i].fd);
+                    doorbell_check_end(t, fds[i].fd);
             } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
                 fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents);
                 count2 += fds[i].revents != 0;

@@ -332,6 +332,9 @@ static void tcp_destroy(struct shunt_sock *s)
 {
     struct tcp_sock *t = tcp_of(s);
     negotiate_listener_closed(t);
+    /* The one unmap of a channel other threads may have seen (an offer
+     * refused or withdrawn keeps its mapping, negotiate.c): the last
+     * reference is gone, so no call is inside it. */
     if (t->ch.hdr)
         channel_detach(&t->ch);
     pthread_mutex_destroy(&t->lock);

@@ -126,6 +126,7 @@ void holders_before_fork(void)
 {
     struct holders_ctx h = { 1, ++epoch, ALL_CHANNELS, false, true };
     fdt_for_each_object(0, ~0U, adjust_holders, &h);
+    wait_before_fork();   /* last: the wait sections take it after the rings' locks */
 }
 
 static void unlock_after_fork(int fd, void *ctx)
@@ -154,6 +155,7 @@ static void clear_unlocked(int fd, void *ctx)
 /* In both processes after fork (and in the parent when it failed). */
 void holders_after_fork(void)
 {
+    wait_after_fork();
     unsigned mark = epoch;
     fdt_for_each_object(0, ~0U, unlock_after_fork, &mark);
     fdt_for_each_object(0, ~0U, clear_unlocked, NULL);

@@ -22,6 +22,25 @@
 
 pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: the lock is taken before it and let go of in both processes after
+ * it (holders.c), as the rings' locks are.  A child made while another
+ * thread was inside a wait section (announcing a sleep, draining
+ * doorbells) had the lock held by a thread it does not have, and its own
+ * first wait hung for ever (threads_fork_waiting).  Re-initialising it in
+ * the child, as the epoll sets' locks are, would not do here: the section
+ * the parent's thread was in may have taken the local lock alone (one
+ * holder then), while the child, counted in, takes the end's lock in the
+ * segment, so the two would not exclude each other until it finished. */
+void wait_before_fork(void)
+{
+    crit_lock(&wait_lock);
+}
+
+void wait_after_fork(void)
+{
+    crit_unlock(&wait_lock);
+}
+
 static void drain_locked(struct tcp_sock *t, int fd);
 
 static void retract(atomic_uint *count)
@@ -227,4 +246,40 @@ void doorbell_check_peer(struct tcp_sock *t, int fd)
                        r ? strerror(errno) : "EOF");
         atomic_store(&t->peer_gone, true);
     }
+}
+
+/*
+ * The caller saw the companion report its end (POLLRDHUP, POLLHUP or
+ * POLLERR): the peer's socket is closed, its process perhaps killed.  A
+ * look at the companion may still find doorbells queued ahead of the end,
+ * and an epoll set, whose registration is edge-triggered, names the member
+ * for that end once: the member turned hot, its doorbells were drained
+ * later, it went cold again and nothing named it any more, so its reader
+ * waited for ever (procs_epoll_peer_killed).  So the doorbells ahead of the
+ * end are drained now, and the end is seen.  Draining while other threads
+ * sleep on the companion hides nothing from them: no doorbell comes after
+ * the end, and the end itself stays queued, for every sleeper to see.
+ * drain_locked takes only counted doorbells after a downgrade or a close
+ * that left a copy (program bytes that follow them stay), and nothing ahead
+ * of a client's prefix; then the peek finds those bytes and says nothing.
+ */
+void doorbell_check_end(struct tcp_sock *t, int fd)
+{
+    /* Only a socket on the channel has doorbells.  One that fell back
+     * (an offer refused or withdrawn: its channel stays mapped) may still be
+     * watched by an epoll set under its tag until the set's next look, and
+     * what its TCP socket holds is the program's (threads_epoll_withdrawn);
+     * while offered, it may be either, so it is only looked at. */
+    int path = atomic_load_explicit(&t->path, memory_order_acquire);
+    if (path == PATH_TCP)
+        return;
+    char b;
+    if (path == PATH_SHM && shunt_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        int lk = doorbell_lock(t);
+        if (lk >= 0) {
+            drain_locked(t, fd);
+            doorbell_unlock(t, lk);
+        }
+    }
+    doorbell_check_peer(t, fd);
 }

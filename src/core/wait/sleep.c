@@ -84,7 +84,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
         if (tcp_call_fd(t, fd) == fd)   /* else the program closed it meanwhile: look again */
             atomic_store(&t->peer_gone, true);
     } else if (p[0].revents & (POLLHUP | POLLERR | POLLRDHUP)) {
-        doorbell_check_peer(t, fd);   /* the end, or doorbells still ahead of it */
+        doorbell_check_end(t, fd);   /* the end, after the doorbells still ahead of it */
     }
     return 0;
 }
@@ -159,7 +159,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         /* Woken soon after giving up: the peer is busy with us, and a spin
          * a little longer would have caught it.  Spin again at once. */
         if (clock_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
-            t->spin_fails = 0;
+            wait_spin_paid(t);
         if (nested)
             return result;
         crit_lock(&wait_lock);

@@ -68,6 +68,12 @@ void wait_local_lost(int efd);
  * are woken and its eventfd goes (core/process/sandbox.c). */
 void wait_local_sandbox(void);
 
+/* Around fork, in the forking thread: no wait section of another thread
+ * is under way as the child is made (taken after the rings' locks, let go
+ * of in both processes). */
+void wait_before_fork(void);
+void wait_after_fork(void);
+
 /* In the child after fork: an eventfd of its own, no sleeper registered;
  * and, per socket, the counts of the parent's threads forgotten. */
 void wait_after_fork_child(void);
@@ -100,6 +106,11 @@ void doorbell_forget(struct tcp_sock *t, int what);
 /* Looks at the companion without consuming anything: EOF or an error mean
  * the peer is gone. */
 void doorbell_check_peer(struct tcp_sock *t, int fd);
+
+/* The same, after a wait saw the companion report its end (POLLRDHUP,
+ * POLLHUP, POLLERR): doorbells still queued ahead of the end are drained
+ * first, so that the end is seen now (an edge-triggered set names it once). */
+void doorbell_check_end(struct tcp_sock *t, int fd);
 
 /* For waits that spin over several sockets (epoll): whether spinning can
  * pay on this machine at all, whether this peer is running (not asleep

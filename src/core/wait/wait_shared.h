@@ -28,8 +28,10 @@ static inline void futex_wake_all(atomic_uint *word)
     shunt_syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* spin.c: spins until ready(t) or the spin gives up (false). */
+/* spin.c: spins until ready(t) or the spin gives up (false); a sleep that
+ * ended soon after a spin gave up says spinning pays again. */
 bool wait_spin(struct tcp_sock *t, ready_fn ready);
+void wait_spin_paid(struct tcp_sock *t);
 
 /* local_wake.c, under wait_lock: a kernel sleeper registers for the local
  * wake (LW_ON, *efd to watch), or is told it is busy or absent. */

@@ -1,0 +1,717 @@
+/*
+ * chaos.c: the stress and chaos run of make check (tests/stress/run_chaos.py runs it under
+ * shunt and judges its last line).
+ *
+ * Rounds until --seconds have passed. Each round forks one server process and --clients
+ * client processes; every client opens --conns connections at once, and on each a thread A
+ * waits and reads (poll + recv, a blocking recv with a timeout, or epoll_wait + recv) while a
+ * thread B sends and shuts down its side: the races of issue 16, finding 1, since the server
+ * accepts at a random moment (before, during or after the client's send and shutdown, so the
+ * offer is claimed or withdrawn while A looks at it). The server handles each connection with
+ * two threads too, one reading, one sending. Some clients close before they have read all
+ * (a close with unread data: a reset). In half of the rounds one process, the server or a
+ * client, is killed with SIGKILL at a random moment.
+ *
+ * Every byte received is checked against the stream's pattern (tests/lib/net.h), in both
+ * directions. A connection whose ends both lived (and did not close early) must deliver
+ * every byte, then EOF; one whose peer was killed or closed early may deliver a prefix, then
+ * EOF or ECONNRESET; wrong bytes never. Every wait is bounded (socket timeouts, poll
+ * timeouts, a deadline per round after which what is left is killed and counted as a hang).
+ * At the end a process under shunt opens the registry (its sweep removes what killed
+ * processes left) and /dev/shm is searched for files of this run's processes.
+ *
+ * Last line: "chaos: R rounds, C connections (A accelerated), B bytes checked, K kills,
+ * L lost, W wrong, X crashes, H hangs, E errors, S leftovers (K of them after a kill; T before
+ * the sweep)". Exit 0 if lost, wrong, crashes, hangs, errors are 0 and so are the leftovers
+ * (but those a kill explains, see leftovers(), unless --strict-leftovers).
+ */
+#include "check.h"
+#include "net.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define MAX_CLIENTS 8
+#define MAX_CONNS 16
+#define MAX_RECS (MAX_CLIENTS * MAX_CONNS)
+#define MAX_PIDS 65536
+#define WAIT_MS 5000          /* a wait without progress this long is a hang */
+#define ROUND_MS 15000        /* a round still running after this is a hang */
+#define EXIT_STALL 3
+
+enum end { END_NONE, END_EOF, END_RESET, END_STALL, END_ERROR, END_NO_CONNECT };
+static const char *const end_names[] = { "none", "EOF", "ECONNRESET", "stall", "error", "no connect" };
+
+/* One direction's receiver and the other's sender, as one end saw its connection. */
+struct rec {
+	int used;
+	int port;              /* the client's port: both ends' records meet by it */
+	int early_close;       /* the client closes before it has read all (a reset) */
+	int accelerated;
+	int how;               /* how its receiver waited (enum how) */
+	unsigned long long inode;   /* its socket's: the connection id in shunt's log */
+	uint64_t expect_in, got_in, sent_out;
+	int end_in, err_in, err_out;
+	long long bad_at;      /* stream offset of the first wrong byte, or -1 */
+};
+
+struct shared {
+	int port;
+	int clients_done;
+	int server_gone;       /* killed: clients waiting for its port give up */
+	int nsrec;
+	struct rec crec[MAX_RECS];
+	struct rec srec[MAX_RECS];
+};
+
+static struct shared *sh;
+static unsigned round_no;
+static int clients = 3, conns = 6;
+
+static uint64_t seed_of(int port, int dir)
+{
+	return (uint64_t)round_no * 1000003u + (uint64_t)port * 2u + (uint64_t)dir;
+}
+
+/* How long a stream is: a quarter of them 300 bytes (the finding), the rest up to 512 KiB. */
+static uint64_t length_of(uint64_t seed)
+{
+	uint64_t w = pattern_word(seed, 1u << 30);
+
+	switch (w % 4) {
+	case 0: return 300;
+	case 1: return (w >> 8) % 4096;
+	case 2: return 4096 + (w >> 8) % (60 * 1024);
+	default: return 65536 + (w >> 8) % (448 * 1024);
+	}
+}
+
+static int on_channel(int fd)
+{
+	int (*accelerated)(int);
+
+	*(void **)&accelerated = dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+	return accelerated != NULL && accelerated(fd) == 1;
+}
+
+static void timeouts(int fd)
+{
+	struct timeval tv = { WAIT_MS / 1000, (WAIT_MS % 1000) * 1000 };
+
+	CHECK_OK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	CHECK_OK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+}
+
+/* The end of a receive, from recv's answer. */
+static void ended(struct rec *r, ssize_t n, int err)
+{
+	if (n == 0)
+		r->end_in = END_EOF;
+	else if (err == ECONNRESET)
+		r->end_in = END_RESET;
+	else if (err == EAGAIN || err == EWOULDBLOCK)
+		r->end_in = END_STALL;
+	else
+		r->end_in = END_ERROR;
+	r->err_in = n < 0 ? err : 0;
+}
+
+enum how { HOW_POLL, HOW_BLOCK, HOW_EPOLL };
+
+/* Receives until EOF, an error, or (early close) half of the stream; checks every byte. */
+static void receive(int fd, uint64_t seed, struct rec *r, enum how how, uint64_t stop_at)
+{
+	static __thread char buf[65536];
+	struct stat st;
+	int ep = -1;
+
+	r->how = how;
+	r->inode = fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+	if (how == HOW_EPOLL) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+		ep = CHECK_OK(epoll_create1(EPOLL_CLOEXEC));
+		CHECK_OK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	}
+	double idle_since = now_sec();
+
+	for (;;) {
+		if (r->got_in >= stop_at)
+			break;
+		if (how != HOW_BLOCK) {
+			int n;
+
+			if (how == HOW_POLL) {
+				struct pollfd p = { .fd = fd, .events = POLLIN };
+
+				n = poll(&p, 1, 100);
+			} else {
+				struct epoll_event ev;
+
+				n = epoll_wait(ep, &ev, 1, 100);
+			}
+			if (n < 0 && errno != EINTR) {
+				r->end_in = END_ERROR;
+				r->err_in = errno;
+				break;
+			}
+			if (n <= 0) {
+				if ((now_sec() - idle_since) * 1000 > WAIT_MS) {
+					r->end_in = END_STALL;
+					break;
+				}
+				continue;
+			}
+		}
+		size_t want = sizeof(buf);
+		ssize_t n = recv(fd, buf, want, how == HOW_BLOCK ? 0 : MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && how != HOW_BLOCK && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if ((now_sec() - idle_since) * 1000 > WAIT_MS) {
+				r->end_in = END_STALL;
+				break;
+			}
+			continue;
+		}
+		if (n <= 0) {
+			ended(r, n, errno);
+			break;
+		}
+		idle_since = now_sec();
+		if (r->got_in + (uint64_t)n > r->expect_in) {
+			r->bad_at = (long long)r->expect_in;   /* more than was sent */
+			break;
+		}
+		long long bad = pattern_mismatch(seed, r->got_in, buf, (size_t)n);
+
+		if (bad >= 0) {
+			r->bad_at = (long long)r->got_in + bad;
+			break;
+		}
+		r->got_in += (uint64_t)n;
+	}
+	if (ep >= 0)
+		close(ep);
+}
+
+/* Sends the stream in pieces of varying size, then shuts its side down. */
+static void send_stream(int fd, uint64_t seed, uint64_t len, struct rec *r)
+{
+	static __thread char buf[65536];
+	uint64_t off = 0;
+
+	while (off < len) {
+		size_t n = 1 + (size_t)(pattern_word(seed + 7, off) % sizeof(buf));
+
+		if (n > len - off)
+			n = (size_t)(len - off);
+		pattern_fill(seed, off, buf, n);
+		ssize_t k = send(fd, buf, n, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			r->err_out = errno;
+			return;
+		}
+		off += (uint64_t)k;
+		r->sent_out = off;
+	}
+	if (shutdown(fd, SHUT_WR) < 0)
+		r->err_out = errno;
+}
+
+struct job {
+	int fd;
+	uint64_t seed_in, seed_out;
+	struct rec *r;
+	enum how how;
+	uint64_t stop_at;
+	unsigned delay_us;
+};
+
+static void *job_send(void *arg)
+{
+	struct job *j = arg;
+
+	/* a client's sender starts at once half of the time (before the server accepts, most
+	 * often: the offer is withdrawn at its shutdown, or the claim gives up on a blocked
+	 * send), else after up to 3 ms (claimed by then, most often: the rings carry it) */
+	if (j->delay_us) {
+		struct timespec ts = { 0, (long)j->delay_us * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	send_stream(j->fd, j->seed_out, length_of(j->seed_out), j->r);
+	return NULL;
+}
+
+static void *job_receive(void *arg)
+{
+	struct job *j = arg;
+
+	receive(j->fd, j->seed_in, j->r, j->how, j->stop_at);
+	return NULL;
+}
+
+/* ---- the server ---- */
+
+static void *serve_one(void *arg)
+{
+	struct job *j = arg;
+	pthread_t tx;
+
+	CHECK(pthread_create(&tx, NULL, job_send, j), ==, 0);
+	receive(j->fd, j->seed_in, j->r, j->how, UINT64_MAX);
+	CHECK(pthread_join(tx, NULL), ==, 0);
+	j->r->accelerated = on_channel(j->fd);
+	close(j->fd);
+	return NULL;
+}
+
+static void server(void)
+{
+	static struct job jobs[MAX_RECS];
+	static pthread_t th[MAX_RECS];
+	int port;
+	int lfd = tcp_listen_backlog(AF_INET, 256, &port);
+	int total = clients * conns, n = 0;
+	uint64_t rnd = pattern_word(round_no, 77);
+
+	__atomic_store_n(&sh->port, port, __ATOMIC_RELEASE);
+	while (n < total) {
+		/* accepts at varying moments: at once, after a yield, after up to 400 us */
+		switch ((rnd = pattern_word(rnd, n)) % 3) {
+		case 0: break;
+		case 1: sched_yield(); break;
+		default: {
+			struct timespec ts = { 0, (long)((rnd >> 8) % 400000) };
+
+			nanosleep(&ts, NULL);
+		}
+		}
+		short ev = wait_fd(lfd, POLLIN, 100);
+
+		if (!(ev & POLLIN)) {
+			if (__atomic_load_n(&sh->clients_done, __ATOMIC_ACQUIRE))
+				break;   /* a client was killed before it connected */
+			continue;
+		}
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int fd = accept(lfd, (struct sockaddr *)&ss, &len);
+
+		if (fd < 0)
+			continue;   /* the client went away (killed) before we took it */
+		timeouts(fd);
+		int port = sockaddr_port(&ss);
+		struct rec *r = &sh->srec[__atomic_fetch_add(&sh->nsrec, 1, __ATOMIC_RELAXED)];
+		struct job *j = &jobs[n];
+
+		r->used = 1;
+		r->port = port;
+		r->bad_at = -1;
+		j->fd = fd;
+		j->seed_in = seed_of(port, 0);
+		j->seed_out = seed_of(port, 1);
+		r->expect_in = length_of(j->seed_in);
+		j->r = r;
+		j->how = (j->seed_in >> 3) % 2 ? HOW_POLL : HOW_BLOCK;
+		CHECK(pthread_create(&th[n], NULL, serve_one, j), ==, 0);
+		n++;
+	}
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_join(th[i], NULL), ==, 0);
+	close(lfd);
+	_exit(0);
+}
+
+/* ---- a client ---- */
+
+static void client(int index)
+{
+	static struct job jobs[MAX_CONNS];
+	static pthread_t rx[MAX_CONNS], tx[MAX_CONNS];
+	double end = now_sec() + WAIT_MS / 1000.0;
+	int port;
+
+	while (!(port = __atomic_load_n(&sh->port, __ATOMIC_ACQUIRE))) {
+		if (__atomic_load_n(&sh->server_gone, __ATOMIC_ACQUIRE))
+			_exit(0);
+		if (now_sec() > end)
+			_exit(EXIT_STALL);
+		sleep_ms(1);
+	}
+	for (int k = 0; k < conns; k++) {
+		struct rec *r = &sh->crec[index * conns + k];
+		struct job *j = &jobs[k];
+		struct sockaddr_storage ss;
+		socklen_t len = loopback_addr(AF_INET, port, &ss);
+		int fd = CHECK_OK(socket(AF_INET, SOCK_STREAM, 0));
+
+		timeouts(fd);
+		r->used = 1;
+		r->bad_at = -1;
+		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
+			r->end_in = END_NO_CONNECT;
+			r->err_in = errno;
+			close(fd);
+			j->fd = -1;
+			continue;
+		}
+		r->port = local_port(fd);
+		j->fd = fd;
+		j->seed_in = seed_of(r->port, 1);
+		j->seed_out = seed_of(r->port, 0);
+		r->expect_in = length_of(j->seed_in);
+		r->early_close = pattern_word(j->seed_in, 5) % 8 == 0 && r->expect_in > 1;
+		j->stop_at = r->early_close ? r->expect_in / 2 : UINT64_MAX;
+		j->r = r;
+		j->how = (enum how)(pattern_word(j->seed_in, 9) % 3);
+		j->delay_us = pattern_word(j->seed_in, 11) % 2 ? (unsigned)(pattern_word(j->seed_in, 12) % 3000) : 0;
+		CHECK(pthread_create(&rx[k], NULL, job_receive, j), ==, 0);
+		CHECK(pthread_create(&tx[k], NULL, job_send, j), ==, 0);
+	}
+	for (int k = 0; k < conns; k++) {
+		if (jobs[k].fd < 0)
+			continue;
+		CHECK(pthread_join(tx[k], NULL), ==, 0);
+		CHECK(pthread_join(rx[k], NULL), ==, 0);
+		jobs[k].r->accelerated = on_channel(jobs[k].fd);
+		close(jobs[k].fd);
+	}
+	_exit(0);
+}
+
+/* ---- the conductor ---- */
+
+/* Every process of the run, with its round: a file in /dev/shm is this run's by the pid in
+ * its name, and is explained by a kill if its round had one. */
+struct proc {
+	pid_t pid;
+	unsigned round;
+};
+static struct proc procs[MAX_PIDS];
+static int nprocs;
+static bool round_killed[1u << 16];
+
+struct totals {
+	unsigned long long conns, accelerated, bytes, kills, lost, wrong, crashes, hangs, errors;
+};
+
+static pid_t spawn(void (*fn)(int), int arg)
+{
+	fflush(NULL);
+	pid_t pid = CHECK_OK(fork());
+
+	if (pid == 0)
+		fn(arg);
+	if (nprocs < MAX_PIDS)
+		procs[nprocs++] = (struct proc){ pid, round_no };
+	return pid;
+}
+
+static void run_server(int unused)
+{
+	(void)unused;
+	server();
+}
+
+/* Waits for pid until the deadline; kills it after. What it ended with is judged here. */
+static void reap(pid_t pid, double deadline, int killed_by_us, const char *who, struct totals *t)
+{
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (now_sec() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fprintf(stderr, "round %u: %s %d still running after %d ms: a hang\n", round_no, who,
+				(int)pid, ROUND_MS);
+			t->hangs++;
+			return;
+		}
+		sleep_ms(1);
+	}
+	if (WIFSIGNALED(status) && !(WTERMSIG(status) == SIGKILL && killed_by_us)) {
+		fprintf(stderr, "round %u: %s %d died of signal %d\n", round_no, who, (int)pid, WTERMSIG(status));
+		t->crashes++;
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_STALL) {
+		fprintf(stderr, "round %u: %s %d found no server within %d ms\n", round_no, who, (int)pid, WAIT_MS);
+		t->hangs++;
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "round %u: %s %d failed (exit %d)\n", round_no, who, (int)pid, WEXITSTATUS(status));
+		t->errors++;
+	}
+}
+
+static const struct rec *server_rec(int port)
+{
+	for (int i = 0; i < sh->nsrec && i < MAX_RECS; i++)
+		if (sh->srec[i].used && sh->srec[i].port == port)
+			return &sh->srec[i];
+	return NULL;
+}
+
+/* One direction as its receiver saw it; the sender's process or the receiver's own close
+ * may have cut it short (cut), otherwise every byte and then EOF. */
+static const char *const how_names[] = { "poll", "blocking recv", "epoll" };
+
+static void judge(const struct rec *r, const struct rec *other, bool cut, const char *dir, int killed,
+		  struct totals *t)
+{
+	t->bytes += r->got_in;
+	if (r->bad_at >= 0) {
+		fprintf(stderr, "round %u port %d %s: wrong byte at stream offset %lld (%s, %s; killed: %s)\n",
+			round_no, r->port, dir, r->bad_at, how_names[r->how], r->accelerated ? "accelerated" : "kernel TCP",
+			killed == -2 ? "nobody" : killed == -1 ? "the server" : "a client");
+		t->wrong++;
+		return;
+	}
+	if (r->end_in == END_STALL) {
+		fprintf(stderr, "round %u port %d %s (sock %llu): no progress for %d ms after %llu of %llu bytes (%s, %s; "
+			"killed: %s; the sender sent %llu, error %d)\n", round_no, r->port, dir, r->inode, WAIT_MS,
+			(unsigned long long)r->got_in, (unsigned long long)r->expect_in, how_names[r->how],
+			r->accelerated ? "accelerated" : "kernel TCP",
+			killed == -2 ? "nobody" : killed == -1 ? "the server" : "a client",
+			other ? (unsigned long long)other->sent_out : 0ull, other ? other->err_out : 0);
+		t->hangs++;
+		return;
+	}
+	if (cut) {
+		if (r->end_in != END_EOF && r->end_in != END_RESET && r->end_in != END_NONE) {
+			fprintf(stderr, "round %u port %d %s: cut short with %s (errno %d)\n", round_no, r->port, dir,
+				end_names[r->end_in], r->err_in);
+			t->errors++;
+		}
+		return;
+	}
+	if (r->got_in != r->expect_in || r->end_in != END_EOF) {
+		fprintf(stderr, "round %u port %d %s: %llu of %llu bytes, then %s (errno %d; %s, %s; the sender "
+			"sent %llu, error %d, %s)\n", round_no, r->port, dir, (unsigned long long)r->got_in,
+			(unsigned long long)r->expect_in, end_names[r->end_in], r->err_in, how_names[r->how],
+			r->accelerated ? "accelerated" : "kernel TCP", other ? (unsigned long long)other->sent_out : 0ull,
+			other ? other->err_out : 0, other && other->accelerated ? "accelerated" : "kernel TCP");
+		t->lost++;
+	}
+}
+
+static void one_round(struct totals *t)
+{
+	pid_t cpid[MAX_CLIENTS], spid;
+	int killed = -2;   /* -1 the server, i client i, -2 nobody */
+	uint64_t rnd = pattern_word(round_no, 1234);
+
+	memset(sh, 0, sizeof(*sh));
+	spid = spawn(run_server, 0);
+	for (int i = 0; i < clients; i++)
+		cpid[i] = spawn(client, i);
+	if (rnd % 2) {
+		killed = (int)((rnd >> 8) % (unsigned)(clients + 1)) - 1;
+		sleep_ms((int)((rnd >> 16) % 120));
+		kill(killed < 0 ? spid : cpid[killed], SIGKILL);
+		round_killed[round_no % (sizeof(round_killed) / sizeof(round_killed[0]))] = true;
+		if (killed < 0)
+			__atomic_store_n(&sh->server_gone, 1, __ATOMIC_RELEASE);
+		t->kills++;
+	}
+	double deadline = now_sec() + ROUND_MS / 1000.0;
+
+	for (int i = 0; i < clients; i++)
+		reap(cpid[i], deadline, killed == i, "client", t);
+	__atomic_store_n(&sh->clients_done, 1, __ATOMIC_RELEASE);
+	reap(spid, deadline, killed == -1, "server", t);
+
+	for (int i = 0; i < clients * conns; i++) {
+		const struct rec *c = &sh->crec[i];
+
+		if (!c->used)
+			continue;   /* its client was killed before it got there */
+		bool client_killed = killed == i / conns, server_killed = killed == -1;
+
+		t->conns++;
+		t->accelerated += (unsigned long long)c->accelerated;
+		if (c->end_in == END_NO_CONNECT) {
+			if (!server_killed) {
+				fprintf(stderr, "round %u: connect failed: %s\n", round_no, strerror(c->err_in));
+				t->errors++;
+			}
+			continue;
+		}
+		const struct rec *s = c->port ? server_rec(c->port) : NULL;
+
+		/* server to client: cut if the server died, or the client stopped reading early */
+		if (!client_killed)
+			judge(c, s, server_killed || c->early_close, "server->client", killed, t);
+		if (s)
+			judge(s, c, client_killed || server_killed || c->early_close, "client->server", killed, t);
+		else if (!client_killed && !server_killed && c->port) {
+			fprintf(stderr, "round %u port %d: the server never took the connection\n", round_no, c->port);
+			t->lost++;
+		}
+	}
+}
+
+static const struct proc *proc_of(pid_t pid)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].pid == pid)
+			return &procs[i];
+	return NULL;
+}
+
+/* The names in /dev/shm before the run: pids are reused, so a file of an earlier process
+ * that had one of our pids is not ours. */
+static char **before_run;
+static size_t nbefore;
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void remember_names(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t cap = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (nbefore == cap) {
+			cap = cap ? 2 * cap : 256;
+			before_run = realloc(before_run, cap * sizeof(*before_run));
+			CHECK(before_run != NULL, ==, 1);
+		}
+		before_run[nbefore] = strdup(e->d_name);
+		CHECK(before_run[nbefore] != NULL, ==, 1);
+		nbefore++;
+	}
+	closedir(d);
+	qsort(before_run, nbefore, sizeof(*before_run), name_cmp);
+}
+
+static bool was_there(const char *name)
+{
+	return nbefore && bsearch(&name, before_run, nbefore, sizeof(*before_run), name_cmp) != NULL;
+}
+
+struct leftovers {
+	int all;          /* files of this run's processes */
+	int after_kill;   /* ... of a round in which a process was killed */
+};
+
+/*
+ * Files in /dev/shm of this run's processes: segments (shunt-UID-PID-N-RANDOM, and their
+ * -back and -wN companions) and shunt stat's tables (shunt-UID-NETNS-PID.fds).
+ * A SIGKILL between the making of a segment and the posting of its offer in the registry
+ * (or between the end of the record and the unlink, at a close) leaves a file that no record
+ * names, which no sweep finds yet: issue 16, item 6, is to sweep segments by the pid in their
+ * names. Those are counted apart, as left after a kill, and fail the run only with
+ * --strict-leftovers; any other file of the run fails it.
+ */
+static struct leftovers leftovers(bool print)
+{
+	struct leftovers l = { 0, 0 };
+	char pre[32];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return l;
+	snprintf(pre, sizeof(pre), "shunt-%u-", (unsigned)geteuid());
+	while ((e = readdir(d)) != NULL) {
+		const char *name = e->d_name;
+		const struct proc *p = NULL;
+		long long a, b;
+
+		if (strncmp(name, pre, strlen(pre)) != 0 || was_there(name))
+			continue;
+		name += strlen(pre);
+		if (strstr(name, ".fds") && sscanf(name, "%lld-%lld.fds", &a, &b) == 2)
+			p = proc_of((pid_t)b);
+		else if (sscanf(name, "%lld-%lld-", &a, &b) == 2)
+			p = proc_of((pid_t)a);
+		if (!p)
+			continue;
+		bool killed = round_killed[p->round % (sizeof(round_killed) / sizeof(round_killed[0]))];
+
+		l.all++;
+		l.after_kill += killed;
+		if (print)
+			fprintf(stderr, "left in /dev/shm: %s (round %u, %s)\n", e->d_name, p->round,
+				killed ? "which had a kill" : "which had no kill");
+	}
+	closedir(d);
+	return l;
+}
+
+/* A process under shunt whose first use of the registry sweeps it (its listen). */
+static void sweeper(int unused)
+{
+	int port;
+
+	(void)unused;
+	close(tcp_listen(AF_INET, &port));
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = 20;
+	bool strict_leftovers = false;
+	struct totals t = { 0 };
+
+	for (int i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--strict-leftovers") == 0) {
+			strict_leftovers = true;
+			i--;
+		} else if (i + 1 >= argc)
+			FAIL("%s needs a value", argv[i]);
+		else if (strcmp(argv[i], "--seconds") == 0)
+			seconds = atof(argv[i + 1]);
+		else if (strcmp(argv[i], "--clients") == 0)
+			clients = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--conns") == 0)
+			conns = atoi(argv[i + 1]);
+		else
+			FAIL("usage: chaos [--seconds S] [--clients N<=%d] [--conns N<=%d] [--strict-leftovers]",
+			     MAX_CLIENTS, MAX_CONNS);
+	}
+	CHECK(clients >= 1 && clients <= MAX_CLIENTS && conns >= 1 && conns <= MAX_CONNS, ==, 1);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(sh != MAP_FAILED, ==, 1);
+
+	remember_names();
+
+	double end = now_sec() + seconds;
+
+	while (now_sec() < end) {
+		one_round(&t);
+		round_no++;
+	}
+	struct leftovers before = leftovers(false);
+
+	waitpid(spawn(sweeper, 0), NULL, 0);
+	struct leftovers left = leftovers(true);
+
+	printf("chaos: %u rounds, %llu connections (%llu accelerated), %llu bytes checked, %llu kills, "
+	       "%llu lost, %llu wrong, %llu crashes, %llu hangs, %llu errors, %d leftovers "
+	       "(%d of them after a kill; %d before the sweep)\n",
+	       round_no, t.conns, t.accelerated, t.bytes, t.kills, t.lost, t.wrong, t.crashes, t.hangs, t.errors,
+	       left.all, left.after_kill, before.all);
+	int bad_left = strict_leftovers ? left.all : left.all - left.after_kill;
+
+	return t.lost || t.wrong || t.crashes || t.hangs || t.errors || bad_left ? 1 : 0;
+}
