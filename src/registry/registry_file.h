@@ -32,7 +32,7 @@
 #include "registry/registry.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   2u
+#define REG_VERSION   3u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -102,7 +102,7 @@ struct reg_proc {
     _Atomic uint32_t state;         /* REG_FREE or REG_USED, stored last */
     int32_t pid;
     struct reg_owner owner;
-    uint64_t pad0;
+    uint64_t table_tag;             /* the random part of its table's name (procstat.h) */
 };
 
 struct reg_file {
@@ -181,7 +181,7 @@ _Static_assert(sizeof(struct reg_conn_ent) == 176, "reg_conn_ent resized: bump R
 REG_AT(reg_proc, state, 0);
 REG_AT(reg_proc, pid, 4);
 REG_AT(reg_proc, owner, 8);
-REG_AT(reg_proc, pad0, 24);
+REG_AT(reg_proc, table_tag, 24);
 _Static_assert(sizeof(struct reg_proc) == 32, "reg_proc resized: bump REG_VERSION");
 REG_AT(reg_file, hdr, 0);
 REG_AT(reg_file, listeners, 192);

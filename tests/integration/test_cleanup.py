@@ -81,7 +81,8 @@ def shm_named(pattern, pids):
 
 
 def segments_of(pids):
-    return shm_named(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", pids)
+    # a segment, and the files beside it (wake FIFOs, a handed-back prefix)
+    return shm_named(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-(w0|w1|b)-[0-9a-f]+)?", pids)
 
 
 def records_of(shunt_build, pids, env):
@@ -145,7 +146,7 @@ def test_both_killed_then_swept(shunt, shunt_build, tmp_path):
 
 # A forking server: a child per connection, which echoes and then ends by
 # _exit (no destructor runs) or is killed.  Each child has its own fd table
-# for `shunt stat` (/dev/shm/shunt-<uid>-<netns>-<pid>.fds).
+# for `shunt stat` (/dev/shm/shunt-<uid>-<netns>-p<version>-<pid>-<random>.fds).
 FORKING_SERVER = textwrap.dedent('''
     import os, signal, socket, sys
     mode, count = sys.argv[1], int(sys.argv[2])
@@ -183,7 +184,7 @@ FORKING_CLIENT = textwrap.dedent('''
 
 
 def tables_of(pids):
-    return shm_named(r"shunt-\d+-\d+-(\d+)\.fds", pids)
+    return shm_named(r"shunt-\d+-\d+-p\d+-(\d+)-[0-9a-f]+\.fds", pids)
 
 
 @pytest.mark.parametrize("mode", ["_exit", "killed"])
