@@ -19,11 +19,50 @@
  * random bits kept in the process's entry, is what another user cannot
  * tell in advance: with the pid alone, anybody could make the file of a
  * process before it starts (issue 16, finding 3).  The version is in the
- * name: a name of another format is never taken for one of this. */
+ * name because the sweep (sweep.c) reads names: it never takes another
+ * format's for its own. */
 void reg_table_path(char *out, size_t len, const struct reg_file *f, int32_t pid, uint64_t tag)
 {
     snprintf(out, len, "%s/shunt-%u-%llu-p%u-%d-%016llx.fds", reg_directory(), (unsigned)f->hdr.uid,
              (unsigned long long)f->hdr.netns, PST_VERSION, (int)pid, (unsigned long long)tag);
+}
+
+/* Digits up to a character that is not one: p after them, or NULL when
+ * there were none or too many. */
+static const char *digits(const char *p, uint64_t *v)
+{
+    uint64_t n = 0;
+    int k = 0;
+    for (; *p >= '0' && *p <= '9'; p++, k++) {
+        if (k == 19)
+            return NULL;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *v = n;
+    return k ? p : NULL;
+}
+
+bool reg_table_name_parse(const char *name, uint32_t *uid, uint64_t *netns, int32_t *pid, uint64_t *tag)
+{
+    uint64_t u, ns, ver, id;
+    const char *p = strncmp(name, "shunt-", 6) == 0 ? digits(name + 6, &u) : NULL;
+    if (!p || *p++ != '-' || !(p = digits(p, &ns)) || *p++ != '-' || *p++ != 'p' || !(p = digits(p, &ver)) ||
+        ver != PST_VERSION || *p++ != '-' || !(p = digits(p, &id)) || *p++ != '-')
+        return false;
+    uint64_t t = 0;
+    for (int i = 0; i < 16; i++, p++) {
+        int x = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (x < 0)
+            return false;
+        t = t << 4 | (uint64_t)x;
+    }
+    if (strcmp(p, ".fds") != 0 || u > UINT32_MAX || id > INT32_MAX)
+        return false;
+    *uid = (uint32_t)u;
+    *netns = ns;
+    *pid = (int32_t)id;
+    *tag = t;
+    return true;
 }
 
 /* Removes one entry whose process is gone, with its table's file. */

@@ -134,10 +134,14 @@ static int open_table(int wait_ms, bool after_fork)
     int fd = -1;
     bool adopt = false;
     struct stat st;
+    struct reg_file *f;
+    int r = reg_get(&f);   /* the table's name needs the registry's namespace */
+    if (r < 0)
+        goto no_registry;
     /* a forked child has a pid of its own, with no table before it (an
      * entry a dead process left with that pid, reg_proc_add takes over),
      * and waits for the lock once, not twice */
-    int r = after_fork ? -ENOENT : reg_proc_find_self(wait_ms, &tag);
+    r = after_fork ? -ENOENT : reg_proc_find_self(wait_ms, &tag);
     if (r == 0) {
         table_name(path, sizeof path, pid, tag);
         fd = own_file_open("stat", path, O_RDWR, 0600, &st);
@@ -163,13 +167,10 @@ static int open_table(int wait_ms, bool after_fork)
         goto fail;
     }
     if (!adopt) {
-        struct reg_file *f = reg_mapped();
         struct pst_header h = { .magic = PST_MAGIC, .version = PST_VERSION, .entry_size = PST_ENTRY_SIZE,
                                 .max_fds = PST_MAX_FDS, .pid = pid, .owner = *self };
-        if (f) {
-            h.netns = f->hdr.netns;
-            h.uid = f->hdr.uid;
-        }
+        h.netns = f->hdr.netns;
+        h.uid = f->hdr.uid;
         /* the umask may have taken bits of 0600: shunt stat insists on it */
         if (fchmod(fd, 0600) < 0 || shunt_real.pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
             r = -errno;

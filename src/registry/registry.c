@@ -563,6 +563,16 @@ int reg_map_file(const char *path, uid_t uid, uint64_t netns, struct reg_file **
     return 0;
 }
 
+/* Does the name still lead to the file we mapped?  Asked under the
+ * registry's lock, under which alone a sweep removes a registry (sweep.c):
+ * a process that mapped one just before it went would otherwise meet
+ * nobody there for the rest of its life. */
+static bool still_named(const char *path, const struct stat *mapped)
+{
+    struct stat now;
+    return stat(path, &now) == 0 && now.st_ino == mapped->st_ino && now.st_dev == mapped->st_dev;
+}
+
 int reg_open_at(const char *dir)
 {
     if (atomic_load_explicit(&reg_map, memory_order_acquire))
@@ -589,8 +599,9 @@ int reg_open_at(const char *dir)
     const char *d = dir ? dir : "/dev/shm";
     struct reg_file *f = NULL;
     int r = -ENOENT;
+    bool sweep_files = false;
     /* Bounded: the name can only vanish between create and open if someone
-     * removes registries by hand. */
+     * removes registries by hand, or a sweep removed this one as unused. */
     for (int attempt = 0; attempt < 4 && r == -ENOENT; attempt++) {
         struct stat st;
         r = reg_map_file(path, uid, netns, &f, &st);
@@ -604,14 +615,24 @@ int reg_open_at(const char *dir)
         }
         if (r < 0)
             break;
-        /* The first open in this process sweeps out what dead processes left. */
+        /* The first open in this process sweeps out what dead processes
+         * left, once it knows the file it mapped is still the registry. */
         sigset_t old;
         if (reg_lock(f, &old) == 0) {
+            if (!still_named(path, &st)) {
+                reg_unlock(f, &old);
+                munmap(f, REG_FILE_SIZE);
+                f = NULL;
+                r = -ENOENT;
+                shunt_log(LOG_DEBUG, "registry: %s was replaced while we opened it; again", path);
+                continue;
+            }
             struct reg_live_cache lc;
             reg_live_cache_init(&lc);
             unsigned nl = reg_sweep_listeners(f, &lc);
             unsigned nc = reg_sweep_conns(f, &lc);
             unsigned np = reg_sweep_procs(f, &lc);
+            sweep_files = reg_files_sweep_due(f);
             reg_unlock(f, &old);
             if (nl || nc || np)
                 shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl,
@@ -630,6 +651,12 @@ int reg_open_at(const char *dir)
         errno = saved;
         return 0;
     }
+    /* Channel names carry the namespace of the registry that records them,
+     * so that a sweep can tell whose they are; a test's private registry
+     * gives none (0), and its channels are never swept. */
+    channel_set_scope(strcmp(d, "/dev/shm") == 0 ? netns : 0);
+    if (sweep_files)
+        reg_sweep_files(f);
     errno = saved;
     return 0;
 }
@@ -663,6 +690,7 @@ void reg_close_for_test(void)
     struct reg_file *f = atomic_exchange(&reg_map, NULL);
     if (f)
         munmap(f, REG_FILE_SIZE);
+    channel_set_scope(0);
 }
 
 /* Every operation opens the registry if this process has not yet. */

@@ -21,9 +21,15 @@
  * this process chose (create) or checked (attach), never from the header
  * again.
  *
- * Names: "shunt-<euid>-<pid>-<counter>-<16 hex digits from getrandom>",
- * made with O_EXCL: the random digits keep another user from making the
- * name first.  Only [A-Za-z0-9-] are accepted on the way in, so a name taken from shared
+ * Names: "shunt-<euid>-<netns>-c<CHANNEL_VERSION>-<pid>-<counter>-<12 hex
+ * digits from getrandom>", made with O_EXCL.  The random digits keep
+ * another user from making the name first; the namespace (the registry's
+ * that records the channel, channel_set_scope) lets a sweep tell whose it
+ * is once that namespace is gone (src/registry/sweep.c); the version keeps
+ * the sweep from misreading another format's names.  At most 6 + 10 + 1 +
+ * 10 + 2 + 2 + 1 + 10 + 1 + 6 + 1 + 12 = 62 characters (a uid and an nsfs
+ * inode are 32-bit, a pid at most 10 digits, the counter kept below 10^6).
+ * Only [A-Za-z0-9-] are accepted on the way in, so a name taken from shared
  * memory cannot climb out of /dev/shm or reach the registry's file (whose
  * name has a '.').
  *
@@ -63,6 +69,12 @@ _Static_assert(sizeof(CHANNEL_DIR) + CHANNEL_NAME_MAX + sizeof("-w0-0123456789ab
 _Static_assert(HDR_BYTES == 4096, "the rings' data moved: bump CHANNEL_VERSION");
 
 static atomic_uint name_counter;
+static _Atomic uint64_t name_scope;
+
+void channel_set_scope(uint64_t netns)
+{
+    atomic_store(&name_scope, netns);
+}
 
 static bool ring_size_ok(uint64_t size)
 {
@@ -171,9 +183,10 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
     char path[128];
     int fd = -1;
     for (int i = 0; i < CREATE_TRIES && fd < 0; i++) {
-        unsigned counter = atomic_fetch_add_explicit(&name_counter, 1, memory_order_relaxed);
-        int len = snprintf(name, sizeof name, CHANNEL_PREFIX "%u-%d-%u-%016llx", (unsigned)geteuid(),
-                           (int)getpid(), counter, (unsigned long long)own_file_random());
+        unsigned counter = atomic_fetch_add_explicit(&name_counter, 1, memory_order_relaxed) % 1000000u;
+        int len = snprintf(name, sizeof name, CHANNEL_PREFIX "%u-%llu-c%u-%d-%u-%012llx", (unsigned)geteuid(),
+                           (unsigned long long)atomic_load(&name_scope), CHANNEL_VERSION, (int)getpid(), counter,
+                           (unsigned long long)(own_file_random() & 0xffffffffffffull));
         if (len < 0 || (size_t)len >= sizeof name)
             return -ENAMETOOLONG;
         name_path(path, sizeof path, name);
@@ -412,6 +425,63 @@ void channel_wake_path(const struct channel *ch, int side, char *out, size_t len
 void channel_back_path(const struct channel *ch, char *out, size_t len)
 {
     beside_path(out, len, ch->name, "b", ch->aux_key);
+}
+
+/* Digits up to a character that is not one: p after them, or NULL when
+ * there were none or too many. */
+static const char *digits(const char *p, uint64_t *v)
+{
+    uint64_t n = 0;
+    int k = 0;
+    for (; *p >= '0' && *p <= '9'; p++, k++) {
+        if (k == 19)
+            return NULL;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *v = n;
+    return k ? p : NULL;
+}
+
+/* n lower-case hex digits: p after them, or NULL. */
+static const char *hex(const char *p, int n)
+{
+    for (int i = 0; i < n; i++, p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return NULL;
+    return p;
+}
+
+bool channel_file_parse(const char *file_name, struct channel_file *out)
+{
+    uint64_t uid, netns, ver, pid, counter;
+    const char *p = strncmp(file_name, CHANNEL_PREFIX, sizeof CHANNEL_PREFIX - 1) == 0
+                        ? digits(file_name + sizeof CHANNEL_PREFIX - 1, &uid)
+                        : NULL;
+    if (!p || *p++ != '-' || !(p = digits(p, &netns)) || *p++ != '-' || *p++ != 'c' || !(p = digits(p, &ver)) ||
+        ver != CHANNEL_VERSION || *p++ != '-' || !(p = digits(p, &pid)) || *p++ != '-' ||
+        !(p = digits(p, &counter)) || *p++ != '-' || !(p = hex(p, 12)) || uid > UINT32_MAX)
+        return false;
+    size_t seg_len = (size_t)(p - file_name);
+    if (seg_len >= CHANNEL_NAME_MAX)
+        return false;
+    bool beside = false;
+    if (*p) {
+        if (!strncmp(p, "-w0-", 4) || !strncmp(p, "-w1-", 4))
+            p += 4;
+        else if (!strncmp(p, "-b-", 3))
+            p += 3;
+        else
+            return false;
+        if (!(p = hex(p, 16)) || *p)
+            return false;
+        beside = true;
+    }
+    out->uid = (uint32_t)uid;
+    out->netns = netns;
+    out->beside = beside;
+    memcpy(out->segment, file_name, seg_len);
+    out->segment[seg_len] = 0;
+    return true;
 }
 
 /* Grows by at least 8 times, and to the whole send when that is more. */

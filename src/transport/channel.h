@@ -26,7 +26,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 10u
+#define CHANNEL_VERSION 11u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -287,6 +287,12 @@ static inline uint64_t channel_bells_unread(const struct channel *ch)
 /* Bytes the segment takes for a ring size. */
 size_t channel_size(uint32_t ring_size);
 
+/* The network namespace (inode) that the names of the channels this
+ * process creates from now on carry: the registry's, which records them,
+ * set when it is opened (0 for a registry of the tests' own, whose
+ * channels no sweep may take). */
+void channel_set_scope(uint64_t netns);
+
 /* Client: creates a fresh segment (a unique name under /dev/shm, 0600) and
  * maps it as side 0, with room for rings of ring_size bytes of which only
  * start_size are backed by memory at first.  shm_limit bounds what all of
@@ -326,5 +332,14 @@ void channel_wake_path(const struct channel *ch, int side, char *out, size_t len
  * prefix (core/conn/downgrade.c). */
 void channel_back_path(const struct channel *ch, char *out, size_t len);
 
+/* A file of /dev/shm that is a channel's segment or a file beside one, of
+ * this version (for the sweep, src/registry/sweep.c). */
+struct channel_file {
+    uint32_t uid;
+    uint64_t netns;                 /* its scope (channel_set_scope) */
+    bool beside;                    /* a wake FIFO or a handed-back prefix, not the segment */
+    char segment[CHANNEL_NAME_MAX]; /* the segment's name (its own, or the one it is beside) */
+};
+bool channel_file_parse(const char *file_name, struct channel_file *out);
 
 #endif

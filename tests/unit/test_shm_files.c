@@ -14,7 +14,8 @@
  * nothing written, the owner named in the log); the shm budget's the
  * same (refused as "not ours", not as "limit reached"); the wake FIFOs'
  * names, which another user must not be able to make from the segment's
- * visible name.
+ * visible name; a registry removed between a process's map and its lock
+ * (the process opens the new one).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -328,6 +329,67 @@ static void case_registry_file(void) { registry_squatted(make_file_0666, S_IFREG
 static void case_registry_symlink(void) { registry_squatted(make_symlink, S_IFLNK, 0); }
 static void case_registry_fifo(void) { registry_squatted(make_fifo_0666, S_IFIFO, 0); }
 
+/* A registry removed (a sweep) between a process's map and its lock: the
+ * process must end up with the file that has the name, not the one that
+ * lost it, or it would meet nobody there. */
+static void case_registry_replaced(void)
+{
+    char path[256];
+    registry_path(path, sizeof path);
+    int locked[2], opened[2];
+    CHECK(pipe(locked), ==, 0);
+    CHECK(pipe(opened), ==, 0);
+    fflush(NULL);
+    pid_t holder = fork();
+    CHECK(holder, >=, 0);
+    if (holder == 0) {
+        struct reg_file *f;
+        sigset_t old;
+        CHECK(reg_enter(&f, &old), ==, 0);
+        say(locked[1], 'l');
+        pid_t opener = 0;
+        CHECK(read(opened[0], &opener, sizeof opener), ==, (long long)sizeof opener);
+        /* until the opener has mapped it (it then waits for the lock) */
+        char maps[64], line[512];
+        snprintf(maps, sizeof maps, "/proc/%d/maps", (int)opener);
+        bool mapped = false;
+        for (int i = 0; i < 2000 && !mapped; i++) {
+            FILE *m = fopen(maps, "r");
+            while (m && fgets(line, sizeof line, m))
+                mapped |= strstr(line, path) != NULL;
+            if (m)
+                fclose(m);
+            if (!mapped)
+                usleep(1000);
+        }
+        CHECK(mapped, ==, 1);
+        usleep(20000);
+        CHECK(unlink(path), ==, 0);
+        reg_unlock(f, &old);
+        _exit(0);
+    }
+    hear(locked[0]);
+    fflush(NULL);
+    pid_t opener = fork();
+    CHECK(opener, >=, 0);
+    if (opener == 0) {
+        CHECK(reg_open(), ==, 0);
+        /* the mapping is the file at the name now */
+        struct reg_file *f = reg_mapped();
+        f->hdr.pad0 = 0x5eed;
+        uint32_t seen = 0;
+        int fd = open(path, O_RDONLY);
+        CHECK(fd, >=, 0);
+        CHECK(pread(fd, &seen, sizeof seen, offsetof(struct reg_header, pad0)), ==, (long long)sizeof seen);
+        close(fd);
+        CHECK(seen, ==, 0x5eed);
+        _exit(0);
+    }
+    CHECK(write(opened[1], &opener, sizeof opener), ==, (long long)sizeof opener);
+    wait_clean(holder, "the lock holder");
+    wait_clean(opener, "the process that opened");
+}
+
 /* ---- the shm budget ------------------------------------------------------- */
 
 static void budget_squatted(void (*squat)(const char *), mode_t kind, off_t size)
@@ -377,6 +439,172 @@ static void case_wake_names(void)
     channel_detach(&ch);
 }
 
+/* ---- the sweep of what nobody can use any more (finding 6) -------------- */
+
+/* What a process made in its namespace: the registry, a segment with its
+ * offer posted, a wake FIFO beside it, a segment never posted (killed in
+ * between), its fd table. */
+struct made {
+    char registry[160];
+    char posted[160];
+    char beside[160];
+    char unposted[160];
+    char table[200];
+};
+
+static void make_all(struct made *m)
+{
+    memset(m, 0, sizeof *m);
+    CHECK(reg_open(), ==, 0);
+    reg_name_of(m->registry, sizeof m->registry, SHM, geteuid(), reg_netns());
+    struct channel a, b;
+    CHECK(channel_create(&a, 1u << 16, 1u << 14, 0), ==, 0);
+    struct reg_conn c;
+    memset(&c, 0, sizeof c);
+    c.client_inode = 1000 + (uint64_t)getpid();
+    c.client.port = 1;
+    c.server.port = 2;
+    c.client_pid = (int32_t)getpid();
+    snprintf(c.channel, sizeof c.channel, "%s", a.name);
+    CHECK(reg_conn_post(&c), ==, 0);
+    snprintf(m->posted, sizeof m->posted, SHM "/%s", a.name);
+    channel_wake_path(&a, 0, m->beside, sizeof m->beside);
+    CHECK(mkfifo(m->beside, 0600), ==, 0);
+    CHECK(channel_create(&b, 1u << 16, 1u << 14, 0), ==, 0);
+    snprintf(m->unposted, sizeof m->unposted, SHM "/%s", b.name);
+    struct pst_rec r = rec(3, 77);
+    CHECK(pst_put(&r), ==, 0);
+    reg_table_path(m->table, sizeof m->table, reg_mapped(), (int32_t)getpid(), tag_of(getpid()));
+    CHECK(access(m->table, F_OK), ==, 0);
+}
+
+/* A child in a network namespace of its own makes everything and reports
+ * it; it then exits without a word (killed, as far as shunt knows), or,
+ * with stay, waits for a byte on stay_fd first. */
+static pid_t make_in_new_netns(struct made *m, const int *stay)
+{
+    int p[2];
+    CHECK(pipe(p), ==, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid, >=, 0);
+    if (pid == 0) {
+        close(p[0]);
+        if (stay)
+            close(stay[1]);   /* the parent's end: its exit ends our wait */
+        CHECK(unshare(CLONE_NEWNET), ==, 0);
+        /* what a process does at fork, and at its first open in a namespace */
+        reg_close_for_test();
+        pst_after_fork_child();
+        struct made mine;
+        make_all(&mine);
+        CHECK(write(p[1], &mine, sizeof mine), ==, (long long)sizeof mine);
+        if (stay) {
+            char c;
+            if (read(stay[0], &c, 1) < 0)
+                _exit(1);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    CHECK(read(p[0], m, sizeof *m), ==, (long long)sizeof *m);
+    close(p[0]);
+    return pid;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* Every file of /dev/shm an hour old, as a sweep's grace needs them. */
+static void age_everything(void)
+{
+    DIR *d = opendir(SHM);
+    CHECK(d != NULL, ==, 1);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= 3600;
+    t[1] = t[0];
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            CHECK(utimensat(dirfd(d), e->d_name, t, AT_SYMLINK_NOFOLLOW), ==, 0);
+    closedir(d);
+}
+
+static char squat_path[160];
+
+static void make_aged_0666(const char *path)
+{
+    make_file_0666(path);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= 3600;
+    t[1] = t[0];
+    CHECK(utimensat(AT_FDCWD, path, t, 0), ==, 0);
+}
+
+static void case_sweep(void)
+{
+    reg_sweep_interval_s = 0;   /* every first open sweeps */
+    /* a namespace that goes: its process made everything, then died */
+    struct made gone;
+    pid_t d = make_in_new_netns(&gone, NULL);
+    wait_clean(d, "the process of the namespace that goes");
+    /* a namespace with a process still in it */
+    int stay[2];
+    CHECK(pipe(stay), ==, 0);
+    struct made alive;
+    pid_t l = make_in_new_netns(&alive, stay);
+    /* ours: a process that died between making a segment and posting it,
+     * and our own live connection */
+    struct made own;
+    make_all(&own);
+    /* what no sweep may take: names of another format, another user's file
+     * under a name of ours */
+    char old_format[160], old_registry[160];
+    snprintf(old_format, sizeof old_format, SHM "/shunt-%u-12345-7-0123456789abcdef", (unsigned)geteuid());
+    snprintf(old_registry, sizeof old_registry, SHM "/shunt-%u-%llu-r2.reg", (unsigned)geteuid(),
+             (unsigned long long)reg_netns() + 1);
+    int fd = open(old_format, O_CREAT | O_WRONLY, 0600);
+    close(fd);
+    fd = open(old_registry, O_CREAT | O_WRONLY, 0600);
+    close(fd);
+    snprintf(squat_path, sizeof squat_path, SHM "/shunt-%u-4000000000-c%u-1-1-0123456789ab", (unsigned)geteuid(),
+             CHANNEL_VERSION);
+    as_nobody(make_aged_0666, squat_path);
+    age_everything();
+    /* and a namespace that just went: its files are younger than the grace */
+    struct made young;
+    pid_t y = make_in_new_netns(&young, NULL);
+    wait_clean(y, "the process of the young namespace");
+
+    /* the first open of a process sweeps */
+    reg_close_for_test();
+    if (getenv("SHUNT_TEST_DEBUG"))
+        shunt_log_level = LOG_DEBUG;
+    CHECK(reg_open(), ==, 0);
+    shunt_log_level = LOG_OFF;
+
+    /* a dead process's records go at any age (as they always did), with
+     * what they name; what nothing names goes once older than the grace;
+     * a registry once nobody is in its namespace */
+    const char *went[] = { gone.registry, gone.posted, gone.beside, gone.unposted, gone.table,
+                           alive.unposted, own.unposted, young.posted, young.beside, young.table };
+    for (unsigned i = 0; i < sizeof went / sizeof went[0]; i++)
+        if (exists(went[i]))
+            FAIL("%s is still there\n", went[i]);
+    const char *kept[] = { alive.registry, alive.posted, alive.beside, alive.table, own.posted, own.beside,
+                           own.table, young.registry, young.unposted, old_format, old_registry, squat_path };
+    for (unsigned i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (!exists(kept[i]))
+            FAIL("%s went\n", kept[i]);
+    CHECK(write(stay[1], "x", 1), ==, 1);
+    wait_clean(l, "the process of the namespace that stays");
+}
+
 int main(int argc, char **argv)
 {
     only = argc > 1 ? argv[1] : NULL;
@@ -388,9 +616,12 @@ int main(int argc, char **argv)
     in_private_shm("the registry as another user's file: refused, untouched", case_registry_file);
     in_private_shm("the registry as a symlink to a file of ours: refused, not followed", case_registry_symlink);
     in_private_shm("the registry as another user's FIFO: refused", case_registry_fifo);
+    in_private_shm("a registry replaced between map and lock: the new one is used", case_registry_replaced);
     in_private_shm("the shm budget as another user's file: not ours", case_budget_file);
     in_private_shm("the shm budget as a symlink: not ours, not followed", case_budget_symlink);
     in_private_shm("the shm budget as a FIFO: not ours", case_budget_fifo);
     in_private_shm("the wake FIFOs' names cannot be made from the segment's", case_wake_names);
+    in_private_shm("a sweep takes the files of namespaces nobody is in and of nobody's records, and nothing else",
+                   case_sweep);
     PASS();
 }
