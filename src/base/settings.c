@@ -219,7 +219,8 @@ const struct setting_def shunt_setting_defs[] = {
       "outcomes (accelerated, or kernel TCP and why), debug each negotiation step and state change, trace "
       "every record written for shunt stat", parse_log },
     { "SHUNT_LOG_FILE", "", "path; %p becomes the pid",
-      "Where the log goes; empty means standard error", parse_log_file },
+      "Where the log goes; empty means standard error (also when the path is a symlink or another "
+      "user's file: it is made with O_EXCL, or must be this user's own)", parse_log_file },
 };
 const size_t shunt_setting_count = sizeof shunt_setting_defs / sizeof shunt_setting_defs[0];
 

@@ -25,6 +25,7 @@
 
 #include "base/fsize.h"
 #include "base/log.h"
+#include "base/own_file.h"
 #include "base/real.h"
 #include "registry/procstat.h"
 #include "registry/registry_impl.h"
@@ -35,6 +36,7 @@
 static _Atomic(char *) table;           /* the mapping (PST_FILE_MAX bytes reserved), or NULL */
 static _Atomic uint32_t table_fds;      /* fds the file covers now */
 static uint64_t table_ino;              /* the file's inode: growing checks it is still ours */
+static uint64_t table_tag;              /* the random part of its name (the registry's entry keeps it) */
 static bool table_failed;               /* do not try again (no registry, no memory) */
 static atomic_bool table_closed;        /* the process is ending: no table is made again */
 /* A forked child that could not make its table at once keeps the parent's
@@ -43,11 +45,14 @@ static char *parent_table;
 static uint32_t parent_fds;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void table_name(char *out, size_t len, int32_t pid)
+/* The table's path (processes.c builds it); "" without a registry. */
+static void table_name(char *out, size_t len, int32_t pid, uint64_t tag)
 {
     struct reg_file *f = reg_mapped();
-    snprintf(out, len, "%s/shunt-%u-%llu-%d.fds", reg_directory(), (unsigned)(f ? f->hdr.uid : geteuid()),
-             (unsigned long long)(f ? f->hdr.netns : reg_netns()), (int)pid);
+    if (f)
+        reg_table_path(out, len, f, pid, tag);
+    else
+        snprintf(out, len, "%s", "");
 }
 
 static uint32_t fds_of_size(uint64_t size)
@@ -73,7 +78,7 @@ static int grow(int fd)
     int32_t pid;
     reg_self_identity(&pid);
     char path[4200];
-    table_name(path, sizeof path, pid);
+    table_name(path, sizeof path, pid, table_tag);
     int f = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (f < 0)
         return -errno;
@@ -111,41 +116,78 @@ static struct pst_entry *entry_at(void *base, int fd)
 static uint64_t inode_of(int fd);
 static void copy_parent(void);
 
-static int open_table(int wait_ms)
+/* The process's table: the one the image before exec left (its name is in
+ * the registry's entry with our pid), or a new file.  A new one is made
+ * with O_EXCL under a name with 64 random bits: no other user can have
+ * made it first, and nothing of ours is ever written into a file we did
+ * not make (issue 16, finding 3: a table named after the pid alone was
+ * made first by another user, mapped, written and then truncated under
+ * us, a SIGBUS).  A crash between the file and its registry entry leaves
+ * a file no entry names, which the sweep of /dev/shm removes (sweep.c). */
+static int open_table(int wait_ms, bool after_fork)
 {
     if (table_failed || atomic_load(&table_closed))
         return -ENOENT;
-    int r = reg_proc_add(wait_ms);   /* first: takes over the entry of a dead process with our pid */
-    if (r < 0) {
-        shunt_log(LOG_WARN, "stat: no fd table for shunt stat: %s", strerror(-r));
-        table_failed = r != -ETIMEDOUT || !wait_ms;   /* a short wait may be tried again */
-        return r;
-    }
     int32_t pid;
     const struct reg_owner *self = reg_self_identity(&pid);
-    char path[4200];
-    table_name(path, sizeof path, pid);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        r = -errno;
-        goto fail;
-    }
+    char path[4200] = "";
+    uint64_t tag = 0;
+    int fd = -1;
+    bool adopt = false;
     struct stat st;
-    bool adopt = ours(fd, pid, self) && fstat(fd, &st) == 0;
-    if (!adopt) {
-        struct reg_file *f;
-        struct pst_header h = { .magic = PST_MAGIC, .version = PST_VERSION, .entry_size = PST_ENTRY_SIZE,
-                                .max_fds = PST_MAX_FDS, .pid = pid, .owner = *self };
-        if (reg_get(&f) == 0) {
-            h.netns = f->hdr.netns;
-            h.uid = f->hdr.uid;
-        }
-        if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 ||
-            fsize_pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
-            r = -errno;
+    struct reg_file *f;
+    int r = reg_get(&f);   /* the table's name needs the registry's namespace */
+    if (r < 0)
+        goto no_registry;
+    /* a forked child has a pid of its own, with no table before it (an
+     * entry a dead process left with that pid, reg_proc_add takes over),
+     * and waits for the lock once, not twice */
+    r = after_fork ? -ENOENT : reg_proc_find_self(wait_ms, &tag);
+    if (r == 0) {
+        table_name(path, sizeof path, pid, tag);
+        fd = own_file_open("stat", path, O_RDWR, 0600, &st);
+        adopt = fd >= 0 && ours(fd, pid, self);
+        if (fd >= 0 && !adopt) {
             shunt_real.close(fd);
+            fd = -1;
+        }
+    } else if (r != -ENOENT) {
+        goto no_registry;
+    }
+    for (int i = 0; i < 4 && fd < 0; i++) {
+        tag = own_file_random();
+        table_name(path, sizeof path, pid, tag);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) {
+            r = -errno;
             goto fail;
         }
+    }
+    if (fd < 0) {
+        r = -EEXIST;
+        goto fail;
+    }
+    if (!adopt) {
+        struct pst_header h = { .magic = PST_MAGIC, .version = PST_VERSION, .entry_size = PST_ENTRY_SIZE,
+                                .max_fds = PST_MAX_FDS, .pid = pid, .owner = *self };
+        h.netns = f->hdr.netns;
+        h.uid = f->hdr.uid;
+        /* the umask may have taken bits of 0600: shunt stat insists on it */
+        if (fchmod(fd, 0600) < 0 || fsize_pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+            r = -errno;
+            shunt_real.close(fd);
+            unlink(path);
+            goto fail;
+        }
+    }
+    /* published after the file exists, so that the registry never names a
+     * table that is not there */
+    r = reg_proc_add(wait_ms, tag);
+    if (r < 0) {
+        shunt_real.close(fd);
+        if (!adopt)
+            unlink(path);
+        goto no_registry;
     }
     struct stat now;
     void *p = fstat(fd, &now) == 0 ? mmap(NULL, PST_FILE_MAX, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
@@ -153,9 +195,10 @@ static int open_table(int wait_ms)
     r = p == MAP_FAILED ? -errno : 0;
     shunt_real.close(fd);   /* the mapping is all we keep */
     if (r < 0)
-        goto fail;
+        goto fail_listed;
     table_ino = (uint64_t)now.st_ino;
-    atomic_store(&table_fds, adopt ? fds_of_size((uint64_t)st.st_size) : 0);
+    table_tag = tag;
+    atomic_store(&table_fds, adopt ? fds_of_size((uint64_t)now.st_size) : 0);
     if (adopt) {
         /* the image before exec recorded fds that closed at exec */
         uint32_t n = atomic_load(&table_fds);
@@ -168,9 +211,14 @@ static int open_table(int wait_ms)
     atomic_store_explicit(&table, (char *)p, memory_order_release);
     shunt_log(LOG_DEBUG, "stat: fd table %s %s", path, adopt ? "taken over after exec" : "created");
     return 0;
+no_registry:
+    shunt_log(LOG_WARN, "stat: no fd table for shunt stat: %s", strerror(-r));
+    table_failed = r != -ETIMEDOUT || !wait_ms;   /* a short wait may be tried again */
+    return r;
+fail_listed:
+    reg_proc_remove();   /* unlinks the file too */
 fail:
     shunt_log(LOG_WARN, "stat: cannot make the fd table %s: %s", path, strerror(-r));
-    reg_proc_remove();
     table_failed = true;
     return r;
 }
@@ -211,7 +259,7 @@ int pst_put(const struct pst_rec *r)
         int e = 0;
         pthread_mutex_lock(&table_lock);
         if (!atomic_load(&table))
-            e = open_table(0);
+            e = open_table(0, false);
         if (e == 0)
             e = grow(fd);
         pthread_mutex_unlock(&table_lock);
@@ -283,7 +331,7 @@ int pst_open(void)
     if (atomic_load_explicit(&table, memory_order_acquire))
         return 0;
     pthread_mutex_lock(&table_lock);
-    int r = atomic_load(&table) ? 0 : open_table(0);
+    int r = atomic_load(&table) ? 0 : open_table(0, false);
     pthread_mutex_unlock(&table_lock);
     return r;
 }
@@ -337,7 +385,7 @@ void pst_after_fork_child(void)
      * parent thread may have held the registry's lock at the fork, and the
      * child must not stall for it: then the copy waits for the child's
      * next record. */
-    if (open_table(FORK_WAIT_MS) == 0)
+    if (open_table(FORK_WAIT_MS, true) == 0)
         copy_parent();
 }
 
@@ -375,12 +423,14 @@ static bool valid_rec(struct pst_rec *r, int fd)
     return true;
 }
 
-int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, size_t *count)
+int pst_read(int32_t pid, const struct reg_owner *owner, uint64_t tag, struct pst_rec **out, size_t *count)
 {
     *out = NULL;
     *count = 0;
     char path[4200];
-    table_name(path, sizeof path, pid);
+    table_name(path, sizeof path, pid, tag);
+    if (!path[0])
+        return -ENOENT;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -388,7 +438,7 @@ int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, s
     char *a = NULL, *b = NULL, *c = NULL;
     struct stat st;
     struct pst_header h;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
         r = -EPERM;
         goto out;
     }

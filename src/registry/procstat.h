@@ -1,7 +1,9 @@
 /*
  * procstat.h: each process's table of its TCP sockets, for `shunt stat`.
  *
- * One file per process, /dev/shm/shunt-<uid>-<netns>-<pid>.fds (mode 0600),
+ * One file per process, /dev/shm/shunt-<uid>-<netns>-p<PST_VERSION>-<pid>-<tag>.fds
+ * (mode 0600, made with O_EXCL; tag is 64 random bits the registry's entry
+ * of the process keeps, so that no other user can make the file first),
  * indexed by fd number: entry N says what this process's fd N is (listener
  * or connection, path, fallback reason, addresses, the socket's inode, which
  * is the connection id shown by `shunt stat` and in the log).  Only the
@@ -35,7 +37,7 @@
 #include "registry/registry_file.h"
 
 #define PST_MAGIC      0x7364666e75687373ULL   /* "sshunfds" */
-#define PST_VERSION    1u
+#define PST_VERSION    2u
 #define PST_ENTRY_SIZE 128u
 #define PST_MAX_FDS    65536u
 #define PST_REASON_MAX 24
@@ -148,18 +150,24 @@ void pst_exit(void);
 /* ---- the registry's list of processes with a table ---------------------- */
 
 /* wait_ms: how long to wait for the registry's lock (0: as long as every
- * registry operation). */
-int reg_proc_add(int wait_ms);
+ * registry operation).  Publishes this process's table under tag (taking
+ * over an entry with our pid: after exec, or a dead process's, whose
+ * table goes if it has another tag). */
+int reg_proc_add(int wait_ms, uint64_t tag);
+/* The tag of the entry with this process's pid (the image before exec
+ * made it, or a dead process with the same pid did): 0 or -ENOENT. */
+int reg_proc_find_self(int wait_ms, uint64_t *tag);
 void reg_proc_remove(void);
 /* Calls fn for every live process with a table (read-only, without the
  * lock: for tools). */
-void reg_proc_each(void (*fn)(int32_t pid, const struct reg_owner *o, void *ctx), void *ctx);
+void reg_proc_each(void (*fn)(int32_t pid, const struct reg_owner *o, uint64_t tag, void *ctx), void *ctx);
 
 /* ---- the reader (shunt stat) -------------------------------------------- */
 
-/* Reads the table of pid (whose header must name owner): *out (malloc'd, the caller frees) gets the valid
+/* Reads the table of pid, named with tag (reg_proc_each gives both), whose
+ * header must name owner: *out (malloc'd, the caller frees) gets the valid
  * records.  0, or a negative errno (-ENOENT: no table). */
-int pst_read(int32_t pid, const struct reg_owner *owner, struct pst_rec **out, size_t *count);
+int pst_read(int32_t pid, const struct reg_owner *owner, uint64_t tag, struct pst_rec **out, size_t *count);
 
 const char *pst_path_name(unsigned path);
 const char *pst_kind_name(unsigned kind);

@@ -36,6 +36,7 @@
 
 #include "base/fsize.h"
 #include "base/log.h"
+#include "base/own_file.h"
 #include "base/real.h"
 #include "registry/registry.h"
 #include "registry/registry_impl.h"
@@ -487,8 +488,10 @@ static int reg_create(const char *dir, const char *path, uid_t uid, uint64_t net
             return -errno;
     }
     if (named) {
-        int n = snprintf(tmp, sizeof tmp, "%s.%d.%u.tmp", path, (int)getpid(),
-                         atomic_fetch_add(&tmp_counter, 1));
+        /* random: a name another user could tell in advance would be one
+         * it could make first */
+        int n = snprintf(tmp, sizeof tmp, "%s.%d.%u.%016llx.tmp", path, (int)getpid(),
+                         atomic_fetch_add(&tmp_counter, 1), (unsigned long long)own_file_random());
         if (n < 0 || (size_t)n >= sizeof tmp)
             return -ENAMETOOLONG;
         fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -519,36 +522,26 @@ static int reg_create(const char *dir, const char *path, uid_t uid, uint64_t net
  * shunt (an upgrade while programs run, two builds side by side) use two
  * files and never meet, instead of the newer refusing the older's file and
  * every connection of that namespace falling back. */
-static int reg_name(char *out, size_t len, const char *dir, uid_t uid, uint64_t netns)
+int reg_name_of(char *out, size_t len, const char *dir, uid_t uid, uint64_t netns)
 {
     return snprintf(out, len, "%s/shunt-%u-%llu-r%u.reg", dir, (unsigned)uid,
                     (unsigned long long)netns, REG_VERSION);
 }
 
-/* Opens and checks an existing registry.  -ENOENT if there is none. */
-static int reg_map_existing(const char *path, uid_t uid, uint64_t netns, struct reg_file **out)
+/* Opens, checks and maps an existing registry: this user's own file (a
+ * name another user made first is refused, never mapped: -EPERM), of
+ * this version, for this namespace (-EPROTO).  -ENOENT if there is none.
+ * *st gets what was mapped (its inode tells a file replaced since). */
+int reg_map_file(const char *path, uid_t uid, uint64_t netns, struct reg_file **out, struct stat *st)
 {
-    /* O_NOFOLLOW: not through a symlink someone else planted in /dev/shm;
-     * O_NONBLOCK: nor stuck opening a FIFO planted there. */
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP || e == EACCES || e == ENXIO)
-            return -EPERM;
-        return -e;
-    }
-    struct stat st;
-    int r = 0;
-    if (fstat(fd, &st) < 0)
-        r = -errno;
-    else if (!S_ISREG(st.st_mode) || st.st_uid != uid || (st.st_mode & 07777) != 0600)
-        r = -EPERM;
-    else if ((uint64_t)st.st_size != REG_FILE_SIZE)
-        r = -EPROTO;
-    if (r < 0) {
+    int fd = own_file_open("registry", path, O_RDWR, 0600, st);
+    if (fd < 0)
+        return fd;
+    if ((uint64_t)st->st_size != REG_FILE_SIZE) {
         shunt_real.close(fd);
-        shunt_log(LOG_WARN, "registry: refusing %s: %s", path, strerror(-r));
-        return r;
+        shunt_log(LOG_WARN, "registry: refusing %s: %lld bytes, not a registry of this version", path,
+                  (long long)st->st_size);
+        return -EPROTO;
     }
     void *p = mmap(NULL, REG_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
@@ -571,6 +564,16 @@ static int reg_map_existing(const char *path, uid_t uid, uint64_t netns, struct 
     return 0;
 }
 
+/* Does the name still lead to the file we mapped?  Asked under the
+ * registry's lock, under which alone a sweep removes a registry (sweep.c):
+ * a process that mapped one just before it went would otherwise meet
+ * nobody there for the rest of its life. */
+static bool still_named(const char *path, const struct stat *mapped)
+{
+    struct stat now;
+    return stat(path, &now) == 0 && now.st_ino == mapped->st_ino && now.st_dev == mapped->st_dev;
+}
+
 int reg_open_at(const char *dir)
 {
     if (atomic_load_explicit(&reg_map, memory_order_acquire))
@@ -588,24 +591,53 @@ int reg_open_at(const char *dir)
         return -ENOENT;
     }
     char path[PATH_MAX];
-    int n = reg_name(path, sizeof path, dir ? dir : "/dev/shm", uid, netns);
+    int n = reg_name_of(path, sizeof path, dir ? dir : "/dev/shm", uid, netns);
     if (n < 0 || (size_t)n >= sizeof path) {
         errno = saved;
         return -ENAMETOOLONG;
     }
 
+    const char *d = dir ? dir : "/dev/shm";
     struct reg_file *f = NULL;
     int r = -ENOENT;
+    bool sweep_files = false;
     /* Bounded: the name can only vanish between create and open if someone
-     * removes registries by hand. */
+     * removes registries by hand, or a sweep removed this one as unused. */
     for (int attempt = 0; attempt < 4 && r == -ENOENT; attempt++) {
-        r = reg_map_existing(path, uid, netns, &f);
-        if (r != -ENOENT)
+        struct stat st;
+        r = reg_map_file(path, uid, netns, &f, &st);
+        if (r == -ENOENT) {
+            r = reg_create(d, path, uid, netns);
+            if (r == 0 || r == -EEXIST) {
+                shunt_log(LOG_DEBUG, "registry: %s %s", r == 0 ? "created" : "raced to create", path);
+                r = -ENOENT;    /* now open it */
+            }
+            continue;
+        }
+        if (r < 0)
             break;
-        r = reg_create(dir ? dir : "/dev/shm", path, uid, netns);
-        if (r == 0 || r == -EEXIST) {
-            shunt_log(LOG_DEBUG, "registry: %s %s", r == 0 ? "created" : "raced to create", path);
-            r = -ENOENT;    /* now open it */
+        /* The first open in this process sweeps out what dead processes
+         * left, once it knows the file it mapped is still the registry. */
+        sigset_t old;
+        if (reg_lock(f, &old) == 0) {
+            if (!still_named(path, &st)) {
+                reg_unlock(f, &old);
+                munmap(f, REG_FILE_SIZE);
+                f = NULL;
+                r = -ENOENT;
+                shunt_log(LOG_DEBUG, "registry: %s was replaced while we opened it; again", path);
+                continue;
+            }
+            struct reg_live_cache lc;
+            reg_live_cache_init(&lc);
+            unsigned nl = reg_sweep_listeners(f, &lc);
+            unsigned nc = reg_sweep_conns(f, &lc);
+            unsigned np = reg_sweep_procs(f, &lc);
+            sweep_files = reg_files_sweep_due(f);
+            reg_unlock(f, &old);
+            if (nl || nc || np)
+                shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl,
+                          nc, np);
         }
     }
     if (r < 0) {
@@ -620,20 +652,12 @@ int reg_open_at(const char *dir)
         errno = saved;
         return 0;
     }
-
-    /* The first open in this process sweeps out what dead processes left. */
-    sigset_t old;
-    if (reg_lock(f, &old) == 0) {
-        struct reg_live_cache lc;
-        reg_live_cache_init(&lc);
-        unsigned nl = reg_sweep_listeners(f, &lc);
-        unsigned nc = reg_sweep_conns(f, &lc);
-        unsigned np = reg_sweep_procs(f, &lc);
-        reg_unlock(f, &old);
-        if (nl || nc || np)
-            shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl, nc,
-                      np);
-    }
+    /* Channel names carry the namespace of the registry that records them,
+     * so that a sweep can tell whose they are; a test's private registry
+     * gives none (0), and its channels are never swept. */
+    channel_set_scope(strcmp(d, "/dev/shm") == 0 ? netns : 0);
+    if (sweep_files)
+        reg_sweep_files(f);
     errno = saved;
     return 0;
 }
@@ -648,7 +672,7 @@ int reg_file_path(char *out, size_t len)
     uint64_t netns = reg_netns();
     if (netns == 0)
         return -ENOENT;
-    int n = reg_name(out, len, reg_directory(), geteuid(), netns);
+    int n = reg_name_of(out, len, reg_directory(), geteuid(), netns);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
@@ -667,6 +691,7 @@ void reg_close_for_test(void)
     struct reg_file *f = atomic_exchange(&reg_map, NULL);
     if (f)
         munmap(f, REG_FILE_SIZE);
+    channel_set_scope(0);
 }
 
 /* Every operation opens the registry if this process has not yet. */

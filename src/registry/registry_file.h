@@ -32,7 +32,7 @@
 #include "registry/registry.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   2u
+#define REG_VERSION   4u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -74,6 +74,7 @@ struct reg_header {
     uint64_t reclaimed_listeners;   /* entries of dead processes removed */
     uint64_t reclaimed_conns;
     uint64_t reclaimed_procs;
+    uint64_t files_swept_at;        /* CLOCK_BOOTTIME second (+1) of the last sweep of /dev/shm (sweep.c) */
 };
 
 struct reg_listener {
@@ -102,7 +103,7 @@ struct reg_proc {
     _Atomic uint32_t state;         /* REG_FREE or REG_USED, stored last */
     int32_t pid;
     struct reg_owner owner;
-    uint64_t pad0;
+    uint64_t table_tag;             /* the random part of its table's name (procstat.h) */
 };
 
 struct reg_file {
@@ -160,6 +161,7 @@ REG_AT(reg_header, recoveries, REG_AFTER_LOCK + 24);
 REG_AT(reg_header, reclaimed_listeners, REG_AFTER_LOCK + 32);
 REG_AT(reg_header, reclaimed_conns, REG_AFTER_LOCK + 40);
 REG_AT(reg_header, reclaimed_procs, REG_AFTER_LOCK + 48);
+REG_AT(reg_header, files_swept_at, REG_AFTER_LOCK + 56);
 #undef REG_AFTER_LOCK
 _Static_assert(sizeof(struct reg_header) == 192, "reg_header resized: bump REG_VERSION");
 REG_AT(reg_listener, state, 0);
@@ -181,7 +183,7 @@ _Static_assert(sizeof(struct reg_conn_ent) == 176, "reg_conn_ent resized: bump R
 REG_AT(reg_proc, state, 0);
 REG_AT(reg_proc, pid, 4);
 REG_AT(reg_proc, owner, 8);
-REG_AT(reg_proc, pad0, 24);
+REG_AT(reg_proc, table_tag, 24);
 _Static_assert(sizeof(struct reg_proc) == 32, "reg_proc resized: bump REG_VERSION");
 REG_AT(reg_file, hdr, 0);
 REG_AT(reg_file, listeners, 192);
@@ -219,5 +221,10 @@ extern bool reg_test_named_tmp;
 
 /* Tests: how long an operation waits for the lock before giving up. */
 extern int reg_lock_timeout_ms;
+
+/* Tests: how often the files of /dev/shm are swept (seconds between two
+ * sweeps of one registry), and how old a file must be to go (sweep.c). */
+extern int reg_sweep_interval_s;
+extern int reg_sweep_grace_s;
 
 #endif

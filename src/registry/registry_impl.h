@@ -10,6 +10,8 @@
 #define SHUNT_REGISTRY_IMPL_H
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "registry/registry_file.h"
 
@@ -41,6 +43,31 @@ int reg_enter(struct reg_file **f, sigset_t *old);
 void reg_unlock(struct reg_file *f, const sigset_t *old);
 /* Publishes an entry's state word (release), after its fields. */
 void reg_entry_publish(_Atomic uint32_t *state, uint32_t value);
+/* The registry's path in dir for uid and a network namespace. */
+int reg_name_of(char *out, size_t len, const char *dir, uid_t uid, uint64_t netns);
+/* Opens, checks (this user's own file, mode 0600, this version, this
+ * namespace) and maps the registry at path; *st gets what was mapped.
+ * 0, -ENOENT, -EPERM (not ours: never mapped), -EPROTO, or another
+ * negative errno. */
+int reg_map_file(const char *path, uid_t uid, uint64_t netns, struct reg_file **out, struct stat *st);
+
+/* ---- the files of /dev/shm nobody uses any more (sweep.c) --------------- */
+
+/* Is a sweep of the files due (at most one per reg_sweep_interval_s per
+ * registry)?  If so, records that it is done now.  Lock held. */
+bool reg_files_sweep_due(struct reg_file *f);
+/* Removes this user's files that nobody can use any more: those of
+ * namespaces no process of ours is in (their registries included), and
+ * those of own's namespace that no record names.  Lock not held. */
+void reg_sweep_files(struct reg_file *own);
+
+/* ---- the fd tables' files (processes.c) --------------------------------- */
+
+/* The path of the fd table of pid whose name has tag, in f's directory. */
+void reg_table_path(char *out, size_t len, const struct reg_file *f, int32_t pid, uint64_t tag);
+/* Is name (a file name, no directory) an fd table of this version?  Then
+ * its uid, namespace, pid and tag. */
+bool reg_table_name_parse(const char *name, uint32_t *uid, uint64_t *netns, int32_t *pid, uint64_t *tag);
 
 /* ---- process identity and liveness (registry.c) ------------------------- */
 

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/own_file.h"
 #include "registry/registry_file.h"
 #include "tool/stat.h"
 #include "tool/tool.h"
@@ -323,9 +324,17 @@ int cmd_stat(int argc, char **argv)
         struct stat_snapshot s;
         int r = stat_collect(&s, (int32_t)pid);
         if (r < 0) {
+            char owner[256] = "it is not a plain file of this user with mode 0600";
+            struct stat st;
+            char desc[96];
+            if (r == -EPERM && lstat(path, &st) == 0) {
+                own_file_describe(&st, desc, sizeof desc);
+                snprintf(owner, sizeof owner, "it is %s, not this user's (uid %u) with mode 0600: every connection of "
+                         "this user here stays on kernel TCP (not_ours)", desc, (unsigned)geteuid());
+            }
             const char *why = r == -EPROTO ? "it was made by another version of shunt (it can be removed once no "
                                              "program runs under shunt here)"
-                              : r == -EPERM ? "it is not a plain file of this user with mode 0600"
+                              : r == -EPERM ? owner
                                             : strerror(-r);
             fprintf(stderr, "shunt stat: cannot read the registry %s: %s\n", path, why);
             return 1;

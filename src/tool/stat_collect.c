@@ -57,14 +57,13 @@ static int informative(const struct pst_rec *r)
     return score;
 }
 
-static void add_record(int32_t pid, const struct reg_owner *o, void *ctx)
+static void add_record(int32_t pid, const struct reg_owner *o, uint64_t tag, void *ctx)
 {
-    (void)o;
     struct gather *g = ctx;
     struct stat_snapshot *s = g->s;
     struct pst_rec *recs;
     size_t n;
-    if (g->err || pst_read(pid, o, &recs, &n) < 0)
+    if (g->err || pst_read(pid, o, tag, &recs, &n) < 0)
         return;
     for (size_t i = 0; i < n; i++) {
         struct pst_rec *r = &recs[i];

@@ -21,23 +21,37 @@
  * this process chose (create) or checked (attach), never from the header
  * again.
  *
- * Names: "shunt-<euid>-<pid>-<counter>-<16 hex digits from getrandom>".
+ * Names: "shunt-<euid>-<netns>-c<CHANNEL_VERSION>-<pid>-<counter>-<12 hex
+ * digits from getrandom>", made with O_EXCL.  The random digits keep
+ * another user from making the name first; the namespace (the registry's
+ * that records the channel, channel_set_scope) lets a sweep tell whose it
+ * is once that namespace is gone (src/registry/sweep.c); the version keeps
+ * the sweep from misreading another format's names.  At most 6 + 10 + 1 +
+ * 10 + 2 + 2 + 1 + 10 + 1 + 6 + 1 + 12 = 62 characters (a uid and an nsfs
+ * inode are 32-bit, a pid at most 10 digits, the counter kept below 10^6).
  * Only [A-Za-z0-9-] are accepted on the way in, so a name taken from shared
  * memory cannot climb out of /dev/shm or reach the registry's file (whose
  * name has a '.').
+ *
+ * The files beside a segment (the ends' wake FIFOs, a handed-back prefix)
+ * are "<segment>-w<side>-<aux_key>" and "<segment>-b-<aux_key>": aux_key is
+ * 64 random bits in the segment's header, which only this user can read.
+ * Anybody can list /dev/shm and see a segment the moment it is made; with
+ * names that followed from it alone, another user made them first and the
+ * holders of an end could not wake one another (issue 16, finding 3).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/fd_place.h"
 #include "base/fsize.h"
+#include "base/own_file.h"
 #include "base/real.h"
 #include "transport/channel.h"
 #include "transport/shm_budget.h"
@@ -50,9 +64,15 @@ static int create_file(void *path)
     return open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
-static int open_file(void *path)
+struct own_open {
+    const char *path;
+    struct stat *st;
+};
+
+static int open_own(void *arg)
 {
-    return open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    struct own_open *o = arg;
+    return own_file_open("channel", o->path, O_RDWR, 0600, o->st);
 }
 
 #define CHANNEL_ALIGN 4096u
@@ -65,11 +85,17 @@ _Static_assert(sizeof(size_t) >= 8, "channel_size needs 64-bit sizes");
 _Static_assert((RING_MIN_SIZE & (RING_MIN_SIZE - 1)) == 0, "RING_MIN_SIZE is a power of two");
 _Static_assert(RING_MIN_SIZE % CHANNEL_ALIGN == 0, "ring data must stay page-aligned");
 _Static_assert(RING_MAX_SIZE <= UINT32_MAX, "ring_size is stored in 32 bits");
-_Static_assert(sizeof(CHANNEL_DIR) + CHANNEL_NAME_MAX <= 128, "path buffer");
+_Static_assert(sizeof(CHANNEL_DIR) + CHANNEL_NAME_MAX + sizeof("-w0-0123456789abcdef") <= 128, "path buffer");
 /* where the rings' data starts in the file: a change must bump CHANNEL_VERSION */
 _Static_assert(HDR_BYTES == 4096, "the rings' data moved: bump CHANNEL_VERSION");
 
 static atomic_uint name_counter;
+static _Atomic uint64_t name_scope;
+
+void channel_set_scope(uint64_t netns)
+{
+    atomic_store(&name_scope, netns);
+}
 
 static bool ring_size_ok(uint64_t size)
 {
@@ -110,21 +136,6 @@ static bool name_copy_ok(char out[CHANNEL_NAME_MAX], const char *name)
 static void name_path(char *path, size_t len, const char *name)
 {
     snprintf(path, len, "%s%s", CHANNEL_DIR, name);
-}
-
-/* 64 unpredictable bits, so that nobody can pre-create the next name.  If
- * getrandom cannot answer (no entropy yet, an old kernel, a seccomp
- * filter), the clock and an address still make a collision unlikely, and
- * O_EXCL turns any collision into a retry, never into sharing a file. */
-static uint64_t name_random(void)
-{
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
-        return r;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)&ts;
-    return r;
 }
 
 /* Fills ch's private part for side from a mapping of a segment whose ring
@@ -186,15 +197,17 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
 
     size_t total = channel_size(ring_size);
     size_t reserved = HDR_BYTES + 2 * (size_t)start_size;
-    if (shm_budget_take(reserved, shm_limit) < 0)
-        return -ENOSPC;
+    int b = shm_budget_take(reserved, shm_limit);
+    if (b < 0)
+        return b;
     char name[CHANNEL_NAME_MAX];
     char path[128];
     int fd = -1;
     for (int i = 0; i < CREATE_TRIES && fd < 0; i++) {
-        unsigned counter = atomic_fetch_add_explicit(&name_counter, 1, memory_order_relaxed);
-        int len = snprintf(name, sizeof name, CHANNEL_PREFIX "%u-%d-%u-%016llx", (unsigned)geteuid(),
-                           (int)getpid(), counter, (unsigned long long)name_random());
+        unsigned counter = atomic_fetch_add_explicit(&name_counter, 1, memory_order_relaxed) % 1000000u;
+        int len = snprintf(name, sizeof name, CHANNEL_PREFIX "%u-%llu-c%u-%d-%u-%012llx", (unsigned)geteuid(),
+                           (unsigned long long)atomic_load(&name_scope), CHANNEL_VERSION, (int)getpid(), counter,
+                           (unsigned long long)(own_file_random() & 0xffffffffffffull));
         if (len < 0 || (size_t)len >= sizeof name)
             return -ENAMETOOLONG;
         name_path(path, sizeof path, name);
@@ -238,6 +251,7 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
     hdr->version = CHANNEL_VERSION;
     hdr->ring_size = ring_size;
     hdr->total_size = total;
+    hdr->aux_key = own_file_random();
     atomic_store_explicit(&hdr->reserved, reserved, memory_order_relaxed);
     atomic_store_explicit(&hdr->neg, 0, memory_order_relaxed);
     ring_init(&hdr->ring[0]);
@@ -259,6 +273,7 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
     set_views(ch, base, total, ring_size, 0);
     ring_resize(&ch->tx, start_size);
     ring_resize(&ch->rx, start_size);
+    ch->aux_key = hdr->aux_key;
     memcpy(ch->name, name, sizeof name);
     return 0;
 }
@@ -274,27 +289,21 @@ static int attach(struct channel *ch, const char *name, int side)
 
     char path[128];
     name_path(path, sizeof path, nm);
-    int fd = fd_place_make(open_file, path, false);
+    /* Ours alone: a file of another user, or one others may write, is not a
+     * channel this process created a peer for (-EPERM, never mapped); opened
+     * in the room above the program's fd limit (base/fd_place.h). */
+    struct stat st;
+    struct own_open o = { path, &st };
+    int fd = fd_place_make(open_own, &o, false);
     if (fd < 0)
-        return -errno;
+        return fd;
 
     int err = 0;
-    struct stat st;
-    uint64_t magic = 0, total = 0;
+    uint64_t magic = 0, total = 0, aux_key = 0;
     uint32_t version = 0, ring_size = 0;
-    unsigned char raw[offsetof(struct chan_hdr, total_size) + sizeof(uint64_t)];
+    unsigned char raw[offsetof(struct chan_hdr, aux_key) + sizeof(uint64_t)];
     void *base = MAP_FAILED;
 
-    if (fstat(fd, &st) < 0) {
-        err = -errno;
-        goto out;
-    }
-    /* Ours alone: a file of another user, or one others may write, is not a
-     * channel this process created a peer for. */
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
-        err = -EPERM;
-        goto out;
-    }
     if (st.st_size < (off_t)sizeof(struct chan_hdr)) {
         err = -EPROTO;
         goto out;
@@ -314,6 +323,7 @@ static int attach(struct channel *ch, const char *name, int side)
     memcpy(&version, raw + offsetof(struct chan_hdr, version), sizeof version);
     memcpy(&ring_size, raw + offsetof(struct chan_hdr, ring_size), sizeof ring_size);
     memcpy(&total, raw + offsetof(struct chan_hdr, total_size), sizeof total);
+    memcpy(&aux_key, raw + offsetof(struct chan_hdr, aux_key), sizeof aux_key);
     if (magic != CHANNEL_MAGIC || version != CHANNEL_VERSION || !ring_size_ok(ring_size) ||
         total != channel_size(ring_size) || (uint64_t)st.st_size != total) {
         err = -EPROTO;
@@ -327,6 +337,7 @@ static int attach(struct channel *ch, const char *name, int side)
         goto out;
     }
     set_views(ch, base, map_size, ring_size, side);
+    ch->aux_key = aux_key;
     memcpy(ch->name, nm, sizeof nm);
 
 out:
@@ -361,7 +372,7 @@ int channel_peek(const char *name, struct chan_hdr *out)
     if (!name_copy_ok(copy, name))
         return -EINVAL;
     name_path(path, sizeof path, copy);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     ssize_t n = shunt_real.pread(fd, out, sizeof *out, 0);
@@ -385,10 +396,16 @@ void channel_detach(struct channel *ch)
     errno = saved;
 }
 
+/* The files beside segment nm, named with its aux_key. */
+static void beside_path(char *out, size_t len, const char *nm, const char *what, uint64_t key)
+{
+    snprintf(out, len, "%s%s-%s-%016llx", CHANNEL_DIR, nm, what, (unsigned long long)key);
+}
+
 void channel_unlink(const char *name)
 {
     char nm[CHANNEL_NAME_MAX];
-    char path[128];
+    char path[160];
     if (!name_copy_ok(nm, name))
         return;
     name_path(path, sizeof path, nm);
@@ -396,27 +413,98 @@ void channel_unlink(const char *name)
      * there is nothing else a caller could do about a failure here.  The
      * one whose unlink removed the file gives its memory back to the
      * budget (the header's figure is only advisory: the budget is
-     * recounted from the files at the limit). */
+     * recounted from the files at the limit), and removes the files beside
+     * it, whose names it learns from the header (the key may be scribbled:
+     * the names built from it are still "<this segment>-...-<hex>"). */
     int saved = errno;
-    uint64_t reserved = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    uint64_t head[2] = { 0, 0 };   /* reserved, aux_key */
+    _Static_assert(offsetof(struct chan_hdr, aux_key) == offsetof(struct chan_hdr, reserved) + 8,
+                   "channel_unlink reads reserved and aux_key at once");
+    bool known = false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd >= 0) {
-        if (shunt_real.pread(fd, &reserved, sizeof reserved, offsetof(struct chan_hdr, reserved)) != (ssize_t)sizeof reserved)
-            reserved = 0;
+        struct stat st;
+        known = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+                shunt_real.pread(fd, head, sizeof head, offsetof(struct chan_hdr, reserved)) == (ssize_t)sizeof head;
         shunt_real.close(fd);
     }
-    if (unlink(path) == 0 && reserved <= RING_MAX_SIZE * 2ull + HDR_BYTES)
-        shm_budget_give(reserved);
-    for (int side = 0; side < 2; side++) {
-        snprintf(path, sizeof path, "%s%s-w%d", CHANNEL_DIR, nm, side);
-        unlink(path);
+    if (unlink(path) == 0 && known && head[0] <= RING_MAX_SIZE * 2ull + HDR_BYTES)
+        shm_budget_give(head[0]);
+    if (known) {
+        static const char *const beside[] = { "w0", "w1", "b" };
+        for (unsigned i = 0; i < sizeof beside / sizeof beside[0]; i++) {
+            beside_path(path, sizeof path, nm, beside[i], head[1]);
+            unlink(path);
+        }
     }
     errno = saved;
 }
 
 void channel_wake_path(const struct channel *ch, int side, char *out, size_t len)
 {
-    snprintf(out, len, "%s%s-w%d", CHANNEL_DIR, ch->name, side);
+    beside_path(out, len, ch->name, side ? "w1" : "w0", ch->aux_key);
+}
+
+void channel_back_path(const struct channel *ch, char *out, size_t len)
+{
+    beside_path(out, len, ch->name, "b", ch->aux_key);
+}
+
+/* Digits up to a character that is not one: p after them, or NULL when
+ * there were none or too many. */
+static const char *digits(const char *p, uint64_t *v)
+{
+    uint64_t n = 0;
+    int k = 0;
+    for (; *p >= '0' && *p <= '9'; p++, k++) {
+        if (k == 19)
+            return NULL;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *v = n;
+    return k ? p : NULL;
+}
+
+/* n lower-case hex digits: p after them, or NULL. */
+static const char *hex(const char *p, int n)
+{
+    for (int i = 0; i < n; i++, p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return NULL;
+    return p;
+}
+
+bool channel_file_parse(const char *file_name, struct channel_file *out)
+{
+    uint64_t uid, netns, ver, pid, counter;
+    const char *p = strncmp(file_name, CHANNEL_PREFIX, sizeof CHANNEL_PREFIX - 1) == 0
+                        ? digits(file_name + sizeof CHANNEL_PREFIX - 1, &uid)
+                        : NULL;
+    if (!p || *p++ != '-' || !(p = digits(p, &netns)) || *p++ != '-' || *p++ != 'c' || !(p = digits(p, &ver)) ||
+        ver != CHANNEL_VERSION || *p++ != '-' || !(p = digits(p, &pid)) || *p++ != '-' ||
+        !(p = digits(p, &counter)) || *p++ != '-' || !(p = hex(p, 12)) || uid > UINT32_MAX)
+        return false;
+    size_t seg_len = (size_t)(p - file_name);
+    if (seg_len >= CHANNEL_NAME_MAX)
+        return false;
+    bool beside = false;
+    if (*p) {
+        if (!strncmp(p, "-w0-", 4) || !strncmp(p, "-w1-", 4))
+            p += 4;
+        else if (!strncmp(p, "-b-", 3))
+            p += 3;
+        else
+            return false;
+        if (!(p = hex(p, 16)) || *p)
+            return false;
+        beside = true;
+    }
+    out->uid = (uint32_t)uid;
+    out->netns = netns;
+    out->beside = beside;
+    memcpy(out->segment, file_name, seg_len);
+    out->segment[seg_len] = 0;
+    return true;
 }
 
 /* Grows by at least 8 times, and to the whole send when that is more. */

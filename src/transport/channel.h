@@ -1,7 +1,8 @@
 /*
  * channel.h: the shared-memory segment of one accelerated connection.
  *
- * One file in /dev/shm (mode 0600) per connection, created by the client
+ * One file in /dev/shm (mode 0600, made with O_EXCL under a name with
+ * random bits) per connection, created by the client
  * when it offers acceleration and opened by the server when it claims the
  * offer (and later by any process that comes to hold an end: after exec, or
  * an fd received, by the name in the registry's record).  It holds the
@@ -25,7 +26,7 @@
 #include "transport/ring.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 9u
+#define CHANNEL_VERSION 11u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -217,6 +218,7 @@ struct chan_hdr {
     uint32_t ring_size;
     uint64_t total_size;
     _Atomic uint64_t reserved;          /* bytes of the file backed by memory (header and rings as grown) */
+    uint64_t aux_key;                   /* random, in the names of the files beside the segment (channel.c) */
     alignas(64) _Atomic uint64_t neg;
     /* Moving back to kernel TCP (core/conn/downgrade.c); read on every call, written
      * once, so it shares the read-mostly line of neg. */
@@ -233,6 +235,7 @@ CHAN_AT(chan_hdr, version, 8);
 CHAN_AT(chan_hdr, ring_size, 12);
 CHAN_AT(chan_hdr, total_size, 16);
 CHAN_AT(chan_hdr, reserved, 24);
+CHAN_AT(chan_hdr, aux_key, 32);
 CHAN_AT(chan_hdr, neg, 64);
 CHAN_AT(chan_hdr, down, 72);
 CHAN_AT(chan_hdr, back_len, 76);
@@ -261,6 +264,7 @@ struct channel {
     int side;                   /* 0 client, 1 server */
     bool tx_was_full;           /* the outgoing ring filled up since it last grew */
     bool grow_refused;          /* no memory to grow it: do not ask again */
+    uint64_t aux_key;           /* the header's, read once at create or attach */
     char name[CHANNEL_NAME_MAX];
 };
 
@@ -283,11 +287,18 @@ static inline uint64_t channel_bells_unread(const struct channel *ch)
 /* Bytes the segment takes for a ring size. */
 size_t channel_size(uint32_t ring_size);
 
+/* The network namespace (inode) that the names of the channels this
+ * process creates from now on carry: the registry's, which records them,
+ * set when it is opened (0 for a registry of the tests' own, whose
+ * channels no sweep may take). */
+void channel_set_scope(uint64_t netns);
+
 /* Client: creates a fresh segment (a unique name under /dev/shm, 0600) and
  * maps it as side 0, with room for rings of ring_size bytes of which only
  * start_size are backed by memory at first.  shm_limit bounds what all of
  * this user's channels reserve (0: no bound).  0, -ENOSPC at the bound (or
- * when /dev/shm is full), or another negative errno. */
+ * when /dev/shm is full), -EPERM when the budget's file is another user's
+ * (shm_budget.h), or another negative errno. */
 int channel_create(struct channel *ch, uint32_t ring_size, uint32_t start_size, uint64_t shm_limit);
 
 /* Producer: before writing want more bytes, grows the outgoing ring when it
@@ -309,11 +320,26 @@ int channel_attach(struct channel *ch, const char *name, int side);
 int channel_peek(const char *name, struct chan_hdr *out);
 
 /* Unmaps; the name stays until channel_unlink, which also removes the
- * ends' wake FIFOs. */
+ * files beside it (the ends' wake FIFOs, a handed-back prefix). */
 void channel_detach(struct channel *ch);
 void channel_unlink(const char *name);
 
-/* The path of an end's wake FIFO (core/wait/xwake.c), beside the segment. */
+/* The files beside a segment are named after it with the header's random
+ * aux_key, so that another user who sees the segment's name cannot make
+ * them first.  The path of an end's wake FIFO (core/wait/xwake.c): */
 void channel_wake_path(const struct channel *ch, int side, char *out, size_t len);
+/* ... and of the file in which a leaver hands back a server's unread TCP
+ * prefix (core/conn/downgrade.c). */
+void channel_back_path(const struct channel *ch, char *out, size_t len);
+
+/* A file of /dev/shm that is a channel's segment or a file beside one, of
+ * this version (for the sweep, src/registry/sweep.c). */
+struct channel_file {
+    uint32_t uid;
+    uint64_t netns;                 /* its scope (channel_set_scope) */
+    bool beside;                    /* a wake FIFO or a handed-back prefix, not the segment */
+    char segment[CHANNEL_NAME_MAX]; /* the segment's name (its own, or the one it is beside) */
+};
+bool channel_file_parse(const char *file_name, struct channel_file *out);
 
 #endif

@@ -8,9 +8,9 @@
 
 #include <stdint.h>
 
-/* Takes bytes from the budget: 0, or -ENOSPC when that would pass limit
- * or when the budget file cannot be mapped (limit 0: no limit, nothing is
- * counted). */
+/* Takes bytes from the budget: 0, -ENOSPC when that would pass limit or
+ * when the budget file cannot be mapped, or -EPERM when its name is
+ * another user's file (limit 0: no limit, nothing is counted). */
 int shm_budget_take(uint64_t bytes, uint64_t limit);
 
 /* Gives bytes back (a segment was removed); a no-op in a process that never

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent('''
     import os, re, resource, signal, socket, sys, time
     mode = sys.argv[1]
     def segments(pid):
-        return [n for n in os.listdir("/dev/shm") if re.fullmatch(r"shunt-\\d+-%d-\\d+-[0-9a-f]+" % pid, n)]
+        return [n for n in os.listdir("/dev/shm") if re.fullmatch(r"shunt-\\d+-\\d+-c\\d+-%d-\\d+-[0-9a-f]+" % pid, n)]
     ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
     port = ls.getsockname()[1]
     r, w = os.pipe()
@@ -81,7 +81,8 @@ def shm_named(pattern, pids):
 
 
 def segments_of(pids):
-    return shm_named(r"shunt-\d+-(\d+)-\d+-[0-9a-f]+(-back)?", pids)
+    # a segment, and the files beside it (wake FIFOs, a handed-back prefix)
+    return shm_named(r"shunt-\d+-\d+-c\d+-(\d+)-\d+-[0-9a-f]+(-(w0|w1|b)-[0-9a-f]+)?", pids)
 
 
 def records_of(shunt_build, pids, env):
@@ -145,7 +146,7 @@ def test_both_killed_then_swept(shunt, shunt_build, tmp_path):
 
 # A forking server: a child per connection, which echoes and then ends by
 # _exit (no destructor runs) or is killed.  Each child has its own fd table
-# for `shunt stat` (/dev/shm/shunt-<uid>-<netns>-<pid>.fds).
+# for `shunt stat` (/dev/shm/shunt-<uid>-<netns>-p<version>-<pid>-<random>.fds).
 FORKING_SERVER = textwrap.dedent('''
     import os, signal, socket, sys
     mode, count = sys.argv[1], int(sys.argv[2])
@@ -183,7 +184,7 @@ FORKING_CLIENT = textwrap.dedent('''
 
 
 def tables_of(pids):
-    return shm_named(r"shunt-\d+-\d+-(\d+)\.fds", pids)
+    return shm_named(r"shunt-\d+-\d+-p\d+-(\d+)-[0-9a-f]+\.fds", pids)
 
 
 @pytest.mark.parametrize("mode", ["_exit", "killed"])
@@ -225,3 +226,60 @@ def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mo
     # whatever is left goes with the next process to open the registry
     records_of(shunt_build, children | {server.pid}, env)
     assert tables_of(children | {server.pid}) == []
+
+
+# A network namespace that goes (issue 16, finding 6): its processes were
+# killed mid-connection, and its registry (3 MiB), segments and fd tables
+# stayed in /dev/shm for good.  Everything runs in a mount namespace of its
+# own with a tmpfs on /dev/shm, so the sweep it provokes touches nothing of
+# anybody else's on this machine.
+NAMESPACE_GONE = textwrap.dedent(r'''
+    import os, re, signal, subprocess, sys, time
+    shunt, py, pair = sys.argv[1], sys.argv[2], sys.argv[3]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,size=256m", "shunt-netns-gone", "/dev/shm"], check=True)
+    def ls():
+        return sorted(os.listdir("/dev/shm"))
+    # a namespace whose two processes are killed while their connection runs
+    doomed = subprocess.Popen(["unshare", "-n", "sh", "-c",
+                               'ip link set lo up && readlink /proc/self/ns/net && exec "$@"', "sh",
+                               shunt, "run", "--", py, pair, "both-killed"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    ns = re.search(r"net:\[(\d+)\]", doomed.stdout.readline()).group(1)
+    client = int(doomed.stdout.readline().split()[1])
+    assert doomed.stdout.readline().startswith("SEGMENTS")
+    assert doomed.stdout.readline().startswith("SERVER")
+    for pid in (client, doomed.pid):
+        os.kill(pid, signal.SIGKILL)
+    doomed.wait(timeout=30)
+    left = [n for n in ls() if "-%s-" % ns in n]
+    print("LEFT", len(left), " ".join(left), flush=True)
+    # older than the sweep's grace
+    old = time.time() - 3600
+    for n in ls():
+        os.utime("/dev/shm/" + n, (old, old), follow_symlinks=False)
+    # the first process of another namespace that opens its registry sweeps
+    subprocess.run(["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", shunt, "run", "--", py,
+                    "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()"],
+                   check=True, timeout=60)
+    print("AFTER", " ".join(n for n in ls() if "-%s-" % ns in n), flush=True)
+''')
+
+
+def test_namespace_gone_is_swept(shunt_build, tmp_path):
+    if os.geteuid() != 0 or subprocess.run(["unshare", "--mount", "--net", "true"], capture_output=True,
+                                           timeout=10).returncode != 0:
+        pytest.skip("needs root and namespaces")
+    pair = tmp_path / "pair.py"
+    pair.write_text(SCRIPT)
+    driver = tmp_path / "netns_gone.py"
+    driver.write_text(NAMESPACE_GONE)
+    env = {k: v for k, v in base_env().items() if not k.startswith("SHUNT_")}   # `shunt run` refuses SHUNT_BUILD
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", PYTHON, str(driver),
+                        str(shunt_build / "shunt"), PYTHON, str(pair)],
+                       capture_output=True, text=True, timeout=120, env=env, start_new_session=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    left = [l for l in r.stdout.splitlines() if l.startswith("LEFT")][0].split()
+    # what the killed processes left: the registry and the segment at least
+    assert int(left[1]) >= 2 and any(n.endswith(".reg") for n in left[2:]), left
+    after = [l for l in r.stdout.splitlines() if l.startswith("AFTER")][0].split()[1:]
+    assert after == [], "left in /dev/shm by a namespace that is gone: %s" % after

@@ -25,7 +25,7 @@ def first_segment(pid):
     names = set()
     with open(f"/proc/{pid}/maps") as maps:
         for line in maps:
-            m = re.search(r"/dev/shm/(shunt-\d+-(\d+)-(\d+)-[0-9a-f]+)", line)
+            m = re.search(r"/dev/shm/(shunt-\d+-\d+-c\d+-(\d+)-(\d+)-[0-9a-f]+)", line)
             if m and int(m.group(2)) == pid:
                 names.add((int(m.group(3)), m.group(1)))
     return "/dev/shm/" + sorted(names)[0][1] if names else None

@@ -293,7 +293,7 @@ def test_errors_are_one_line(shunt_build):
 
 def table_of(pid):
     for name in os.listdir("/dev/shm"):
-        if re.fullmatch(r"shunt-%d-\d+-%d\.fds" % (os.geteuid(), pid), name):
+        if re.fullmatch(r"shunt-%d-\d+-p\d+-%d-[0-9a-f]+\.fds" % (os.geteuid(), pid), name):
             return "/dev/shm/" + name
     return None
 

@@ -27,6 +27,7 @@
 #include "check.h"
 #include "registry/procstat.h"
 #include "registry/registry_file.h"
+#include "registry/registry_impl.h"
 
 static char dir[128];
 
@@ -47,10 +48,41 @@ static void rm_dir(const char *d)
     rmdir(d);
 }
 
+struct tag_of {
+    int32_t pid;
+    uint64_t tag;
+    bool found;
+};
+
+static void find_tag(int32_t pid, const struct reg_owner *o, uint64_t tag, void *ctx)
+{
+    (void)o;
+    struct tag_of *t = ctx;
+    if (pid == t->pid) {
+        t->tag = tag;
+        t->found = true;
+    }
+}
+
+/* The random part of pid's table's name, from the registry (0 if pid has
+ * no entry yet). */
+static uint64_t tag_of(pid_t pid)
+{
+    struct tag_of t = { (int32_t)pid, 0, false };
+    reg_proc_each(find_tag, &t);
+    return t.tag;
+}
+
+/* The path of pid's table ("" while it has none); the name has a random
+ * part only the registry knows. */
 static void table_path(pid_t pid, char *out, size_t len)
 {
-    snprintf(out, len, "%s/shunt-%u-%llu-%d.fds", dir, (unsigned)geteuid(), (unsigned long long)reg_netns(),
-             (int)pid);
+    struct tag_of t = { (int32_t)pid, 0, false };
+    reg_proc_each(find_tag, &t);
+    if (t.found)
+        reg_table_path(out, len, reg_mapped(), (int32_t)pid, t.tag);
+    else
+        snprintf(out, len, "%s", "");
 }
 
 static struct pst_rec rec(int fd, uint64_t sock)
@@ -71,7 +103,7 @@ static struct pst_rec rec(int fd, uint64_t sock)
 static size_t read_own(struct pst_rec **out)
 {
     size_t n = 0;
-    CHECK(pst_read(getpid(), NULL, out, &n), ==, 0);
+    CHECK(pst_read(getpid(), NULL, tag_of(getpid()), out, &n), ==, 0);
     return n;
 }
 
@@ -229,15 +261,17 @@ static void test_fork_and_sweep(void)
         _exit(0);   /* no pst_exit: as if killed */
     }
     CHECK(child > 0, ==, 1);
-    char path[256];
-    table_path(child, path, sizeof path);
-    for (int i = 0; i < 5000 && access(path, F_OK) < 0; i++)
-        usleep(1000);
+    char path[256] = "";
+    for (int i = 0; i < 5000 && (!path[0] || access(path, F_OK) < 0); i++) {
+        table_path(child, path, sizeof path);
+        if (!path[0] || access(path, F_OK) < 0)
+            usleep(1000);
+    }
     struct pst_rec *v = NULL;
     size_t n = 0;
     for (int i = 0; i < 5000; i++) {   /* the child copies after it made the file */
         free(v);
-        if (pst_read(child, NULL, &v, &n) == 0 && n == 1)
+        if (pst_read(child, NULL, tag_of(child), &v, &n) == 0 && n == 1)
             break;
         usleep(1000);
     }
@@ -259,9 +293,10 @@ static void test_fork_and_sweep(void)
     pst_clear_range(0, 100);
 }
 
-static void count_self(int32_t pid, const struct reg_owner *o, void *ctx)
+static void count_self(int32_t pid, const struct reg_owner *o, uint64_t tag, void *ctx)
 {
     (void)o;
+    (void)tag;
     if (pid == getpid())
         (*(int *)ctx)++;
 }

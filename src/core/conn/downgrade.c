@@ -230,7 +230,7 @@ static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint
 
 static void back_path(const struct tcp_sock *t, char *out, size_t len)
 {
-    snprintf(out, len, "/dev/shm/%s-back", t->ch.name);
+    channel_back_path(&t->ch, out, len);   /* a name another user cannot tell from the segment's */
 }
 
 /* The leaver hands a server's unread TCP prefix back to the client. */
@@ -265,9 +265,12 @@ static int resend_prefix(struct tcp_sock *t, int fd)
         return 0;
     char path[128];
     back_path(t, path, sizeof path);
-    int in = open(path, O_RDONLY | O_CLOEXEC);
+    int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
-    int err = in < 0 || fstat(in, &st) < 0 || st.st_size != (off_t)back ? -EIO : 0;
+    int err = in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+                      st.st_size != (off_t)back
+                  ? -EIO
+                  : 0;
     char buf[4096];
     for (uint32_t left = back; !err && left > 0;) {
         ssize_t n = shunt_real.read(in, buf, left < sizeof buf ? left : sizeof buf);

@@ -131,8 +131,9 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, FB_NOT_LOOPBACK, false);
         return;
     }
-    if (reg_open() < 0) {
-        fallback_record(t, fd, FB_REGISTRY, false);
+    int r = reg_open();
+    if (r < 0) {
+        fallback_record(t, fd, r == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
     if (!reg_listener_match(&dst)) {
@@ -144,10 +145,11 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, FB_BIND, true);
         return;
     }
-    int r = channel_create(&t->ch, shunt_settings.ring_size, shunt_settings.ring_start, shunt_settings.shm_limit);
+    r = channel_create(&t->ch, shunt_settings.ring_size, shunt_settings.ring_start, shunt_settings.shm_limit);
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "no channel: %s", strerror(-r));
-        fallback_record(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : FB_CHANNEL, r != -ENOSPC);
+        fallback_record(t, fd, r == -ENOSPC ? FB_SHM_LIMIT : r == -EPERM ? FB_NOT_OURS : FB_CHANNEL,
+                        r != -ENOSPC && r != -EPERM);
         return;
     }
     t->inode = fd_inode(fd);
@@ -213,8 +215,10 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     if (peer_addr(fd, &client) < 0 || local_addr(fd, &server) < 0)
         return;
     struct reg_conn offer;
-    if (reg_conn_find_offer(&client, &server, &offer) < 0) {
-        fallback_record(t, fd, FB_NO_OFFER, false);
+    int found = reg_conn_find_offer(&client, &server, &offer);
+    if (found < 0) {
+        /* no offer, or no registry to look in (another user's file at its name) */
+        fallback_record(t, fd, found == -ENOENT ? FB_NO_OFFER : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
     shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d for port %u (client sock %llu, channel %s)",

@@ -48,6 +48,7 @@ enum fallback_reason {
     FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
     FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
     FB_SANDBOX,             /* a seccomp filter keeps shunt out (core/process/sandbox.c) */
+    FB_NOT_OURS,            /* a file shunt needs in /dev/shm is another user's (base/own_file.h) */
 };
 
 /* Kept in the socket object: what does not change with its path. */

@@ -67,6 +67,12 @@ const struct sandbox_call sandbox_calls[] = {
     OPEN(O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC),
     OPEN(O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC),
     OPEN(O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC),
+    /* a file that must be this user's own (base/own_file.c), and the log (base/log.c) */
+    OPEN(O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+    OPEN(O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC),
+    OPEN(O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC),
+    OPEN(O_WRONLY | O_APPEND | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC),
+    MUST("fstatat nofollow", SYS_newfstatat, A3, BADFD, 0, 0, AT_SYMLINK_NOFOLLOW),
     MUST("fstat", SYS_newfstatat, A3, BADFD, 0, 0, AT_EMPTY_PATH),
     MUST("stat", SYS_newfstatat, A3, BADFD, 0, 0, 0),
     MUST("access", SYS_access, A1, 0, X_OK),
