@@ -58,8 +58,8 @@
 #include "transport/channel.h"
 
 /* A field added to the segment must be listed below (and fuzzed). */
-_Static_assert(sizeof(struct chan_hdr) == 2816, "struct chan_hdr changed: list its fields in segment_fuzz.c");
-_Static_assert(sizeof(struct chan_side) == 1152, "struct chan_side changed: list its fields in segment_fuzz.c");
+_Static_assert(sizeof(struct chan_hdr) == 2688, "struct chan_hdr changed: list its fields in segment_fuzz.c");
+_Static_assert(sizeof(struct chan_side) == 1088, "struct chan_side changed: list its fields in segment_fuzz.c");
 _Static_assert(sizeof(struct ring_hdr) == 192, "struct ring_hdr changed: list its fields in segment_fuzz.c");
 
 #define NBG 4                   /* background connections */
@@ -89,7 +89,7 @@ struct field {
     X(spins_lost) X(sleeps) X(bells) X(bells_eaten) X(draining) X(closed_copy) X(copy_from) X(copy_end)      \
     X(zc_sends) X(zc_bytes) X(zc_off) X(doorbells_held) X(doorbell_owed) X(corked) X(zc.state) X(zc.pid)     \
     X(zc.taker) X(zc.pidns) X(zc.pos) X(zc.len) X(zc.nseg) X(zc.seg) X(zc.done)
-#define RING_FIELDS(X) X(head) X(tail) X(fin) X(size)
+#define RING_FIELDS(X) X(head) X(head_copy) X(tag) X(tail) X(tail_copy) X(fin) X(size) X(fin_copy) X(size_copy)
 
 static struct field fields[160];
 static int nfields;
