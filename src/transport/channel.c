@@ -158,22 +158,22 @@ static void set_views(struct channel *ch, void *base, size_t map_size, uint32_t 
     ch->self = &hdr->side[side];
     ch->peer = &hdr->side[other];
     ch->side = side;
+    /* Our own indexes as the segment has them now; kept and believed only
+     * when the caller knows nobody else moves them (channel_own_indexes). */
+    /* each ring's tag, read once: the header must keep it (ring.c) */
+    ch->tx.tag = atomic_load(&ch->tx.hdr->tag);
+    ch->rx.tag = atomic_load(&ch->rx.hdr->tag);
+    ch->tx.my_head = atomic_load(&ch->tx.hdr->head);
+    ch->rx.my_tail = atomic_load(&ch->rx.hdr->tail);
+    ch->tx.mine_known = ch->rx.mine_known = false;
 }
 
-/* A mutex in the segment, for the holders of one end in several processes. */
-static int init_shared_mutex(pthread_mutex_t *m)
+void channel_own_indexes(struct channel *ch, bool own)
 {
-    pthread_mutexattr_t a;
-    int r = pthread_mutexattr_init(&a);
-    if (r)
-        return r;
-    r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    if (!r)
-        r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    if (!r)
-        r = pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-    return r;
+    /* relaxed atomics: a thread passing the socket on clears it while
+     * another may be in a ring call, which only loses a check by it */
+    __atomic_store_n(&ch->tx.mine_known, own, __ATOMIC_RELAXED);
+    __atomic_store_n(&ch->rx.mine_known, own, __ATOMIC_RELAXED);
 }
 
 /* Backs [off, off + len) of the segment's file with memory now, so that a
@@ -254,23 +254,12 @@ static int create(struct channel *ch, uint32_t ring_size, uint32_t start_size, u
     hdr->aux_key = own_file_random();
     atomic_store_explicit(&hdr->reserved, reserved, memory_order_relaxed);
     atomic_store_explicit(&hdr->neg, 0, memory_order_relaxed);
-    ring_init(&hdr->ring[0]);
-    ring_init(&hdr->ring[1]);
-    for (int i = 0; i < 2; i++) {
-        int r = init_shared_mutex(&hdr->side[i].tx_lock);
-        if (!r)
-            r = init_shared_mutex(&hdr->side[i].rx_lock);
-        if (!r)
-            r = init_shared_mutex(&hdr->side[i].wait_lock);
-        if (r) {
-            munmap(hdr, total);
-            unlink(path);
-            shm_budget_give(reserved);
-            return -r;
-        }
-    }
+    ring_init(&hdr->ring[0], own_file_random());
+    ring_init(&hdr->ring[1], own_file_random());
+    /* the ends' locks (struct seg_lock) are free as all zero */
 
     set_views(ch, base, total, ring_size, 0);
+    channel_own_indexes(ch, true);   /* a new segment: ours alone until we pass the socket on */
     ring_resize(&ch->tx, start_size);
     ring_resize(&ch->rx, start_size);
     ch->aux_key = hdr->aux_key;

@@ -19,14 +19,14 @@
 #ifndef SHUNT_CHANNEL_H
 #define SHUNT_CHANNEL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
 #include "transport/ring.h"
+#include "transport/seg_lock.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 11u
+#define CHANNEL_VERSION 12u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -61,6 +61,7 @@
 #define DOWN_RESENT   8u
 #define DOWN_READY    16u
 #define DOWN_DUPS     32u
+#define DOWN_ALL      (DOWN_SIDE | DOWN_SET | DOWN_RESENT | DOWN_READY | DOWN_DUPS)
 
 /* The copy an end that closes leaves in TCP of what its peer had not read
  * yet (chan_side.closed_copy, core/conn/downgrade.c): COPY_WRITING while it is being
@@ -77,6 +78,7 @@
 #define SIDE_SHUT_RD  2u
 #define SIDE_CLOSED   4u    /* the last holder closed it */
 #define SIDE_RESET    8u    /* closed abortively (SO_LINGER 0, or unread data) */
+#define SIDE_ALL      15u   /* any other bit is a scribble */
 
 /*
  * A single-copy send (core/conn/zcopy.c): the sender describes its own buffer
@@ -129,13 +131,15 @@ struct chan_side {
     atomic_uint state;                 /* SIDE_* */
     atomic_int cpu;                    /* the CPU its last waiter spun on, plus one (0: none): a spin hint */
     atomic_int pid;
-    /* Engaged only while more than one process holds this end (holders > 1):
-     * process-shared and robust, so a holder that dies inside does not stall
-     * the others.  tx: producing into this end's outgoing ring; rx: consuming
-     * its incoming one; wait: announcing sleeps and draining doorbells. */
-    pthread_mutex_t tx_lock;
-    pthread_mutex_t rx_lock;
-    pthread_mutex_t wait_lock;
+    /* Engaged only while more than one process holds this end (holders > 1,
+     * and this process has shared it: core/fd/tcp_sock.h): a pid and a
+     * futex, taken with a bound, never a pointer (transport/seg_lock.h); a
+     * holder that dies inside does not stall the others.  tx: producing
+     * into this end's outgoing ring; rx: consuming its incoming one; wait:
+     * announcing sleeps and draining doorbells. */
+    struct seg_lock tx_lock;
+    struct seg_lock rx_lock;
+    struct seg_lock wait_lock;
     /* Counters for `shunt stat`, on lines of their own.  Each is written by
      * this end only (the tx ones under tx_lock, the rx ones under rx_lock),
      * with a plain relaxed load and store: no locked instruction on the
@@ -170,9 +174,8 @@ struct chan_side {
     struct zc_desc zc;
 };
 
-/* The three mutexes take what pthread_mutex_t takes on the target (40
- * bytes on x86-64: rx_lock at 72, wait_lock at 112); the counters' line
- * after them is at 192 wherever a mutex takes at most 53. */
+/* The three locks were pthread mutexes until CHANNEL_VERSION 9 (everything
+ * after them moved then). */
 CHAN_AT(chan_side, sleepers, 0);
 CHAN_AT(chan_side, space_sleepers, 4);
 CHAN_AT(chan_side, waiters, 8);
@@ -181,30 +184,30 @@ CHAN_AT(chan_side, state, 16);
 CHAN_AT(chan_side, cpu, 20);
 CHAN_AT(chan_side, pid, 24);
 CHAN_AT(chan_side, tx_lock, 32);
-CHAN_AT(chan_side, rx_lock, 32 + sizeof(pthread_mutex_t));
-CHAN_AT(chan_side, wait_lock, 32 + 2 * sizeof(pthread_mutex_t));
-CHAN_AT(chan_side, bytes_out, 192);
-CHAN_AT(chan_side, sends, 256);
-CHAN_AT(chan_side, bytes_in, 320);
-CHAN_AT(chan_side, recvs, 384);
-CHAN_AT(chan_side, doorbells, 448);
-CHAN_AT(chan_side, spins_won, 512);
-CHAN_AT(chan_side, spins_lost, 576);
-CHAN_AT(chan_side, sleeps, 640);
-CHAN_AT(chan_side, bells, 704);
-CHAN_AT(chan_side, bells_eaten, 712);
-CHAN_AT(chan_side, draining, 720);
-CHAN_AT(chan_side, closed_copy, 724);
-CHAN_AT(chan_side, copy_from, 728);
-CHAN_AT(chan_side, copy_end, 736);
-CHAN_AT(chan_side, zc_sends, 768);
-CHAN_AT(chan_side, zc_bytes, 832);
-CHAN_AT(chan_side, zc_off, 840);
-CHAN_AT(chan_side, doorbells_held, 844);
-CHAN_AT(chan_side, doorbell_owed, 848);
-CHAN_AT(chan_side, corked, 852);
-CHAN_AT(chan_side, zc, 896);
-_Static_assert(sizeof(struct chan_side) == 1152, "chan_side resized: bump CHANNEL_VERSION");
+CHAN_AT(chan_side, rx_lock, 48);
+CHAN_AT(chan_side, wait_lock, 64);
+CHAN_AT(chan_side, bytes_out, 128);
+CHAN_AT(chan_side, sends, 192);
+CHAN_AT(chan_side, bytes_in, 256);
+CHAN_AT(chan_side, recvs, 320);
+CHAN_AT(chan_side, doorbells, 384);
+CHAN_AT(chan_side, spins_won, 448);
+CHAN_AT(chan_side, spins_lost, 512);
+CHAN_AT(chan_side, sleeps, 576);
+CHAN_AT(chan_side, bells, 640);
+CHAN_AT(chan_side, bells_eaten, 648);
+CHAN_AT(chan_side, draining, 656);
+CHAN_AT(chan_side, closed_copy, 660);
+CHAN_AT(chan_side, copy_from, 664);
+CHAN_AT(chan_side, copy_end, 672);
+CHAN_AT(chan_side, zc_sends, 704);
+CHAN_AT(chan_side, zc_bytes, 768);
+CHAN_AT(chan_side, zc_off, 776);
+CHAN_AT(chan_side, doorbells_held, 780);
+CHAN_AT(chan_side, doorbell_owed, 784);
+CHAN_AT(chan_side, corked, 788);
+CHAN_AT(chan_side, zc, 832);
+_Static_assert(sizeof(struct chan_side) == 1088, "chan_side resized: bump CHANNEL_VERSION");
 
 /* Adds to a counter that only one thread writes at a time. */
 static inline void counter_add(_Atomic uint64_t *c, uint64_t n)
@@ -242,9 +245,9 @@ CHAN_AT(chan_hdr, back_len, 76);
 CHAN_AT(chan_hdr, down_tail, 80);
 CHAN_AT(chan_hdr, down_txtail, 88);
 CHAN_AT(chan_hdr, side, 128);
-CHAN_AT(chan_hdr, ring, 2432);
+CHAN_AT(chan_hdr, ring, 2304);
 #undef CHAN_AT
-_Static_assert(sizeof(struct chan_hdr) == 2816, "chan_hdr resized: bump CHANNEL_VERSION");
+_Static_assert(sizeof(struct chan_hdr) == 2688, "chan_hdr resized: bump CHANNEL_VERSION");
 /* Atomics two processes share must be lock-free, hence address-free (an
  * atomic emulated with a lock would keep the lock in each process's own
  * memory): the 32-bit words (atomic_uint, atomic_int, _Atomic uint32_t)
@@ -314,6 +317,12 @@ uint64_t channel_reserved(const struct channel *ch);
  * side (1: the server claiming an offer; 0 or 1: a process that came to
  * hold an end and found the segment by the registry's record). */
 int channel_attach(struct channel *ch, const char *name, int side);
+
+/* Whether this process alone moves its end's indexes (own: true for the
+ * creator, and for a server that claims, whose rings nobody used yet; false
+ * once another process may hold the end): then the ring checks them against
+ * what it stored last (transport/ring.h, mine_known). */
+void channel_own_indexes(struct channel *ch, bool own);
 
 /* Reads the header of the named segment without mapping it (for tools):
  * 0, or a negative errno. */

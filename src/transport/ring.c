@@ -21,6 +21,22 @@
  * nothing to read.  Every size loaded is checked against the private
  * capacity, so a scribbled one is -EIO, never a wider copy.
  *
+ * Copies.  A check of bounds cannot tell a scribbled head one byte ahead
+ * from a true one: the consumer would read a byte nobody wrote.  So each
+ * word has a copy beside it, stored by its one writer just before the word
+ * itself (head_copy, then head; tail_copy, then tail; the same for fin and
+ * size), and a reader loads the word first, then its copy: the copy is then
+ * never older than the word, so an honest pair has copy == word for a side's
+ * own index, and for the other side's index a copy no further back.  The
+ * other side's index is taken as the pair's more cautious value: the head
+ * nearer to tail (the consumer reads no byte either one does not promise),
+ * the tail further from head (the producer overwrites no byte either one
+ * does not free).  A side's own index, fin and size must have equal copies
+ * (their writer is not moving them: a mismatch is a scribble, -EIO).  One
+ * scribbled word therefore makes a side wait, stop or fail with -EIO, never
+ * read stale bytes or overwrite unread ones; only a scribbler writing both
+ * copies alike can, as a peer could by sending wrong bytes.
+ *
  * Memory ordering (each pair is named again where it happens):
  *   W1  ring_write: release store of head, after the copy into data.
  *   R1  ring_read, ring_readable, ring_at_eof: acquire load of head, before
@@ -54,30 +70,114 @@ static bool view_ok(const struct ring_view *r)
            (r->size & (r->size - 1)) == 0;
 }
 
-void ring_init(struct ring_hdr *hdr)
+/* The header is still this ring's: a whole header written over it (zeroed,
+ * or another ring's copied in, indexes and their copies alike) is not. */
+static bool tag_ok(const struct ring_view *r)
 {
+    return atomic_load_explicit(&r->hdr->tag, memory_order_relaxed) == r->tag;
+}
+
+void ring_init(struct ring_hdr *hdr, uint64_t tag)
+{
+    atomic_store_explicit(&hdr->tag, tag, memory_order_relaxed);
     /* Relaxed: the segment is published to the peer later, by the channel's
      * name travelling through the registry, whose lock orders these stores. */
     atomic_store_explicit(&hdr->head, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->head_copy, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->tail, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->tail_copy, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->fin, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->fin_copy, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->size, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->size_copy, 0, memory_order_relaxed);
     memset(hdr->pad, 0, sizeof hdr->pad);
 }
 
-/* The size now, checked against the capacity; 0 for a corrupt header.
- * relaxed: ordered by the head load before it (see "Size" above). */
-static uint64_t live_size(const struct ring_view *r)
+/* A stored size (0: the whole capacity) as a size, or 0 if out of range. */
+static uint64_t size_of(const struct ring_view *r, uint64_t s)
 {
-    uint64_t s = atomic_load_explicit(&r->hdr->size, memory_order_relaxed);
     if (s == 0)
         return r->size;
     return s >= RING_MIN_SIZE && s <= r->size && (s & (s - 1)) == 0 ? s : 0;
 }
 
+/* The size now, checked against the capacity and its copy; 0 for a corrupt
+ * header.  relaxed: ordered by the head load before it (see "Size" above).
+ * Only where the copies cannot be moving: the producer's own, or a
+ * consumer's with bytes to read (no resize while the ring is not empty). */
+static uint64_t live_size(const struct ring_view *r)
+{
+    uint64_t s = atomic_load_explicit(&r->hdr->size, memory_order_relaxed);
+    uint64_t c = atomic_load_explicit(&r->hdr->size_copy, memory_order_relaxed);
+    return s == c ? size_of(r, s) : 0;
+}
+
+/* For the advisory counts and an empty ring's answer, which may come while
+ * the producer resizes (its two stores of the size apart): the larger of the
+ * two sizes, a bound and never an offset, or 0 if either is out of range. */
+static uint64_t loose_size(const struct ring_view *r)
+{
+    uint64_t a = size_of(r, atomic_load_explicit(&r->hdr->size, memory_order_relaxed));
+    uint64_t b = size_of(r, atomic_load_explicit(&r->hdr->size_copy, memory_order_relaxed));
+    return a && b ? (a > b ? a : b) : 0;
+}
+
 uint64_t ring_size_now(const struct ring_view *r)
 {
-    return view_ok(r) ? live_size(r) : 0;
+    return view_ok(r) && tag_ok(r) ? live_size(r) : 0;
+}
+
+/* The smaller of two distances from base, free-running. */
+static uint64_t nearer(uint64_t base, uint64_t a, uint64_t b)
+{
+    return a - base < b - base ? a - base : b - base;
+}
+
+uint64_t ring_head_seen(const struct ring_view *r, uint64_t from)
+{
+    /* acquire (R1), word before copy (see "Copies") */
+    uint64_t h = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+    uint64_t c = atomic_load_explicit(&r->hdr->head_copy, memory_order_acquire);
+    return from + nearer(from, h, c);
+}
+
+uint64_t ring_tail_seen(const struct ring_view *r, uint64_t head)
+{
+    /* acquire (W2), word before copy: the further of the two from head */
+    uint64_t t = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+    uint64_t c = atomic_load_explicit(&r->hdr->tail_copy, memory_order_acquire);
+    return head - t > head - c ? t : c;
+}
+
+int ring_head_mine(const struct ring_view *r, uint64_t *out)
+{
+    if (!tag_ok(r))
+        return -EIO;
+    /* relaxed: head is this side's own index (see the top of the file) */
+    uint64_t h = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    uint64_t c = atomic_load_explicit(&r->hdr->head_copy, memory_order_relaxed);
+    *out = h;
+    return h == c && (!__atomic_load_n(&r->mine_known, __ATOMIC_RELAXED) || h == r->my_head) ? 0 : -EIO;
+}
+
+int ring_tail_mine(const struct ring_view *r, uint64_t *out)
+{
+    if (!tag_ok(r))
+        return -EIO;
+    /* relaxed: tail is this side's own index */
+    uint64_t t = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    uint64_t c = atomic_load_explicit(&r->hdr->tail_copy, memory_order_relaxed);
+    *out = t;
+    return t == c && (!__atomic_load_n(&r->mine_known, __ATOMIC_RELAXED) || t == r->my_tail) ? 0 : -EIO;
+}
+
+/* Stores a side's own index, copy first, and keeps it (*mine); release (W1
+ * for head, R2 for tail): the bytes it covers were copied before. */
+static void publish(_Atomic uint64_t *word, _Atomic uint64_t *copy, uint64_t *mine, uint64_t v)
+{
+    atomic_store_explicit(copy, v, memory_order_release);
+    atomic_store_explicit(word, v, memory_order_release);
+    *mine = v;
 }
 
 /*
@@ -90,6 +190,9 @@ uint64_t ring_size_now(const struct ring_view *r)
  * ours (a later one would have reached us through W1/R1 and made our second
  * load of tail differ), and the consumer stored our tail after its R1 load
  * saw a head no later than ours.  So a pair outside [0, size] is -EIO.
+ * Which of the copies counts is the side's whose question it is: for the
+ * reader, the head nearer to tail (ring_readable); for the writer, the tail
+ * further from head (ring_writable, writer true).
  *
  * When tail keeps moving (a consumer is draining right now), no pair can be
  * trusted to be simultaneous, and a mismatch proves nothing: the answer is
@@ -101,23 +204,25 @@ uint64_t ring_size_now(const struct ring_view *r)
  */
 #define USAGE_TRIES 8
 
-static int64_t ring_used(const struct ring_view *r)
+static int64_t ring_used(const struct ring_view *r, bool writer)
 {
     struct ring_hdr *h = r->hdr;
-    uint64_t t1 = 0, hd = 0, t2 = 0;
+    uint64_t t1 = 0, tc = 0, hd = 0, t2 = 0;
     for (int i = 0; i < USAGE_TRIES; i++) {
-        /* acquire: pairs with R2, the consumer's release of tail */
+        /* acquire: pairs with R2, the consumer's release of tail (and its copy) */
         t1 = atomic_load_explicit(&h->tail, memory_order_acquire);
+        tc = atomic_load_explicit(&h->tail_copy, memory_order_acquire);
         /* acquire (R1): pairs with W1, the producer's release of head */
-        hd = atomic_load_explicit(&h->head, memory_order_acquire);
+        hd = writer ? atomic_load_explicit(&h->head, memory_order_acquire) : ring_head_seen(r, t1);
         /* acquire: pairs with R2 again; coherence orders it after t1 */
         t2 = atomic_load_explicit(&h->tail, memory_order_acquire);
         if (t1 == t2) {
-            uint64_t size = live_size(r);
-            return size == 0 || hd - t1 > size ? -EIO : (int64_t)(hd - t1);
+            uint64_t size = loose_size(r);
+            uint64_t used = writer && hd - tc > hd - t1 ? hd - tc : hd - t1;
+            return size == 0 || used > size ? -EIO : (int64_t)used;
         }
     }
-    uint64_t size = live_size(r);
+    uint64_t size = loose_size(r);
     if (size == 0)
         return -EIO;
     return hd - t2 > size ? -EAGAIN : (int64_t)(hd - t2);
@@ -127,7 +232,9 @@ int64_t ring_readable(const struct ring_view *r)
 {
     if (!view_ok(r))
         return -EINVAL;
-    int64_t used = ring_used(r);
+    if (!tag_ok(r))
+        return -EIO;
+    int64_t used = ring_used(r, false);
     return used == -EAGAIN ? 0 : used;
 }
 
@@ -135,35 +242,52 @@ int64_t ring_writable(const struct ring_view *r)
 {
     if (!view_ok(r))
         return -EINVAL;
-    int64_t used = ring_used(r);
+    if (!tag_ok(r))
+        return -EIO;
+    int64_t used = ring_used(r, true);
     if (used == -EAGAIN)
         return 0;
     uint64_t size = live_size(r);
-    if (used >= 0 && (uint64_t)used > size)
-        return 0;   /* the ring grew between the two loads: nothing promised */
+    if (used >= 0 && (size == 0 || (uint64_t)used > size))
+        return 0;   /* the ring grew between the loads (or is growing): nothing promised */
     return used < 0 ? used : (int64_t)size - used;
+}
+
+bool ring_fin_stored(const struct ring_view *r)
+{
+    if (!view_ok(r) || !tag_ok(r))
+        return false;
+    /* acquire (E1); the copy, stored first, is there once fin is */
+    uint64_t fin = atomic_load_explicit(&r->hdr->fin, memory_order_acquire);
+    return fin != 0 && atomic_load_explicit(&r->hdr->fin_copy, memory_order_acquire) == fin;
 }
 
 int ring_at_eof(const struct ring_view *r)
 {
     if (!view_ok(r))
         return -EINVAL;
+    if (!tag_ok(r))
+        return -EIO;
     struct ring_hdr *h = r->hdr;
     /* acquire (E1): pairs with F1, the release of fin in ring_set_fin, so the
      * head load below sees at least the head the producer stopped at. */
     uint64_t fin = atomic_load_explicit(&h->fin, memory_order_acquire);
     if (fin == 0)
         return 0;
+    /* stored before fin: equal once fin is there */
+    if (atomic_load_explicit(&h->fin_copy, memory_order_acquire) != fin)
+        return -EIO;
     /* acquire (R1): pairs with W1, like every load of head by the consumer */
     uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+    uint64_t hcopy = atomic_load_explicit(&h->head_copy, memory_order_acquire);
     /* acquire: pairs with R2; the caller may be a thread other than the one
      * reading, and tail, loaded after head, is then at least as recent. */
     uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
-    /* Once fin is set the producer writes no more, so head is frozen at
-     * fin - 1.  Anything else, or a tail outside [head - size, head], is a
-     * broken or hostile header.  With head frozen, tail loaded after it can
-     * only be closer to it, so no retry is needed. */
-    if (head != fin - 1 || head - tail > live_size(r))
+    /* Once fin is set the producer writes no more, so head (both copies) is
+     * frozen at fin - 1.  Anything else, or a tail outside [head - size,
+     * head], is a broken or hostile header.  With head frozen, tail loaded
+     * after it can only be closer to it, so no retry is needed. */
+    if (head != fin - 1 || hcopy != head || head - tail > loose_size(r))
         return -EIO;
     return tail == head ? 1 : 0;
 }
@@ -255,20 +379,23 @@ static size_t copy_iov(const struct ring_view *r, uint64_t pos, const struct iov
     return done;
 }
 
-ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
+ssize_t ring_read(struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
                   bool peek)
 {
     if (!view_ok(r))
         return -EINVAL;
     struct ring_hdr *h = r->hdr;
-    /* relaxed: tail is this side's own index (see the top of the file) */
-    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
+    uint64_t tail;
+    if (ring_tail_mine(r, &tail) < 0)
+        return -EIO;
     /* acquire (R1): pairs with W1, the producer's release of head, so the
-     * bytes in [tail, head) are visible before copy_out reads them. */
-    uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
+     * bytes in [tail, head) are visible before copy_out reads them; the
+     * nearer of head and its copy (see "Copies"). */
+    uint64_t avail = ring_head_seen(r, tail) - tail;
+    if (avail == 0)
+        return loose_size(r) ? 0 : -EIO;   /* nothing to read, and no size needed but a sane one */
     struct ring_view v = *r;
     v.size = live_size(r);
-    uint64_t avail = head - tail;
     if (v.size == 0 || avail > v.size)
         return -EIO;
     size_t want = avail < max ? (size_t)avail : max;
@@ -278,24 +405,25 @@ ssize_t ring_read(const struct ring_view *r, const struct iovec *iov, int iovcnt
     if (n != 0 && !peek) {
         /* release (R2): pairs with W2, the producer's acquire of tail; the
          * copy out is complete before the producer may reuse the bytes. */
-        atomic_store_explicit(&h->tail, tail + n, memory_order_release);
+        publish(&h->tail, &h->tail_copy, &r->my_tail, tail + n);
     }
     return (ssize_t)n;
 }
 
-ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
+ssize_t ring_write(struct ring_view *r, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
 {
     if (!view_ok(r))
         return -EINVAL;
     struct ring_hdr *h = r->hdr;
-    /* relaxed: head is this side's own index (see the top of the file) */
-    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    uint64_t head;
+    if (ring_head_mine(r, &head) < 0)
+        return -EIO;
     /* acquire (W2): pairs with R2, the consumer's release of tail, so its
-     * reads of [old tail, tail) are done before copy_in overwrites them. */
-    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+     * reads of [old tail, tail) are done before copy_in overwrites them;
+     * the further of tail and its copy (see "Copies"). */
+    uint64_t used = head - ring_tail_seen(r, head);
     struct ring_view v = *r;
     v.size = live_size(r);
-    uint64_t used = head - tail;
     if (v.size == 0 || used > v.size)
         return -EIO;
     uint64_t room = v.size - used;
@@ -306,7 +434,7 @@ ssize_t ring_write(const struct ring_view *r, const struct iovec *iov, int iovcn
     if (n != 0) {
         /* release (W1): pairs with R1, the consumer's acquire of head; the
          * bytes are in data before head says so. */
-        atomic_store_explicit(&h->head, head + n, memory_order_release);
+        publish(&h->head, &h->head_copy, &r->my_head, head + n);
     }
     return (ssize_t)n;
 }
@@ -333,12 +461,12 @@ ssize_t ring_space(const struct ring_view *r, struct iovec out[2], size_t max, i
     if (!view_ok(r))
         return -EINVAL;
     struct ring_view v = *r;
-    /* relaxed: head is this side's own index */
-    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    uint64_t head;
+    if (ring_head_mine(r, &head) < 0)
+        return -EIO;
     /* acquire (W2): pairs with R2; the consumer is done with what it freed */
-    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+    uint64_t used = head - ring_tail_seen(r, head);
     v.size = live_size(r);
-    uint64_t used = head - tail;
     if (v.size == 0 || used > v.size)
         return -EIO;
     uint64_t room = v.size - used;
@@ -355,12 +483,14 @@ ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, 
     if (!view_ok(r))
         return -EINVAL;
     struct ring_view v = *r;
-    /* relaxed: tail is this side's own index */
-    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    uint64_t tail;
+    if (ring_tail_mine(r, &tail) < 0)
+        return -EIO;
     /* acquire (R1): pairs with W1; the bytes below head are visible */
-    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+    uint64_t avail = ring_head_seen(r, tail) - tail;
+    if (avail == 0)
+        return loose_size(r) ? 0 : -EIO;
     v.size = live_size(r);
-    uint64_t avail = head - tail;
     if (v.size == 0 || avail > v.size)
         return -EIO;
     size_t n = avail < max ? (size_t)avail : max;
@@ -370,18 +500,24 @@ ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, 
     return (ssize_t)n;
 }
 
-void ring_commit(const struct ring_view *r, size_t n)
+int ring_commit(struct ring_view *r, size_t n)
 {
-    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    uint64_t head;
+    if (ring_head_mine(r, &head) < 0)
+        return -EIO;
     /* release (W1): the bytes another fd's read put in data come first */
-    atomic_store_explicit(&r->hdr->head, head + n, memory_order_release);
+    publish(&r->hdr->head, &r->hdr->head_copy, &r->my_head, head + n);
+    return 0;
 }
 
-void ring_consume(const struct ring_view *r, size_t n)
+int ring_consume(struct ring_view *r, size_t n)
 {
-    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+    uint64_t tail;
+    if (ring_tail_mine(r, &tail) < 0)
+        return -EIO;
     /* release (R2): the write out of data to another fd is complete */
-    atomic_store_explicit(&r->hdr->tail, tail + n, memory_order_release);
+    publish(&r->hdr->tail, &r->hdr->tail_copy, &r->my_tail, tail + n);
+    return 0;
 }
 
 int ring_resize(const struct ring_view *r, uint64_t new_size)
@@ -391,14 +527,19 @@ int ring_resize(const struct ring_view *r, uint64_t new_size)
     if (new_size < RING_MIN_SIZE || new_size > r->size || (new_size & (new_size - 1)))
         return -EINVAL;
     struct ring_hdr *h = r->hdr;
-    /* relaxed: head is this side's own index */
-    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
-    /* acquire (W2): the consumer is done with every byte before tail */
-    uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
+    uint64_t head;
+    if (ring_head_mine(r, &head) < 0)
+        return -EIO;
+    /* acquire (W2): the consumer is done with every byte before tail; both
+     * copies at head, or not empty */
+    uint64_t tail = ring_tail_seen(r, head);
     if (head != tail)
         return head - tail > r->size ? -EIO : -EBUSY;
-    /* relaxed: published by our next W1 (see "Size" at the top) */
-    atomic_store_explicit(&h->size, new_size == r->size ? 0 : new_size, memory_order_relaxed);
+    /* relaxed: published by our next W1 (see "Size" at the top); the copy
+     * first, as for every word */
+    uint64_t v = new_size == r->size ? 0 : new_size;
+    atomic_store_explicit(&h->size_copy, v, memory_order_relaxed);
+    atomic_store_explicit(&h->size, v, memory_order_relaxed);
     return 0;
 }
 
@@ -407,10 +548,12 @@ void ring_set_fin(const struct ring_view *r)
     if (!view_ok(r))
         return;
     struct ring_hdr *h = r->hdr;
-    /* relaxed: head is this side's own index */
-    uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
+    uint64_t head;
+    if (ring_head_mine(r, &head) < 0)
+        return;   /* scribbled: no FIN a reader could believe; it fails with -EIO instead */
     /* release (F1): pairs with E1, the consumer's acquire of fin in
      * ring_at_eof; every W1 store of head before this one is visible to a
      * consumer that sees fin.  The producer must not write after this. */
+    atomic_store_explicit(&h->fin_copy, head + 1, memory_order_release);
     atomic_store_explicit(&h->fin, head + 1, memory_order_release);
 }

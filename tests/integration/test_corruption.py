@@ -16,7 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def victim(tmp_path_factory, shunt_build):
     exe = str(tmp_path_factory.mktemp("corrupt") / "corrupt_victim")
     subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-I", os.path.join(REPO, "src"),
-                    os.path.join(REPO, "tests/programs/corrupt_victim.c"), "-o", exe, "-ldl"],
+                    os.path.join(REPO, "tests/programs/corrupt_victim.c"), "-o", exe, "-ldl", "-pthread"],
                    check=True, timeout=60)
     return exe
 
@@ -77,3 +77,44 @@ def test_corrupted_segment_fails_one_connection(victim, shunt_build, how):
             p.wait()
     assert p.returncode == 0, f"victim exit {p.returncode}: {out}"
     assert "other=ok" in out
+
+
+def test_scribbled_lock_of_a_shared_end(victim, shunt_build):
+    """The lock of an end held by two processes, scribbled to name a live
+    holder that never lets go (the other holder's pid): a read that must
+    take it waits a bounded time, under no lock of the process, so the
+    process's other connection goes on (its reader sleeps between pings,
+    through the process's wait lock); then that connection ends with
+    ECONNRESET, its close is quick, and the process exits.  Before: the
+    untimed pthread_mutex_lock on the segment's mutex, taken under the
+    process-wide wait lock, stopped every other connection's sleep, the
+    close and the exit, for good."""
+    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
+    p = subprocess.Popen([victim, "shared-lock"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        line = p.stdout.readline()
+        if line.startswith("not accelerated"):
+            pytest.fail("the victim's connections were not accelerated")
+        m = re.match(r"ready (\d+) (\d+) (\d+)", line)
+        assert m, line
+        pid, child, wait_lock = map(int, m.groups())
+        seg = first_segment(pid)
+        assert seg, "no channel segment mapped by the victim"
+        with open(seg, "r+b") as f:
+            f.seek(wait_lock)
+            f.write(struct.pack("<I", child))
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        out, _ = p.communicate(timeout=40)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+            p.wait()
+    assert p.returncode == 0, "victim exit %d: %s" % (p.returncode, out)
+    m = re.search(r"corrupted=(.*) other=(\d+) other_errors=(\d+) stalled_ms=(\d+) close_ms=(\d+)", out)
+    assert m, out
+    assert int(m.group(3)) == 0, out
+    # the other connection went on while the read waited (a ping a millisecond)
+    assert int(m.group(2)) >= 100, out
+    assert int(m.group(5)) < 2000, out

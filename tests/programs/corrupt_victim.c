@@ -8,16 +8,32 @@
  *   prints "ready PID HEAD0 TAIL0 FIN0 DOWN DOWN_TAIL DOWN_TXTAIL BACK_LEN"
  *   (offsets of ring 0's indexes and of the downgrade records in the header)
  *   waits for a line on stdin, then uses both connections and prints a verdict.
+ *
+ * "shared-lock": the first connection's ends are held by a forked child too,
+ * so their locks in the segment are engaged; it prints "ready PID CHILD
+ * WAIT_LOCK" (the offset of the server end's wait lock, where the test
+ * writes the child's pid: a live holder that never lets go, as a scribble
+ * can make it look).  A read on that end then sleeps and must take that
+ * lock.  Meanwhile the second connection (not shared) must go on: its
+ * reader sleeps between pings, through the process's own wait lock, which
+ * the stalled read must not hold.  The stalled read must end with
+ * ECONNRESET after the lock's bound, and closing the connection must be
+ * quick; it prints "corrupted=ERR other=N stalled_ms=M close_ms=C".
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/channel.h"
@@ -55,13 +71,105 @@ static int exchange(int c, int s)
     return n == 4 && !memcmp(buf, "ping", 4) ? 0 : -EBADMSG;
 }
 
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int c2, s2;
+static atomic_bool stop;
+static atomic_int pings, ping_errors;
+
+static void *ping_writer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop)) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+        if (write(c2, "ping", 4) != 4)
+            atomic_fetch_add(&ping_errors, 1);
+    }
+    return NULL;
+}
+
+static void *ping_reader(void *arg)
+{
+    (void)arg;
+    char buf[64];
+    while (!atomic_load(&stop)) {
+        ssize_t n = read(s2, buf, sizeof buf);   /* sleeps between pings (SO_RCVTIMEO 2 s) */
+        if (n > 0)
+            atomic_fetch_add(&pings, 1);
+        else
+            atomic_fetch_add(&ping_errors, 1);
+    }
+    return NULL;
+}
+
+static int shared_lock(int (*accelerated)(int))
+{
+    int c1, s1;
+    pair(&c1, &s1);
+    pid_t child = fork();
+    if (child == 0) {
+        for (;;)
+            pause();   /* holds both ends of the first connection */
+    }
+    pair(&c2, &s2);
+    if (!accelerated(c1) || !accelerated(s1) || !accelerated(c2) || !accelerated(s2)) {
+        printf("not accelerated\n");
+        return 77;
+    }
+    if (exchange(c1, s1) || exchange(c2, s2)) {
+        printf("exchange before corruption failed\n");
+        return 1;
+    }
+    struct timeval tv = { 2, 0 };
+    setsockopt(s2, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    printf("ready %d %d %zu\n", (int)getpid(), (int)child, offsetof(struct chan_hdr, side[1].wait_lock));
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
+    pthread_t w, r;
+    pthread_create(&r, NULL, ping_reader, NULL);
+    pthread_create(&w, NULL, ping_writer, NULL);
+    long t0 = now_ms();
+    char buf[16];
+    ssize_t n = read(s1, buf, sizeof buf);   /* no data: it sleeps, through the scribbled lock */
+    int err = n < 0 ? errno : 0;
+    long stalled = now_ms() - t0;
+    int during = atomic_load(&pings);
+    atomic_store(&stop, true);
+    pthread_join(w, NULL);
+    pthread_join(r, NULL);
+    t0 = now_ms();
+    close(c1);
+    close(s1);
+    long closed = now_ms() - t0;
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    printf("corrupted=%s other=%d other_errors=%d stalled_ms=%ld close_ms=%ld\n", n < 0 ? strerror(err) : "data",
+           during, atomic_load(&ping_errors), stalled, closed);
+    return n < 0 && err == ECONNRESET ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     /* lenient: the scribble may leave the first connection working (it
      * went back to TCP); only the process and the other connection count */
     int lenient = argc > 1 && strcmp(argv[1], "lenient") == 0;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
-    int c1, s1, c2, s2;
+    if (argc > 1 && strcmp(argv[1], "shared-lock") == 0) {
+        if (!accelerated) {
+            printf("not accelerated\n");
+            return 77;
+        }
+        return shared_lock(accelerated);
+    }
+    int c1, s1;
     pair(&c1, &s1);
     pair(&c2, &s2);
     if (!accelerated || !accelerated(c1) || !accelerated(s1) || !accelerated(c2) || !accelerated(s2)) {

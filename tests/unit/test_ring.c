@@ -6,10 +6,13 @@
  * 256 MiB of a position-derived pattern through a 64 KiB ring with random
  * chunks and iovec splits, checked byte for byte, while a third thread asks
  * readable/writable/at_eof and must never get -EIO.  Corruption: random
- * garbage in head/tail/fin, both between calls and from a racing thread;
- * every call must answer -EIO or a value within bounds, and the ring data
- * and the caller's buffers sit between PROT_NONE pages so that any access
- * outside them faults, with or without ASan.
+ * garbage in head/tail/fin (both copies of each, as a peer that writes the
+ * protocol wrong), both between calls and from a racing thread; every call
+ * must answer -EIO or a value within bounds, and the ring data and the
+ * caller's buffers sit between PROT_NONE pages so that any access outside
+ * them faults, with or without ASan.  One word of the header scribbled (a
+ * copy apart from its word, as a third process would): never a byte read
+ * that was not written, nor one overwritten that was not read.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -103,11 +106,15 @@ static void test_ring_new(struct test_ring *t, uint64_t size)
     t->hdr = aligned_alloc(64, sizeof(struct ring_hdr));
     CHECK(t->hdr, !=, NULL);
     memset(t->hdr, 0xa5, sizeof *t->hdr);
-    ring_init(t->hdr);
+    ring_init(t->hdr, 0x7a6e1ab5);
     t->data = guarded_alloc(size);
     t->v.hdr = t->hdr;
     t->v.data = t->data.p;
     t->v.size = size;
+    /* one view plays both sides here: it keeps both of its own indexes */
+    t->v.my_head = t->v.my_tail = 0;
+    t->v.mine_known = true;
+    t->v.tag = 0x7a6e1ab5;
 }
 
 static void test_ring_free(struct test_ring *t)
@@ -116,13 +123,27 @@ static void test_ring_free(struct test_ring *t)
     free(t->hdr);
 }
 
-static ssize_t write1(const struct ring_view *v, const void *buf, size_t len)
+/* A word and its copy, as their one honest writer stores them. */
+static void store2(_Atomic uint64_t *word, _Atomic uint64_t *copy, uint64_t v)
+{
+    atomic_store(copy, v);
+    atomic_store(word, v);
+}
+
+static void set_indexes(struct ring_hdr *h, uint64_t head, uint64_t tail, uint64_t fin)
+{
+    store2(&h->head, &h->head_copy, head);
+    store2(&h->tail, &h->tail_copy, tail);
+    store2(&h->fin, &h->fin_copy, fin);
+}
+
+static ssize_t write1(struct ring_view *v, const void *buf, size_t len)
 {
     struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
     return ring_write(v, &iov, 1, 0, len);
 }
 
-static ssize_t read1(const struct ring_view *v, void *buf, size_t len, bool peek)
+static ssize_t read1(struct ring_view *v, void *buf, size_t len, bool peek)
 {
     struct iovec iov = { .iov_base = buf, .iov_len = len };
     return ring_read(v, &iov, 1, 0, len, peek);
@@ -357,23 +378,31 @@ static void test_fin(void)
     CHECK(atomic_load(&u.hdr->fin), ==, 1);
     CHECK(ring_at_eof(&u.v), ==, 1);
 
-    /* inconsistent FIN positions */
-    atomic_store(&u.hdr->head, 100);
-    atomic_store(&u.hdr->tail, 50);
-    atomic_store(&u.hdr->fin, 1 + 100);
+    /* inconsistent FIN positions (both copies alike) */
+    set_indexes(u.hdr, 100, 50, 1 + 100);
     CHECK(ring_at_eof(&u.v), ==, 0);        /* consistent: 50 bytes before EOF */
-    atomic_store(&u.hdr->fin, 1 + 99);
+    store2(&u.hdr->fin, &u.hdr->fin_copy, 1 + 99);
     CHECK(ring_at_eof(&u.v), ==, -EIO);     /* producer wrote past its FIN */
-    atomic_store(&u.hdr->fin, 1 + 101);
+    store2(&u.hdr->fin, &u.hdr->fin_copy, 1 + 101);
     CHECK(ring_at_eof(&u.v), ==, -EIO);     /* FIN beyond head */
-    atomic_store(&u.hdr->fin, 1 + 49);
+    store2(&u.hdr->fin, &u.hdr->fin_copy, 1 + 49);
     CHECK(ring_at_eof(&u.v), ==, -EIO);     /* FIN before tail */
-    atomic_store(&u.hdr->fin, UINT64_MAX);
+    store2(&u.hdr->fin, &u.hdr->fin_copy, UINT64_MAX);
     CHECK(ring_at_eof(&u.v), ==, -EIO);
+    store2(&u.hdr->fin, &u.hdr->fin_copy, 1 + 100);
+    store2(&u.hdr->tail, &u.hdr->tail_copy, 101);        /* tail past head */
+    CHECK(ring_at_eof(&u.v), ==, -EIO);
+    store2(&u.hdr->tail, &u.hdr->tail_copy, 100 - 4097); /* more than size apart (wraps) */
+    CHECK(ring_at_eof(&u.v), ==, -EIO);
+    /* one copy apart from its word: a FIN nobody stored, or a head that moved */
+    set_indexes(u.hdr, 100, 100, 0);
     atomic_store(&u.hdr->fin, 1 + 100);
-    atomic_store(&u.hdr->tail, 101);        /* tail past head */
-    CHECK(ring_at_eof(&u.v), ==, -EIO);
-    atomic_store(&u.hdr->tail, 100 - 4097); /* more than size apart (wraps) */
+    CHECK(ring_at_eof(&u.v), ==, -EIO);     /* fin without its copy: not an EOF */
+    atomic_store(&u.hdr->fin, 0);
+    atomic_store(&u.hdr->fin_copy, 1 + 100);
+    CHECK(ring_at_eof(&u.v), ==, 0);        /* the copy alone says nothing yet */
+    set_indexes(u.hdr, 100, 100, 1 + 100);
+    atomic_store(&u.hdr->head_copy, 101);
     CHECK(ring_at_eof(&u.v), ==, -EIO);
     test_ring_free(&u);
     test_ring_free(&t);
@@ -583,6 +612,10 @@ static void test_corruption(void)
     struct guarded wbuf = guarded_alloc(3 * size);
     memset(wbuf.p, 0x5a, wbuf.len);
     unsigned long long eio = 0, ok = 0;
+    /* the indexes as a holder of a shared end finds them: it has no record
+     * of its own to hold them against, only their copies (test_one_word
+     * has the record too) */
+    t.v.mine_known = false;
 
     for (int i = 0; i < CORRUPT_ROUNDS; i++) {
         uint64_t base = rng_next(&rng);
@@ -590,9 +623,7 @@ static void test_corruption(void)
         /* half of the rounds consistent, at any place of the 2^64 range */
         uint64_t head = rng_below(&rng, 2) ? tail + rng_below(&rng, size + 1) : nasty(&rng, base, size);
         uint64_t fin = rng_below(&rng, 3) == 0 ? 0 : rng_below(&rng, 2) ? head + 1 : nasty(&rng, head + 1, size);
-        atomic_store(&t.hdr->head, head);
-        atomic_store(&t.hdr->tail, tail);
-        atomic_store(&t.hdr->fin, fin);
+        set_indexes(t.hdr, head, tail, fin);
         bool consistent = head - tail <= size;
 
         int64_t r = ring_readable(&t.v);
@@ -639,8 +670,8 @@ static void test_corruption(void)
         /* and a write from the other guarded buffer, on fresh garbage */
         tail = nasty(&rng, base, size);
         head = rng_below(&rng, 2) ? tail + rng_below(&rng, size + 1) : nasty(&rng, base, size);
-        atomic_store(&t.hdr->head, head);
-        atomic_store(&t.hdr->tail, tail);
+        store2(&t.hdr->head, &t.hdr->head_copy, head);
+        store2(&t.hdr->tail, &t.hdr->tail_copy, tail);
         consistent = head - tail <= size;
         max = (size_t)rng_below(&rng, 3 * size + 1);
         blen = (size_t)rng_below(&rng, wbuf.len + 1);
@@ -683,13 +714,111 @@ static void *scribble(void *arg)
 {
     struct scribbler *s = arg;
     uint64_t rng = 0xabcdef;
+    _Atomic uint64_t *words[] = { &s->hdr->head, &s->hdr->head_copy, &s->hdr->tail, &s->hdr->tail_copy,
+                                  &s->hdr->fin, &s->hdr->fin_copy, &s->hdr->size, &s->hdr->size_copy };
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         uint64_t base = rng_next(&rng);
         atomic_store_explicit(&s->hdr->head, nasty(&rng, base, 4096), memory_order_relaxed);
         atomic_store_explicit(&s->hdr->tail, nasty(&rng, base, 4096), memory_order_relaxed);
         atomic_store_explicit(&s->hdr->fin, nasty(&rng, base, 4096), memory_order_relaxed);
+        /* and any word, copies and sizes too */
+        atomic_store_explicit(words[rng_below(&rng, 8)], nasty(&rng, base, 4096), memory_order_relaxed);
     }
     return NULL;
+}
+
+/*
+ * One word scribbled by a third process while the two sides are honest:
+ * each word of the header, and each copy, set to a nasty value (among them
+ * the true value plus or minus a little, which no bound can tell from a
+ * true one).  The consumer must then read no byte the producer did not
+ * write (what it gets is the pattern at the right place, at most the bytes
+ * written), and the producer must overwrite no byte the consumer has not
+ * read (the unread ones are still the pattern afterwards); -EIO or reading
+ * or writing less is fine.  Then the header is put back and the ring goes
+ * on.  Both with the sides' own records of their indexes (an end never
+ * shared) and without (copies only); with the records, every eighth round
+ * overwrites the whole header with a consistent fake instead (copies
+ * alike, head - tail within the size), which the records must refuse.
+ */
+#define ONE_WORD_ROUNDS 20000
+
+static void test_one_word(void)
+{
+    const uint64_t size = 4096;
+    struct test_ring t;
+    test_ring_new(&t, size);
+    uint64_t rng = 0x0e0e0e;
+    unsigned char in[2 * 4096], out[2 * 4096];
+    uint64_t wpos = 0, rpos = 0;   /* the honest head and tail */
+    unsigned long long refused = 0, less = 0, fakes = 0;
+    for (int i = 0; i < ONE_WORD_ROUNDS; i++) {
+        t.v.mine_known = i < ONE_WORD_ROUNDS / 2;
+        /* honest traffic: some bytes in, some out */
+        size_t n = (size_t)rng_below(&rng, size - (wpos - rpos) + 1);
+        fill_pattern(in, wpos, n);
+        CHECK(write1(&t.v, in, n), ==, (ssize_t)n);
+        wpos += n;
+        n = (size_t)rng_below(&rng, wpos - rpos + 1);
+        CHECK(read1(&t.v, out, n, false), ==, (ssize_t)n);
+        check_pattern(out, rpos, n);
+        rpos += n;
+
+        _Atomic uint64_t *words[] = { &t.hdr->head, &t.hdr->head_copy, &t.hdr->tail, &t.hdr->tail_copy,
+                                      &t.hdr->fin, &t.hdr->fin_copy, &t.hdr->size, &t.hdr->size_copy, &t.hdr->tag };
+        int k = (int)rng_below(&rng, 9);
+        uint64_t was = atomic_load(words[k]);
+        uint64_t v = rng_below(&rng, 2) ? was + rng_below(&rng, 2 * size + 1) - size : nasty(&rng, was, size);
+        bool fake = t.v.mine_known && i % 8 == 7;
+        if (fake) {
+            uint64_t ft = rpos + rng_below(&rng, 2 * size + 1) - size;
+            if (ft == rpos)
+                ft++;
+            set_indexes(t.hdr, ft + rng_below(&rng, size + 1), ft, 0);
+            fakes++;
+        } else {
+            atomic_store(words[k], v);
+        }
+
+        /* the consumer: no byte beyond what was written */
+        ssize_t r = read1(&t.v, out, sizeof out, true);
+        if (fake)
+            CHECK(r, ==, -EIO);   /* not our tail */
+        if (r < 0) {
+            CHECK(r, ==, -EIO);
+            refused++;
+        } else {
+            CHECK((uint64_t)r, <=, wpos - rpos);
+            check_pattern(out, rpos, (size_t)r);
+            less += (uint64_t)r < wpos - rpos;
+        }
+        int64_t rd = ring_readable(&t.v);
+        CHECK(rd == -EIO || (rd >= 0 && rd <= (int64_t)size), ==, 1);
+        int e = ring_at_eof(&t.v);
+        CHECK(e == -EIO || e == 0, ==, 1);   /* no FIN was ever stored */
+        /* the producer: no unread byte overwritten */
+        fill_pattern(in, wpos, sizeof in);
+        unsigned char junk[2 * 4096];
+        memset(junk, 0xa5, sizeof junk);
+        ssize_t w = write1(&t.v, junk, sizeof junk);
+        CHECK(w == -EIO || (w >= 0 && (uint64_t)w <= size - (wpos - rpos)), ==, 1);
+        if (fake)
+            CHECK(w, ==, -EIO);   /* not our head (the fake tail is never ours, nor the head built on it) */
+        for (uint64_t p = rpos; p < wpos; p++)
+            CHECK(t.v.data[p & (size - 1)], ==, pattern(p));
+
+        /* put the honest header back; the bytes the junk write took stay
+         * unpublished (head goes back), so the stream goes on */
+        atomic_store(words[k], was);
+        set_indexes(t.hdr, wpos, rpos, 0);
+        store2(&t.hdr->size, &t.hdr->size_copy, 0);
+        t.v.my_head = wpos;
+        t.v.my_tail = rpos;
+    }
+    printf("one word: %d rounds, %llu refused, %llu read less, %llu whole headers faked\n", ONE_WORD_ROUNDS, refused,
+           less, fakes);
+    CHECK(refused, >, 0);
+    test_ring_free(&t);
 }
 
 static void test_corruption_racing(void)
@@ -769,11 +898,22 @@ static void test_resize_and_pieces(void)
     CHECK(write1(&t.v, in + 16384, sizeof in - 16384), ==, (ssize_t)(sizeof in - 16384));
     CHECK(read1(&t.v, out, sizeof out, false), ==, (ssize_t)(sizeof in - 10000));
     check_pattern(out, 13000, sizeof in - 10000);
-    /* a size scribbled by the peer is refused, never used */
+    /* a size scribbled by the peer is refused, never used (one word, or
+     * both: a size that is not one) */
     atomic_store(&t.hdr->size, 3000);
     CHECK(ring_readable(&t.v), ==, -EIO);
     CHECK(write1(&t.v, in, 10), ==, -EIO);
     atomic_store(&t.hdr->size, 1u << 20);
+    CHECK(read1(&t.v, out, 10, false), ==, -EIO);
+    store2(&t.hdr->size, &t.hdr->size_copy, 3000);
+    CHECK(ring_readable(&t.v), ==, -EIO);
+    CHECK(write1(&t.v, in, 10), ==, -EIO);
+    /* another valid size in one word: the copies disagree, the writer
+     * refuses it, and with bytes in the ring so does the reader */
+    store2(&t.hdr->size, &t.hdr->size_copy, 0);
+    CHECK(write1(&t.v, in, 10), ==, 10);
+    atomic_store(&t.hdr->size, 4096);
+    CHECK(write1(&t.v, in, 10), ==, -EIO);
     CHECK(read1(&t.v, out, 10, false), ==, -EIO);
     test_ring_free(&t);
     printf("ok: resize and pieces\n");
@@ -790,6 +930,7 @@ int main(void)
     test_degenerate_iov();
     test_resize_and_pieces();
     test_corruption();
+    test_one_word();
     test_corruption_racing();
     test_stress();
     printf("test_ring: ok\n");

@@ -122,6 +122,21 @@ bool downgrade_leaving_side(struct tcp_sock *t)
     return channel_self_left(&t->ch);
 }
 
+unsigned downgrade_word(struct tcp_sock *t)
+{
+    unsigned d = atomic_load(&t->ch.hdr->down);
+    if (d == 0)
+        return 0;
+    /* one leaver's DOWN_SET and side, then its steps in order */
+    if ((d & ~DOWN_ALL) || !(d & DOWN_SET) || ((d & (DOWN_RESENT | DOWN_DUPS)) && !(d & DOWN_READY)))
+        return DOWN_CORRUPT;
+    /* our own end left: only this process can have done it while it never
+     * shared the end */
+    if ((int)(d & DOWN_SIDE) == t->ch.side && !atomic_load(&t->end_shared) && !atomic_load(&t->leaving))
+        return DOWN_CORRUPT;
+    return d;
+}
+
 bool downgrade_ring_done(struct tcp_sock *t)
 {
     return downgrade_leaving_side(t) || (atomic_load(&t->ch.hdr->down) & DOWN_DUPS);
@@ -236,7 +251,7 @@ static void back_path(const struct tcp_sock *t, char *out, size_t len)
 /* The leaver hands a server's unread TCP prefix back to the client. */
 static void hand_back_prefix(struct tcp_sock *t, int fd)
 {
-    uint64_t k = atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK;
+    uint64_t k = tcp_sock_prefix_left(t);   /* this process's count (core/fd/tcp_sock.h) */
     if (t->ch.side != 1 || k == 0)
         return;
     char *buf = k <= (64u << 20) ? malloc(k) : NULL;
@@ -252,7 +267,7 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
     }
     if (out >= 0)
         shunt_real.close(out);
-    atomic_fetch_sub(&t->ch.hdr->neg, got);
+    tcp_sock_prefix_read(t, got);
     free(buf);
 }
 
@@ -301,7 +316,8 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
          * (holders_before_spawn counts channels with an fd surviving exec) */
         unsigned holds = shunt_in_vfork_child ? 1u + (t->survives_exec ? 1u : 0u) : 1u;
         t->released = true;
-        if (atomic_fetch_sub(&t->ch.self->holders, holds) == holds)
+        /* never shared: the last holder, whatever the segment's count says */
+        if (atomic_fetch_sub(&t->ch.self->holders, holds) == holds || !atomic_load(&t->end_shared))
             negotiate_forget(t);
     }
     atomic_store(&t->reason, FB_DOWNGRADED);
@@ -336,11 +352,12 @@ static bool peer_left_copy(struct tcp_sock *t)
  * program's.  The positions come from the segment: checked. */
 static void take_closed_copy(struct tcp_sock *t, int fd)
 {
-    uint64_t from = atomic_load(&t->ch.peer->copy_from);
-    uint64_t read = atomic_load(&t->ch.rx.hdr->tail) - from;
+    uint64_t from = atomic_load(&t->ch.peer->copy_from), tail;
+    int own = ring_tail_mine(&t->ch.rx, &tail);
+    uint64_t read = tail - from;
     uint64_t copied = atomic_load(&t->ch.peer->copy_end) - from;
-    uint64_t sent = atomic_load(&t->ch.rx.hdr->head) - from;
-    if (sent > ring_size_now(&t->ch.rx) || read > sent || copied > sent) {
+    uint64_t sent = ring_head_seen(&t->ch.rx, from) - from;
+    if (own < 0 || sent > ring_size_now(&t->ch.rx) || read > sent || copied > sent) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's closing copy is not in the ring", fd);
         atomic_store(&t->broken, true);
         return;
@@ -360,8 +377,10 @@ static void take_closed_copy(struct tcp_sock *t, int fd)
 static void leave_first(struct tcp_sock *t, int fd)
 {
     struct chan_hdr *h = t->ch.hdr;
-    uint64_t peer_bells = bells_freeze(&t->ch.peer->bells);
-    atomic_store(&h->down_tail, atomic_load(&t->ch.rx.hdr->tail));
+    uint64_t peer_bells = bells_freeze(&t->ch.peer->bells), rx_tail = 0;
+    if (ring_tail_mine(&t->ch.rx, &rx_tail) < 0)
+        atomic_store(&t->broken, true);   /* the re-send below fails its check then */
+    atomic_store(&h->down_tail, rx_tail);
     /* A peer that closed left its unread bytes in TCP, behind the server's
      * prefix if there is one: both stay for the new program. */
     bool closed = peer_left_copy(t);
@@ -381,25 +400,31 @@ static void leave_first(struct tcp_sock *t, int fd)
     else if (unread > 0 && atomic_load(&t->peer_gone))
         shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's processes are gone without closing; the %lld bytes it "
                   "sent that were not read are lost (see compatibility.md)", fd, (long long)unread);
-    uint64_t snap = atomic_load(&t->ch.tx.hdr->tail);
+    uint64_t head = 0, resent = 0;
+    int own = ring_head_mine(&t->ch.tx, &head);
+    uint64_t snap = ring_tail_seen(&t->ch.tx, head);
     atomic_store(&h->down_txtail, snap);
     wait_peer_drain(t, fd);
     atomic_fetch_or(&h->down, DOWN_READY);
     doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
     bells_freeze(&t->ch.self->bells);
-    uint64_t head = atomic_load(&t->ch.tx.hdr->head), resent = 0;
     /* A closed peer reads nothing more: bytes sent to its socket would only
      * make its kernel reset the connection and drop the rest of its copy
      * (the new program's own sends do that as they would under the kernel) */
-    int err = closed ? 0 : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
+    int err = closed ? 0 : own < 0 ? -EIO : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
     if (err) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
                   strerror(-err));
-        atomic_store(&t->broken, true);
+        /* -EIO: the segment's records failed their checks, so what our
+         * socket holds is not known to be the stream (broken: nothing is
+         * read from it).  A kernel error (the peer gone) loses only what
+         * we sent it. */
+        if (err == -EIO)
+            atomic_store(&t->broken, true);
     }
     shunt_log(LOG_DEBUG, "fd %d: leaving: rx tail %llu head %llu, peer's doorbells %llu (took %llu), resent %llu from %llu%s",
-              fd, (unsigned long long)atomic_load(&t->ch.rx.hdr->tail),
-              (unsigned long long)atomic_load(&t->ch.rx.hdr->head), (unsigned long long)peer_bells,
+              fd, (unsigned long long)rx_tail, (unsigned long long)ring_head_seen(&t->ch.rx, rx_tail),
+              (unsigned long long)peer_bells,
               (unsigned long long)took, (unsigned long long)resent, (unsigned long long)snap,
               closed ? " (the peer closed and left its unread bytes in TCP)" : "");
 }
@@ -411,6 +436,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     if (negotiate_settle(t, fd) != PATH_SHM || !t->ch.hdr)
         return;   /* an offer not yet claimed was withdrawn: TCP already */
     crit_lock(&t->lock);
+    atomic_store(&t->leaving, true);   /* the word will name our side: not a scribble (downgrade_word) */
     int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
     int tx = rx < 0 ? -1 : dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
     int w = tx < 0 ? -1 : doorbell_lock(t);
@@ -450,14 +476,16 @@ static void resend(struct tcp_sock *t, int fd)
         return;
     struct chan_hdr *h = t->ch.hdr;
     if (!(atomic_load(&h->down) & DOWN_RESENT)) {
-        uint64_t sent;
+        uint64_t sent, head;
         int err = resend_prefix(t, fd);
         if (!err)
-            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), atomic_load(&t->ch.tx.hdr->head), true,
-                                 &sent);
+            err = ring_head_mine(&t->ch.tx, &head);
+        if (!err)
+            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), head, true, &sent);
         if (err) {
             shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
-            atomic_store(&t->broken, true);
+            if (err == -EIO)
+                atomic_store(&t->broken, true);   /* as in leave_first */
         }
         atomic_fetch_or(&h->down, DOWN_RESENT);
     }
@@ -473,9 +501,10 @@ static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
         return;   /* another holder of this end did it */
     uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
     uint64_t due = sent > eaten ? sent - eaten : 0;
-    uint64_t from = atomic_load(&h->down_txtail), tail = atomic_load(&t->ch.rx.hdr->tail);
+    uint64_t from = atomic_load(&h->down_txtail), tail = 0;
+    int own = ring_tail_mine(&t->ch.rx, &tail);
     uint64_t dups = tail - from;
-    if (dups > ring_size_now(&t->ch.rx)) {
+    if (own < 0 || dups > ring_size_now(&t->ch.rx)) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's snapshot %llu is not in the ring (tail %llu)", fd,
                   (unsigned long long)from, (unsigned long long)tail);
         atomic_store(&t->broken, true);
@@ -518,7 +547,7 @@ static bool finish(struct tcp_sock *t, int fd, bool leaving)
     bool done = false;
     /* A sleeper must see the last doorbell before it goes: it wakes on it,
      * leaves its wait (draining then), and the next look finishes. */
-    if (w >= 0 && (leaving || atomic_load(&t->ch.self->waiters) == 0)) {
+    if (w >= 0 && (leaving || doorbell_waiters(t) == 0)) {
         take_copies(t, fd, sent);
         done = true;
     }
@@ -545,6 +574,14 @@ static bool wait_ready(struct tcp_sock *t)
 
 static int observe(struct tcp_sock *t, int fd, bool leaving)
 {
+    /* the word from the closed set of the protocol, or the segment is
+     * corrupt: then nothing moves by TCP either (the socket may hold
+     * doorbells), and every call fails (stream.c) */
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && !atomic_load(&t->broken) &&
+        downgrade_word(t) == DOWN_CORRUPT)
+        stream_corrupt(t, fd);
+    if (atomic_load(&t->broken) && atomic_load(&t->path) == PATH_SHM)
+        return PATH_SHM;
     bool ready = true;
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
         !downgrade_leaving_side(t))
@@ -585,7 +622,7 @@ int downgrade_observe(struct tcp_sock *t, int fd)
 int downgrade_until_tcp(struct tcp_sock *t, int fd)
 {
     int path;
-    while ((path = downgrade_observe(t, fd)) == PATH_SHM)
+    while ((path = downgrade_observe(t, fd)) == PATH_SHM && !atomic_load(&t->broken))
         pause_briefly();
     return path;
 }
@@ -597,7 +634,10 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
      * the word and its load of our state: either it waits for our copy, or
      * we see it leaving and do the other end's part instead */
     atomic_store(&self->closed_copy, COPY_WRITING);
-    if (atomic_load(&t->ch.hdr->down)) {
+    unsigned d = downgrade_word(t);
+    if (d == DOWN_CORRUPT || atomic_load(&t->broken))
+        return;   /* a scribbled word starts no re-send, and waits for no leaver */
+    if (d) {
         atomic_store(&self->closed_copy, COPY_RESENDS);
         if (!downgrade_leaving_side(t) && wait_ready(t))
             resend(t, fd);
@@ -606,8 +646,11 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
     /* nothing unread (the common close) takes no lock: the FIN is in, no
      * send of ours moves head any more */
     int tx = ring_readable(&t->ch.tx) == 0 ? -1 : dir_lock(t, &t->tx_lock, &self->tx_lock);
-    uint64_t from = atomic_load(&t->ch.tx.hdr->tail), head = atomic_load(&t->ch.tx.hdr->head), sent = 0;
-    if (tx >= 0 && from != head && !atomic_load(&t->peer_gone) && !(atomic_load(&t->ch.peer->state) & SIDE_CLOSED)) {
+    uint64_t head = 0, sent = 0;
+    int own = ring_head_mine(&t->ch.tx, &head);
+    uint64_t from = ring_tail_seen(&t->ch.tx, head);
+    if (tx >= 0 && own == 0 && from != head && head - from <= ring_size_now(&t->ch.tx) &&
+        !atomic_load(&t->peer_gone) && !(tcp_sock_peer_state(t) & SIDE_CLOSED)) {
         /* Every doorbell of ours goes ahead of the copy, and the peer's
          * doorbells stop (the last of ours to our socket is there before it
          * closes: a byte left unread would make our kernel reset, not end,
@@ -631,7 +674,10 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     for (;;) {
-        if (downgrade_observe(t, f->fd) != PATH_SHM)
+        int path = downgrade_observe(t, f->fd);
+        if (atomic_load(&t->broken))
+            return stream_broken_recv(t, f->fd);   /* never the socket: it may hold doorbells */
+        if (path != PATH_SHM)
             return pt_recv(f, c);
         if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
             /* the program reads a server's TCP prefix, then what is left
@@ -648,6 +694,8 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     /* observing re-sends the unread bytes first; our own sends follow */
     downgrade_observe(t, f->fd);
+    if (atomic_load(&t->broken))
+        return stream_broken_send(t, f->fd, c);
     return pt_send(f, c);
 }
 

@@ -78,6 +78,12 @@ static inline ssize_t channel_send(struct tcp_sock *t, struct fdref *f, struct i
  * doorbells of the peer still queued for this end (channel.h). */
 bool downgrade_leaving_side(struct tcp_sock *t);
 
+/* The downgrade word, if the protocol can have made it (one leaver's side
+ * and DOWN_SET, its steps in order, our own side only if this process left
+ * or shared its end), else DOWN_CORRUPT. */
+#define DOWN_CORRUPT 0x80000000u
+unsigned downgrade_word(struct tcp_sock *t);
+
 /* The downgrade word is set and this end reads nothing more from its ring:
  * it is the leaving end, or the copies were taken off its socket already
  * (by a second leaver: the rest of the ring is in its socket, for the new

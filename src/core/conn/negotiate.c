@@ -263,9 +263,15 @@ void negotiate_claim(struct tcp_sock *t, int fd)
             continue;
         }
         /* seq_cst CAS pairs with the client's CAS that sets NEG_SENDING:
-         * exactly one of them wins, so the prefix we read is final. */
+         * exactly one of them wins, so the prefix we read is final, and it
+         * is read this once: later the word is only a copy for other
+         * holders (a scribbled one had the reader take doorbells as data). */
         claimed = atomic_compare_exchange_strong(neg, &w, w | NEG_CLAIMED);
+        if (claimed)
+            atomic_store(&t->prefix_left, w & NEG_PREFIX_MASK);
     }
+    if (claimed)
+        channel_own_indexes(&t->ch, true);   /* rings nobody used yet, ours alone from now */
     if (!claimed) {
         atomic_fetch_or(neg, NEG_REFUSED);
         /* unmapped at once: the socket is not in the fd table yet
@@ -285,7 +291,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
      * and sees the claim. */
     doorbell_send(t, fd);
     shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
-                   (unsigned long long)(atomic_load(neg) & NEG_PREFIX_MASK));
+                   (unsigned long long)atomic_load(&t->prefix_left));
 }
 
 int negotiate_observe_slow(struct tcp_sock *t, int fd)
@@ -375,8 +381,10 @@ int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c
     }
     ssize_t r = pt_send(f, c);
     /* Clears NEG_SENDING and adds what went out, in one step: the server
-     * cannot claim in between because it waits while NEG_SENDING is set. */
+     * cannot claim in between because it waits while NEG_SENDING is set.
+     * Our own count bounds what we later believe of the word. */
     uint64_t sent = r > 0 ? (uint64_t)r : 0;
+    atomic_fetch_add(&t->prefix_sent, sent);
     atomic_fetch_add(neg, sent - NEG_SENDING);
     *result = r;
     return 0;
@@ -404,7 +412,13 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
         return;
     }
     (void)passed;   /* whoever passed the fd on (sender, parent, old image) took our hold */
-    bool claimed = side == 1 || (atomic_load(&t->ch.hdr->neg) & NEG_CLAIMED);
+    /* Another process held (or holds) this end: its locks are engaged, and
+     * the prefix count is read once, here, as a claim would have. */
+    atomic_store(&t->end_shared, true);
+    uint64_t w = atomic_load(&t->ch.hdr->neg);
+    atomic_store(&t->prefix_left, side == 1 ? w & NEG_PREFIX_MASK : 0);
+    atomic_store(&t->prefix_sent, UINT64_MAX);   /* unknown: the segment's count is believed */
+    bool claimed = side == 1 || (w & NEG_CLAIMED);
     atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
     shunt_log_sock(LOG_INFO, t, fd, "attached inherited connection (channel %s, side %d)", rec.channel, side);
 }

@@ -27,8 +27,10 @@ void release_channel(struct fdref *f)
     t->released = true;
     int path = atomic_load(&t->path);
     if (path != PATH_TCP && t->ch.hdr) {
-        if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1) {
-            if (path == PATH_SHM && !atomic_load(&t->ch.hdr->down)) {
+        /* never shared: the last holder, whatever the segment's count says
+         * (a scribbled one left the segment behind) */
+        if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1 || !atomic_load(&t->end_shared)) {
+            if (path == PATH_SHM && !atomic_load(&t->broken) && !atomic_load(&t->ch.hdr->down)) {
                 stream_close(t, f->fd);
                 downgrade_close_copy(t, f->fd);
                 /* the last holder of this end: nobody else waits on the

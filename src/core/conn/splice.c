@@ -130,15 +130,19 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
         struct iovec sp[2];
         int cnt = 0;
         ssize_t n = 0;
-        if (!zc_tx_busy(t) && !(atomic_load(&t->ch.self->state) & SIDE_SHUT_WR)) {
+        if (!zc_tx_busy(t) && !(tcp_sock_own_state(t) & SIDE_SHUT_WR)) {
             channel_tx_grow(&t->ch, count - done, shunt_settings.shm_limit);
             n = ring_space(&t->ch.tx, sp, count - done, &cnt);
         }
         if (n > 0) {
             ssize_t r = off ? preadv64(in_fd, sp, cnt, *off) : shunt_real.readv(in_fd, sp, cnt);
             int err = errno;
+            if (r > 0 && ring_commit(&t->ch.tx, (size_t)r) < 0) {
+                /* head was scribbled under us: those bytes are not sent */
+                dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+                return done ? (ssize_t)done : stream_corrupt(t, out->fd);
+            }
             if (r > 0) {
-                ring_commit(&t->ch.tx, (size_t)r);
                 counter_add(&t->ch.self->bytes_out, (uint64_t)r);
                 counter_add(&t->ch.self->sends, 1);
             }
@@ -235,8 +239,9 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
         if (n > 0) {
             w = shunt_real.writev(out_fd, sp, cnt);
             err = errno;
-            if (w > 0) {
-                ring_consume(&t->ch.rx, (size_t)w);
+            if (w > 0 && ring_consume(&t->ch.rx, (size_t)w) < 0)
+                stream_corrupt(t, in->fd);   /* tail was scribbled under us: no more from this ring */
+            else if (w > 0) {
                 counter_add(&t->ch.self->bytes_in, (uint64_t)w);
                 counter_add(&t->ch.self->recvs, 1);
             }

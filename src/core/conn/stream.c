@@ -89,19 +89,34 @@ static bool peer_finished(struct tcp_sock *t)
 static bool rx_ready(struct tcp_sock *t)
 {
     int64_t n = ring_readable(&t->ch.rx);
-    return n != 0 || zc_pending(t) || atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+    return n != 0 || zc_pending(t) || ring_fin_stored(&t->ch.rx) || peer_finished(t) ||
+           (tcp_sock_own_state(t) & SIDE_SHUT_RD) || atomic_load(&t->broken);
 }
 
 static bool tx_ready(struct tcp_sock *t)
 {
     return (ring_writable(&t->ch.tx) != 0 && !zc_tx_busy(t)) || peer_finished(t) ||
-           (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
+           (tcp_sock_own_state(t) & SIDE_SHUT_WR) || atomic_load(&t->broken);
 }
 
-static int broken(struct tcp_sock *t, int fd)
+/* The connection was found corrupt here, or by a lock of the end that
+ * failed (core/fd/tcp_sock.h): the peer is told once (tcp_sock_corrupt). */
+static void tell_peer(struct tcp_sock *t, int fd)
 {
-    if (!atomic_exchange(&t->broken, true))
-        shunt_log_sock(LOG_ERROR, t, fd, "the peer corrupted the shared channel; connection reset");
+    tcp_sock_corrupt(t, fd, NULL);
+}
+
+int stream_corrupt(struct tcp_sock *t, int fd)
+{
+    tcp_sock_corrupt(t, fd, "the shared channel was corrupted");
+    return -ECONNRESET;
+}
+
+ssize_t stream_broken_recv(struct tcp_sock *t, int fd)
+{
+    tell_peer(t, fd);
+    /* every time, not once then EOF: another thread's call may have seen
+     * it first, and a clean EOF would pass for the end of the stream */
     return -ECONNRESET;
 }
 
@@ -113,7 +128,7 @@ static ssize_t end_of_stream(struct tcp_sock *t)
         return -EIO;
     if (eof == 1)
         return 0;
-    unsigned peer = atomic_load(&t->ch.peer->state);
+    unsigned peer = tcp_sock_peer_state(t);
     if ((peer & SIDE_RESET) || (atomic_load(&t->peer_gone) && ring_readable(&t->ch.tx) != 0 && !(peer & SIDE_CLOSED))) {
         /* TCP reports a reset once; after it the socket reads as closed. */
         return atomic_exchange(&t->reset_reported, true) ? 0 : -ECONNRESET;
@@ -148,7 +163,7 @@ static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t d
     if (r < 0)
         return -errno;
     if (r > 0 && !(flags & MSG_PEEK))
-        atomic_fetch_sub(&t->ch.hdr->neg, (uint64_t)r);
+        tcp_sock_prefix_read(t, (uint64_t)r);
     return r;
 }
 
@@ -200,8 +215,8 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         c->msg->msg_controllen = 0;
         c->msg->msg_namelen = 0;
     }
-    if (atomic_load(&t->broken) && !t->ch.hdr)
-        return -ECONNRESET;
+    if (atomic_load(&t->broken))
+        return stream_broken_recv(t, f->fd);
     if (b.total == 0 && (c->kind == IO_READ || c->kind == IO_READV))
         return 0;   /* read(2) of nothing returns at once; recv(2) of nothing waits for data */
 
@@ -220,8 +235,12 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (b.total == 0) {
             int64_t avail = ring_readable(&t->ch.rx);
+            if (avail < 0) {
+                stream_corrupt(t, f->fd);
+                return stream_broken_recv(t, f->fd);
+            }
             if (avail != 0 || zc_pending(t))
-                return avail < 0 ? broken(t, f->fd) : 0;
+                return 0;
         }
         int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
         if (lk >= 0 && atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
@@ -253,8 +272,10 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         }
         if (lk >= 0)
             dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
-        if (n < 0)
-            return got ? (ssize_t)got : broken(t, f->fd);
+        if (n < 0) {
+            stream_corrupt(t, f->fd);
+            return got ? (ssize_t)got : stream_broken_recv(t, f->fd);
+        }
         if (n > 0) {
             got += (size_t)n;
             if (!(flags & MSG_PEEK))
@@ -268,13 +289,17 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
          * an end seen now says nothing about the ring as we saw it.  Its
          * loads come first, so a look at the ring after them sees every
          * byte written before it; those are read before the end counts. */
-        bool ended = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
+        bool ended = ring_fin_stored(&t->ch.rx) || peer_finished(t);
         if (ended && ring_readable(&t->ch.rx) != 0)
             continue;
-        if ((atomic_load(&t->ch.peer->state) & SIDE_RESET) && !got &&
-            !atomic_exchange(&t->reset_reported, true))
+        unsigned ps = tcp_sock_peer_state(t);
+        if (ps & SIDE_SCRIBBLED)
+            stream_corrupt(t, f->fd);   /* the peer's state is no state: a reset, for it too */
+        if (atomic_load(&t->broken))
+            return got ? (ssize_t)got : stream_broken_recv(t, f->fd);   /* found corrupt (by another call, maybe) */
+        if ((ps & SIDE_RESET) && !got && !atomic_exchange(&t->reset_reported, true))
             return -ECONNRESET;   /* a reset is reported even after our SHUT_RD */
-        if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_RD))
+        if ((tcp_sock_own_state(t) & SIDE_SHUT_RD))
             return (ssize_t)got;
         if (ended) {
             ssize_t end = end_of_stream(t);
@@ -283,7 +308,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->fin),
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->head),
                            (unsigned long long)atomic_load(&t->ch.rx.hdr->tail), (int)atomic_load(&t->peer_gone),
-                           atomic_load(&t->ch.peer->state), end);
+                           tcp_sock_peer_state(t), end);
             return got ? (ssize_t)got : end;
         }
         if (got && !(flags & MSG_WAITALL))
@@ -297,7 +322,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 continue;
             return got ? (ssize_t)got : -EAGAIN;
         }
-        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked);
+        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked, &f->wait_until);
         f->fd = tcp_call_fd(t, f->fd);   /* closed meanwhile: go on with shunt's copy */
         if (w < 0)
             return got ? (ssize_t)got : w;
@@ -334,12 +359,22 @@ static ssize_t send_failed(int flags)
     return -EPIPE;
 }
 
+ssize_t stream_broken_send(struct tcp_sock *t, int fd, const struct io_call *c)
+{
+    tell_peer(t, fd);
+    if (!atomic_exchange(&t->reset_reported, true))
+        return -ECONNRESET;   /* the kernel's sk_err, reported once, without SIGPIPE */
+    return send_failed(c->kind == IO_WRITE || c->kind == IO_WRITEV ? 0 : c->flags);
+}
+
 /* The connection went back to TCP in the middle of a send: what went into
  * the ring is re-sent by the downgrade, and the rest follows it by TCP, so
  * that a blocking send still takes everything at once. */
 static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t sent, int flags)
 {
     downgrade_observe(t, fd);
+    if (atomic_load(&t->broken))
+        return (ssize_t)sent;   /* the word was scribbled: nothing goes by TCP */
     struct iovec part[IOV_MAX];
     struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, sent, part) };
     ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);
@@ -358,18 +393,23 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     if (flags & MSG_OOB)
         return -EOPNOTSUPP;
     if (atomic_load(&t->broken))
-        return t->ch.hdr ? send_failed(flags) : -ECONNRESET;
-    if ((atomic_load(&t->ch.self->state) & SIDE_SHUT_WR))
+        return t->ch.hdr ? stream_broken_send(t, f->fd, c) : -ECONNRESET;
+    unsigned own = tcp_sock_own_state(t);
+    if ((own & SIDE_SHUT_WR))
         return send_failed(flags);
-    if (peer_finished(t) || (atomic_load(&t->ch.self->state) & SIDE_RESET))
+    if (tcp_sock_peer_state(t) & SIDE_SCRIBBLED) {
+        stream_corrupt(t, f->fd);   /* no state: a reset, for the peer too */
+        return stream_broken_send(t, f->fd, c);
+    }
+    if (peer_finished(t) || (own & SIDE_RESET))
         return send_failed(flags);
     if (b.total == 0)
         return 0;
-    unsigned ps = atomic_load(&t->ch.peer->state);
+    unsigned ps = tcp_sock_peer_state(t);
     if ((ps & (SIDE_SHUT_RD | SIDE_SHUT_WR)) == (SIDE_SHUT_RD | SIDE_SHUT_WR)) {
         /* Data for a socket shut down both ways: TCP accepts the send and
          * the peer answers with a reset, which both ends then see. */
-        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+        tcp_sock_set_state(t, SIDE_RESET);
         doorbell_wake_peer(t, f->fd, WANT_ANY);
         return (ssize_t)b.total;
     }
@@ -389,7 +429,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (lk >= 0)
             channel_tx_grow(&t->ch, b.total - sent, shunt_settings.shm_limit);
         ssize_t n = lk < 0 ? lk
-                    : (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) ? -EPIPE
+                    : (tcp_sock_own_state(t) & SIDE_SHUT_WR) ? -EPIPE
                     : zc_tx_busy(t) ? 0   /* another thread's single copy goes first */
                     : ring_write(&t->ch.tx, b.iov, b.iovcnt, sent, chunk);
         if (n > 0) {
@@ -401,8 +441,10 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
         if (n == -EPIPE)
             return sent ? (ssize_t)sent : send_failed(flags);
-        if (n < 0)
-            return sent ? (ssize_t)sent : broken(t, f->fd);
+        if (n < 0) {
+            stream_corrupt(t, f->fd);
+            return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
+        }
         if (n > 0) {
             sent += (size_t)n;
             /* A spinning reader follows the pieces as they land; a sleeping
@@ -423,6 +465,8 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         t->ch.tx_was_full = true;         /* grow it once it is empty again */
         atomic_store_explicit(&t->ch.self->doorbell_owed, 0, memory_order_relaxed);
         doorbell_wake_peer(t, f->fd, WANT_DATA);   /* full: the reader must make room */
+        if (atomic_load(&t->broken))
+            return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
         if (nonblocking(t, f->fd, flags))
@@ -435,7 +479,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
 {
-    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked);
+    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked, &f->wait_until);
     f->fd = tcp_call_fd(t, f->fd);
     return w;
 }
@@ -452,7 +496,7 @@ void stream_set_shutdown_hook(shutdown_hook_fn fn)
 static void write_fin(struct tcp_sock *t)
 {
     atomic_store(&t->ch.self->doorbell_owed, 0);   /* the caller wakes the peer anyway */
-    if (atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_WR) & SIDE_SHUT_WR)
+    if (tcp_sock_set_state(t, SIDE_SHUT_WR) & SIDE_SHUT_WR)
         return;
     int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
     if (lk >= 0) {
@@ -466,7 +510,7 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return -EINVAL;
     if (how != SHUT_WR)
-        atomic_fetch_or(&t->ch.self->state, SIDE_SHUT_RD);
+        tcp_sock_set_state(t, SIDE_SHUT_RD);
     if (how != SHUT_RD)
         write_fin(t);
     doorbell_wake_peer(t, fd, WANT_ANY);
@@ -489,10 +533,10 @@ void stream_close(struct tcp_sock *t, int fd)
     shunt_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len);
     bool unread = ring_readable(&t->ch.rx) != 0 || zc_pending(t);
     if ((lg.l_onoff && lg.l_linger == 0) || unread)
-        atomic_fetch_or(&t->ch.self->state, SIDE_RESET);
+        tcp_sock_set_state(t, SIDE_RESET);
     else
         write_fin(t);
-    atomic_fetch_or(&t->ch.self->state, SIDE_CLOSED);
+    tcp_sock_set_state(t, SIDE_CLOSED);
     doorbell_wake_peer(t, fd, WANT_ANY);
     shunt_log_sock(LOG_DEBUG, t, fd, "closed (%s)", (lg.l_onoff && lg.l_linger == 0) || unread ? "reset" : "fin");
 }
@@ -521,14 +565,15 @@ short stream_poll(struct tcp_sock *t, int fd, short events)
     int64_t writable = ring_writable(&t->ch.tx);
     if (readable < 0 || writable < 0)
         return (short)(POLLERR | POLLHUP | (events & (POLLIN | POLLRDNORM)));
-    unsigned peer = atomic_load(&t->ch.peer->state);
-    bool peer_fin = atomic_load(&t->ch.rx.hdr->fin) || peer_finished(t);
-    bool rd_shut = peer_fin || (atomic_load(&t->ch.self->state) & SIDE_SHUT_RD);
+    unsigned peer = tcp_sock_peer_state(t);
+    unsigned own = tcp_sock_own_state(t);
+    bool peer_fin = ring_fin_stored(&t->ch.rx) || peer_finished(t);
+    bool rd_shut = peer_fin || (own & SIDE_SHUT_RD);
     if (readable > 0 || rd_shut || zc_pending(t))
         rev |= POLLIN | POLLRDNORM;
     if (rd_shut)
         rev |= POLLRDHUP;
-    bool wr_shut = (atomic_load(&t->ch.self->state) & SIDE_SHUT_WR);
+    bool wr_shut = (own & SIDE_SHUT_WR);
     if (writable > 0 || wr_shut || peer_finished(t))
         rev |= POLLOUT | POLLWRNORM;
     if (peer & SIDE_RESET)   /* the error is reported once (recv, send, SO_ERROR), as the kernel clears it */

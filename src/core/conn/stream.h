@@ -37,16 +37,34 @@ void stream_flush_held(struct tcp_sock *t, int fd);
  * socket if the program closed it meanwhile. */
 int stream_wait_writable(struct tcp_sock *t, struct fdref *f);
 
-/* The peer will send nothing more: its process is gone, or it closed. */
+/* The peer will send nothing more: its process is gone (the kernel says
+ * so), it reset, or it closed after its FIN (a close puts the FIN first:
+ * the bit alone, scribbled, must not end a live stream). */
 static inline bool stream_peer_finished(struct tcp_sock *t)
 {
-    return atomic_load(&t->peer_gone) || (atomic_load(&t->ch.peer->state) & (SIDE_CLOSED | SIDE_RESET));
+    if (atomic_load(&t->peer_gone))
+        return true;
+    unsigned ps = tcp_sock_peer_state(t);
+    return (ps & SIDE_RESET) || ((ps & SIDE_CLOSED) && ring_fin_stored(&t->ch.rx));
 }
 
-/* The TCP bytes the server must still deliver before the ring. */
-static inline uint64_t stream_prefix_left(const struct tcp_sock *t)
+/* The TCP bytes the server must still deliver before the ring (a count
+ * this process keeps: core/fd/tcp_sock.h). */
+static inline uint64_t stream_prefix_left(struct tcp_sock *t)
 {
-    return t->ch.side == 1 ? (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK) : 0;
+    return tcp_sock_prefix_left(t);
 }
+
+/* The segment is corrupt: the connection ends for both ends (our end
+ * reset in the segment, and the companion shut down both ways, which the
+ * peer's kernel reports whatever the segment says).  From then on every
+ * call on it fails.  Returns -ECONNRESET. */
+int stream_corrupt(struct tcp_sock *t, int fd);
+
+/* What a receive on a connection found corrupt returns: ECONNRESET, every
+ * time; and a send: ECONNRESET if no call reported it yet, then EPIPE (and
+ * SIGPIPE unless MSG_NOSIGNAL), as after a TCP reset. */
+ssize_t stream_broken_recv(struct tcp_sock *t, int fd);
+ssize_t stream_broken_send(struct tcp_sock *t, int fd, const struct io_call *c);
 
 #endif

@@ -116,14 +116,15 @@ static bool post(struct tcp_sock *t, const struct iovec *iov, int iovcnt, size_t
     if (lk < 0)
         return false;
     struct zc_desc *d = &t->ch.self->zc;
-    bool ok = !(atomic_load(&t->ch.self->state) & SIDE_SHUT_WR) &&
-              atomic_load_explicit(&d->state, memory_order_relaxed) == ZC_IDLE;
+    uint64_t head = 0;
+    bool ok = !(tcp_sock_own_state(t) & SIDE_SHUT_WR) &&
+              atomic_load_explicit(&d->state, memory_order_relaxed) == ZC_IDLE &&
+              ring_head_mine(&t->ch.tx, &head) == 0;   /* this end's own index, under the tx lock */
     if (ok) {
         d->pid = (int32_t)getpid();
         d->taker = 0;
         d->pidns = pidns_self();
-        /* relaxed: head is this end's own index, and we hold the tx lock */
-        d->pos = atomic_load_explicit(&t->ch.tx.hdr->head, memory_order_relaxed);
+        d->pos = head;
         d->len = total;
         uint32_t n = 0;
         for (int i = 0; i < iovcnt; i++) {
@@ -306,8 +307,8 @@ ssize_t zc_recv(struct tcp_sock *t, int fd, const struct iovec *iov, int iovcnt,
         sum += remote[i].iov_len;
     }
     ok = ok && sum == c.len;
-    /* relaxed: tail is this end's own index */
-    uint64_t tail = atomic_load_explicit(&t->ch.rx.hdr->tail, memory_order_relaxed);
+    uint64_t tail = 0;
+    ok = ok && ring_tail_mine(&t->ch.rx, &tail) == 0;   /* this end's own index */
     if (ok && c.pos != tail) {
         /* The ring still holds bytes from before the post (our look at
          * head came before it): those come first. */

@@ -31,6 +31,7 @@ struct fdref {
     struct shunt_sock *sock;
     const struct sock_ops *ops;
     bool blocked;       /* this call waited in wait_channel (counted in tcp_sock.blocked_calls) */
+    uint64_t wait_until; /* when the socket's timeout ends this call, fixed at its first sleep (0: not yet) */
 };
 
 /* The data calls, described once so that each kind needs one recv and one send. */

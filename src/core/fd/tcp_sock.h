@@ -74,12 +74,24 @@ struct tcp_sock {
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */
+    pthread_mutex_t wait_turn;          /* one thread of ours at the end's wait lock at a time (dir_lock) */
     struct channel ch;                  /* set before path first leaves TCP (a release store), then
                                          * mapped until tcp_destroy even after a fall back to TCP:
                                          * threads that saw OFFERED may still touch it (negotiate.c) */
     atomic_bool peer_gone;              /* the companion reported EOF or reset */
     atomic_bool broken;                 /* the peer corrupted the channel */
     atomic_bool reset_reported;         /* ECONNRESET was returned once */
+    atomic_bool lock_failed;            /* a lock of the end in the segment timed out or was garbage (dir_lock) */
+    atomic_bool peer_told;              /* broken: our end reset, the companion shut down (core/conn/stream.c) */
+
+    /* What this process knows of the connection without the segment
+     * (docs/architecture.md, "Shared memory is input"): kept here, because
+     * every word of the segment may have been scribbled on since. */
+    atomic_bool end_shared;             /* another process may hold this end (counted in, or inherited) */
+    atomic_bool leaving;                /* this process is moving the connection back to TCP (downgrade.c) */
+    atomic_uint own_state;              /* SIDE_* this process set on its end (the segment's is a copy) */
+    _Atomic uint64_t prefix_left;       /* server: the client's TCP bytes before the claim not read yet */
+    _Atomic uint64_t prefix_sent;       /* client: bytes it sent by TCP before the claim (UINT64_MAX: unknown) */
     bool strict_failed;                 /* SHUNT_STRICT: this socket must fail */
     bool released;                      /* this process let go of it (core/conn/release.c) */
 
@@ -98,6 +110,7 @@ struct tcp_sock {
     pthread_t sleeper;                  /* which one: its signal handler may wait too (wait_lock) */
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
+    atomic_uint waiters_here;           /* threads of ours inside a wait: the end's count while it is ours alone (doorbell.c) */
 
     /* a close while calls wait (core/wait/blocked_calls.c, core/conn/deferred_close.c) */
     unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */
@@ -123,35 +136,138 @@ static inline struct tcp_sock *tcp_of(struct shunt_sock *s)
     return (struct tcp_sock *)s;
 }
 
-/*
- * One direction of an endpoint, locked: always by this process's mutex, and
- * also by the endpoint's mutex in the segment while another process holds
- * the same end (after fork, exec or SCM_RIGHTS).  Returns whether the
- * shared one was taken (pass it to dir_unlock), or -EIO if the peer has
- * scribbled over it.  A holder that died inside it leaves it to us: the
- * rings only publish whole copies, so there is nothing to repair.
- */
-static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, pthread_mutex_t *shared)
+/* Another process may hold this end now: this process counted one in (fork,
+ * posix_spawn, SCM_RIGHTS) or found the end inherited, and the segment's
+ * count agrees.  Never shared: the count is not even read (a scribbled one
+ * must not engage a lock nobody else takes). */
+static inline bool tcp_sock_end_shared(struct tcp_sock *t)
 {
-    crit_lock(local);   /* a signal handler of this thread must not come here now */
-    if (atomic_load_explicit(&t->ch.self->holders, memory_order_acquire) <= 1)
-        return 0;
-    int r = pthread_mutex_lock(shared);
-    if (r == EOWNERDEAD) {
-        pthread_mutex_consistent(shared);
-        r = 0;
-    }
-    if (r) {
-        crit_unlock(local);
-        return -EIO;
-    }
-    return 1;
+    return atomic_load_explicit(&t->end_shared, memory_order_relaxed) &&
+           atomic_load_explicit(&t->ch.self->holders, memory_order_acquire) > 1;
 }
 
-static inline void dir_unlock(pthread_mutex_t *local, pthread_mutex_t *shared, int token)
+/* This process counts n more holders of its end in (it passes the socket
+ * on): from now on its end is shared (tcp_sock.c). */
+void tcp_sock_hold_more(struct tcp_sock *t, unsigned n);
+
+/* The segment cannot be trusted (why: logged the first time, if not NULL):
+ * the connection is broken (every call on it fails: core/conn/stream.c),
+ * and, once, our end is marked reset in the segment and the companion shut
+ * down both ways, so that the peer's kernel tells the peer whatever the
+ * segment says (tcp_sock.c). */
+void tcp_sock_corrupt(struct tcp_sock *t, int fd, const char *why);
+
+/* Server: the client's TCP bytes (sent before the claim) still to be read
+ * before the ring: the count taken once at the claim, less what this
+ * process read.  While another process holds the end, the segment's count
+ * is the only record of what the others read: it is taken when it is lower
+ * (it cannot be higher).  Never re-read alone: a scribbled count made the
+ * reader take doorbells from the socket as data. */
+static inline uint64_t tcp_sock_prefix_left(struct tcp_sock *t)
+{
+    if (t->ch.side != 1)
+        return 0;
+    uint64_t mine = atomic_load_explicit(&t->prefix_left, memory_order_relaxed);
+    if (mine == 0 || !tcp_sock_end_shared(t))
+        return mine;
+    uint64_t seg = atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK;
+    return seg < mine ? seg : mine;
+}
+
+/* This process read n bytes of the prefix. */
+static inline void tcp_sock_prefix_read(struct tcp_sock *t, uint64_t n)
+{
+    atomic_fetch_sub(&t->prefix_left, n);
+    atomic_fetch_sub(&t->ch.hdr->neg, n);   /* for the other holders of the end */
+}
+
+/* Client: whether the server may still have TCP bytes of ours to read
+ * (then no doorbell goes behind them: core/wait/doorbell.c).  The
+ * segment's count, if it is no more than what we sent; a larger one is
+ * scribbled, and a doorbell too many costs nothing a missing one does. */
+static inline bool tcp_sock_peer_prefix_pending(struct tcp_sock *t)
+{
+    uint64_t seg = atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK;
+    return seg != 0 && seg <= atomic_load_explicit(&t->prefix_sent, memory_order_relaxed);
+}
+
+/* The SIDE_* bits of this end: those this process set, and while another
+ * process holds the end (its shutdown counts too) the segment's, of the
+ * closed set, kept from then on (a shutdown is for good, whoever did it).
+ * Never shared: a scribbled word is not read (it ended a stream with a
+ * clean EOF short of its last bytes). */
+static inline unsigned tcp_sock_own_state(struct tcp_sock *t)
+{
+    unsigned mine = atomic_load_explicit(&t->own_state, memory_order_relaxed);
+    if (tcp_sock_end_shared(t)) {
+        unsigned seg = atomic_load(&t->ch.self->state) & SIDE_ALL;
+        if (seg & ~mine)
+            atomic_fetch_or(&t->own_state, seg);
+        mine |= seg;
+    }
+    return mine;
+}
+
+/* The peer's SIDE_* bits.  A word with any other bit set is scribbled and
+ * counts as a reset (SIDE_SCRIBBLED says why): the connection ends with
+ * ECONNRESET, not with a clean EOF a program would take for the whole
+ * stream, and the stream layer ends it for the peer too. */
+#define SIDE_SCRIBBLED 0x80000000u
+static inline unsigned tcp_sock_peer_state(struct tcp_sock *t)
+{
+    unsigned s = atomic_load(&t->ch.peer->state);
+    return s & ~SIDE_ALL ? SIDE_RESET | SIDE_CLOSED | SIDE_SCRIBBLED : s;
+}
+
+/* Sets bits of this end's state, here and in the segment (for the peer);
+ * returns the bits set before, as tcp_sock_own_state counts them. */
+static inline unsigned tcp_sock_set_state(struct tcp_sock *t, unsigned bits)
+{
+    unsigned old = atomic_fetch_or(&t->own_state, bits);
+    unsigned seg = atomic_fetch_or(&t->ch.self->state, bits);
+    if (tcp_sock_end_shared(t))
+        old |= seg & SIDE_ALL;
+    return old;
+}
+
+/* How long a holder waits for another live holder's hold of a lock of the
+ * end: a hold lasts a copy, at worst a downgrade's bounded waits. */
+#define DIR_LOCK_WAIT_NS (10ull * 1000 * 1000 * 1000)
+
+/*
+ * One direction of an endpoint, locked: always by this process's mutex, and
+ * also by the endpoint's lock in the segment while another process holds
+ * the same end (after fork, exec or SCM_RIGHTS), taken only after the local
+ * one (so no other thread of ours holds or waits for it: seg_lock.h) and
+ * with a bound.  Returns whether the shared one was taken (pass it to
+ * dir_unlock), or -EIO (and nothing held) if it timed out or was scribbled
+ * over; from then on every dir_lock of the socket fails at once, so that a
+ * corrupt segment costs at most one wait.  A holder that died inside it
+ * leaves it to us: the rings only publish whole copies, so there is nothing
+ * to repair.
+ */
+static inline int dir_lock(struct tcp_sock *t, pthread_mutex_t *local, struct seg_lock *shared)
+{
+    crit_lock(local);   /* a signal handler of this thread must not come here now */
+    if (!tcp_sock_end_shared(t))
+        return 0;
+    if (!atomic_load(&t->lock_failed) && !atomic_load(&t->broken) &&
+        seg_lock_take(shared, t->ch.name, DIR_LOCK_WAIT_NS) == 0)
+        return 1;
+    /* the segment cannot be trusted: the connection ends (every call fails,
+     * and the first to see it tells the peer: core/conn/stream.c) */
+    if (!atomic_exchange(&t->lock_failed, true))
+        shunt_log(LOG_ERROR, "channel %s: a lock of this end was not to be had (held past its bound, or "
+                  "scribbled on); connection reset", t->ch.name);
+    atomic_store(&t->broken, true);
+    crit_unlock(local);
+    return -EIO;
+}
+
+static inline void dir_unlock(pthread_mutex_t *local, struct seg_lock *shared, int token)
 {
     if (token > 0)
-        pthread_mutex_unlock(shared);
+        seg_lock_give(shared);   /* -EIO: scribbled while held; free now, and what it guarded is checked */
     crit_unlock(local);
 }
 

@@ -54,6 +54,7 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->rx_lock, NULL);
     pthread_mutex_init(&t->tx_lock, NULL);
+    pthread_mutex_init(&t->wait_turn, NULL);
     return &t->base;
 }
 
@@ -110,7 +111,12 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
     switch (negotiate_observe(t, f->fd)) {
     case PATH_SHM: return channel_recv(t, f, c);
     case PATH_OFFERED: return offered_recv(t, f, c);
-    default: return pt_recv(f, c);
+    default:
+        /* a downgrade that met a corrupt segment: what is queued in the
+         * socket may not be the stream (doorbells, copies): never read it */
+        if (atomic_load(&t->broken) && t->negotiated)
+            return stream_broken_recv(t, f->fd);
+        return pt_recv(f, c);
     }
 }
 
@@ -124,7 +130,10 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
         if (negotiate_prefix_send(t, f, c, &r))
             return channel_send(t, f, c);
         return r;
-    default: return pt_send(f, c);
+    default:
+        if (atomic_load(&t->broken) && t->negotiated)
+            return stream_broken_send(t, f->fd, c);
+        return pt_send(f, c);
     }
 }
 
@@ -136,6 +145,7 @@ static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_RECVMSG, .msg = &vec[i].msg_hdr, .flags = flags & ~MSG_WAITFORONE };
+        f->wait_until = 0;   /* each message's wait has the socket's whole timeout, as in the kernel */
         ssize_t r = channel_recv(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
@@ -158,6 +168,7 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_SENDMSG, .msg = &vec[i].msg_hdr, .flags = flags };
+        f->wait_until = 0;
         ssize_t r = channel_send(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
@@ -340,6 +351,7 @@ static void tcp_destroy(struct shunt_sock *s)
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->rx_lock);
     pthread_mutex_destroy(&t->tx_lock);
+    pthread_mutex_destroy(&t->wait_turn);
     free(t);
 }
 

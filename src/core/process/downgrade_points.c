@@ -255,7 +255,7 @@ static void hold_in_vfork_child(int fd, void *ctx)
         sock_put(&b.found->base);
         return;
     }
-    atomic_fetch_add(&b.found->ch.self->holders, 1u);
+    tcp_sock_hold_more(b.found, 1u);   /* the parent's object: its end is shared from now on */
     h->t[h->n++] = b.found;
 }
 

@@ -70,7 +70,10 @@ static void adjust_holders(int fd, void *ctx)
                 crit_lock(&t->rx_lock);
                 crit_lock(&t->tx_lock);
             }
-            atomic_fetch_add(&t->ch.self->holders, (unsigned)h->delta);
+            if (h->delta > 0)
+                tcp_sock_hold_more(t, (unsigned)h->delta);   /* from now on its end is shared */
+            else
+                atomic_fetch_sub(&t->ch.self->holders, (unsigned)-h->delta);
             if (h->delta > 0 && h->which == SURVIVING_EXEC)
                 epoll_socket_shared(t, fd);   /* the new program may shut it down */
         }
@@ -113,9 +116,12 @@ void holders_in_flight(const int *fds, size_t n, int delta)
         if (f.sock && f.sock->kind == SOCK_TCP) {
             struct tcp_sock *t = tcp_of(f.sock);
             if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
-                atomic_fetch_add(&t->ch.self->holders, (unsigned)delta);
-                if (delta > 0)
+                if (delta > 0) {
+                    tcp_sock_hold_more(t, (unsigned)delta);
                     epoll_socket_shared(t, fds[i]);   /* the receiver may shut it down */
+                } else {
+                    atomic_fetch_sub(&t->ch.self->holders, (unsigned)-delta);
+                }
             }
         }
         fdt_put(&f);

@@ -352,7 +352,7 @@ static void prepare(struct spawn_plan *p, bool runs, const struct action *a, siz
         if (!runs) {
             downgrade_leave(h->t, h->fd);
         } else if (atomic_load(&h->t->path) != PATH_TCP) {
-            atomic_fetch_add(&h->t->ch.self->holders, 1u);
+            tcp_sock_hold_more(h->t, 1u);
             epoll_socket_shared(h->t, h->fd);   /* the new program may shut it down */
             h->counted = true;
         }

@@ -20,6 +20,9 @@ void wait_forget_threads(struct tcp_sock *t)
     t->local_sleepers = 0;
     t->blocked_calls = 0;
     t->close_deferred = false;
+    /* the parent's threads in waits are not here (the end's count in the
+     * segment still has them: they wait in the parent) */
+    atomic_store(&t->waiters_here, 0);
 }
 
 void wait_calls_settle(struct tcp_sock *t)

@@ -60,6 +60,29 @@ static void doorbell_arm(struct tcp_sock *t, int what)
         atomic_fetch_add(&t->ch.self->space_sleepers, 1);
 }
 
+/* A thread of ours enters a wait on the end, or leaves it: true for the
+ * last one out of the end's waits, who drains the doorbells.  The segment's
+ * count is the end's among all its holders; while this process alone holds
+ * the end it is only a copy (a scribbled one stopped every drain, and the
+ * doorbells left in the socket woke each sleep at once, for ever). */
+static void waiters_enter(struct tcp_sock *t)
+{
+    atomic_fetch_add(&t->waiters_here, 1);
+    atomic_fetch_add(&t->ch.self->waiters, 1);
+}
+
+static bool waiters_leave(struct tcp_sock *t)
+{
+    bool mine = atomic_fetch_sub(&t->waiters_here, 1) == 1;
+    bool end = atomic_fetch_sub(&t->ch.self->waiters, 1) == 1;
+    return tcp_sock_end_shared(t) ? end : mine;
+}
+
+unsigned doorbell_waiters(struct tcp_sock *t)
+{
+    return tcp_sock_end_shared(t) ? atomic_load(&t->ch.self->waiters) : atomic_load(&t->waiters_here);
+}
+
 static void doorbell_disarm(struct tcp_sock *t, int what)
 {
     if (what & WANT_DATA)
@@ -75,26 +98,25 @@ static void doorbell_disarm(struct tcp_sock *t, int what)
 int doorbell_enter_local(struct tcp_sock *t, int what, int *efd, int *xfd)
 {
     *xfd = xwake_open(t);
-    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    atomic_fetch_add(&t->ch.self->waiters, 1);
+    int lk = doorbell_lock(t);
+    waiters_enter(t);
     doorbell_arm(t, what);
     if (lk < 0)
         return LW_NONE;   /* the lock is not held: the local state is left alone */
     int lw = local_wake_register(t, efd);
-    dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    doorbell_unlock(t, lk);
     return lw;
 }
 
 void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 {
     doorbell_disarm(t, what);
-    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    int lk = doorbell_lock(t);
     if (lk >= 0)
         local_wake_unregister(t, lw);
-    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
+    if (waiters_leave(t) && lk >= 0)
         drain_locked(t, fd);
-    if (lk >= 0)
-        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    doorbell_unlock(t, lk);
     xwake_close(xfd);
 }
 
@@ -128,14 +150,21 @@ bool doorbell_send(struct tcp_sock *t, int fd)
      * when the server is handed to a program without shunt), and a closed
      * end's (nobody waits there, and its kernel would answer with a reset
      * that cuts off the copy it left in TCP; downgrade.c). */
-    if ((t->ch.side == 0 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) ||
-        (atomic_load(&t->ch.peer->state) & SIDE_CLOSED))
+    if ((t->ch.side == 0 && tcp_sock_peer_prefix_pending(t)) || (tcp_sock_peer_state(t) & SIDE_CLOSED))
         return false;
     _Atomic uint64_t *w = &t->ch.self->bells;
     uint64_t v = atomic_load(w);
     do {
-        if (v & BELLS_FROZEN)
-            return false;   /* the connection is moving back to TCP: no byte may follow */
+        if (v & BELLS_FROZEN) {
+            /* the connection is moving back to TCP (a downgrade, or a close
+             * that left a copy: downgrade.c): no byte may follow.  Frozen
+             * without either is a scribble, which would only make the peer
+             * wait for ever: the connection ends instead. */
+            if (!atomic_load(&t->ch.hdr->down) && atomic_load(&t->ch.self->closed_copy) == COPY_NONE &&
+                atomic_load(&t->ch.peer->closed_copy) == COPY_NONE)
+                tcp_sock_corrupt(t, fd, "our doorbells were frozen with no downgrade or close under way");
+            return false;
+        }
     } while (!atomic_compare_exchange_weak(w, &v, v + BELLS_BUSY));
     ssize_t r = shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     /* busy to counted in one step: a freeze never sees a sent byte uncounted */
@@ -148,14 +177,25 @@ void doorbell_ate(struct tcp_sock *t, size_t n)
     atomic_fetch_add(&t->ch.self->bells_eaten, (uint64_t)n);
 }
 
+/* The end's wait lock in the segment is taken (with its bound) under this
+ * socket's own turn, and the process-wide wait_lock only after it: a lock
+ * in shared memory is never waited for while a lock every socket of the
+ * process needs is held (a scribbled one had stopped every other
+ * connection's sleeps, their close and the process's exit). */
 int doorbell_lock(struct tcp_sock *t)
 {
-    return dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
+    int lk = dir_lock(t, &t->wait_turn, &t->ch.self->wait_lock);
+    if (lk >= 0)
+        crit_lock(&wait_lock);
+    return lk;
 }
 
 void doorbell_unlock(struct tcp_sock *t, int token)
 {
-    dir_unlock(&wait_lock, &t->ch.self->wait_lock, token);
+    if (token < 0)
+        return;   /* nothing is held */
+    crit_unlock(&wait_lock);
+    dir_unlock(&t->wait_turn, &t->ch.self->wait_lock, token);
 }
 
 /* Consumes every queued doorbell; a server's TCP prefix is data and stays. */
@@ -164,7 +204,7 @@ static void drain_locked(struct tcp_sock *t, int fd)
     /* the program may have closed fd since the caller looked: the close
      * kept its copy under this lock (wait_defer_close) */
     fd = tcp_call_fd(t, fd);
-    if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK))
+    if (tcp_sock_prefix_left(t))
         return;
     /* After a downgrade the program's bytes follow the doorbells: only the
      * doorbells the peer counted may go (the leaving side drains none).
@@ -211,30 +251,27 @@ static void drain_locked(struct tcp_sock *t, int fd)
  * processes (when there are others) by the end's lock in the segment. */
 void doorbell_enter(struct tcp_sock *t, int what)
 {
-    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    atomic_fetch_add(&t->ch.self->waiters, 1);
+    int lk = doorbell_lock(t);
+    waiters_enter(t);
     doorbell_arm(t, what);
-    if (lk >= 0)
-        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    doorbell_unlock(t, lk);
 }
 
 void doorbell_leave(struct tcp_sock *t, int fd, int what)
 {
     doorbell_disarm(t, what);
-    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    if (atomic_fetch_sub(&t->ch.self->waiters, 1) == 1 && lk >= 0)
+    int lk = doorbell_lock(t);
+    if (waiters_leave(t) && lk >= 0)
         drain_locked(t, fd);
-    if (lk >= 0)
-        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    doorbell_unlock(t, lk);
 }
 
 void doorbell_forget(struct tcp_sock *t, int what)
 {
     doorbell_disarm(t, what);
-    int lk = dir_lock(t, &wait_lock, &t->ch.self->wait_lock);
-    atomic_fetch_sub(&t->ch.self->waiters, 1);
-    if (lk >= 0)
-        dir_unlock(&wait_lock, &t->ch.self->wait_lock, lk);
+    int lk = doorbell_lock(t);
+    waiters_leave(t);
+    doorbell_unlock(t, lk);
 }
 
 void doorbell_check_peer(struct tcp_sock *t, int fd)

@@ -22,7 +22,7 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
 {
     struct timeval tv = t->sndtimeo;
     if (!for_write) {
-        bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+        bool shared = tcp_sock_end_shared(t);
         if (!t->rcvtimeo_known || shared) {
             socklen_t len = sizeof tv;
             if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0)
@@ -39,15 +39,36 @@ static bool socket_timeout(struct tcp_sock *t, int fd, bool for_write, struct ti
     return true;
 }
 
+/* What is left of the call's time under the socket's timeout: 0 if it has
+ * none, 1 with *left set, -EAGAIN if it ran out.  The deadline is fixed at
+ * the call's first sleep (*until), as the kernel counts a recv's timeout
+ * across its waits: a call that keeps waking to find nothing (a wake-up
+ * that was not for it, doorbells another holder has not drained, or a
+ * scribbled segment) still ends when the kernel's call would have. */
+static int call_timeout(struct tcp_sock *t, int fd, bool for_write, uint64_t *until, struct timespec *left)
+{
+    struct timespec tmo;
+    if (!socket_timeout(t, fd, for_write, &tmo))
+        return 0;
+    uint64_t now = clock_now_ns();
+    if (*until == 0)
+        *until = now + (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec;
+    if (now >= *until)
+        return -EAGAIN;
+    uint64_t l = *until - now;
+    left->tv_sec = (time_t)(l / 1000000000u);
+    left->tv_nsec = (long)(l % 1000000000u);
+    return 1;
+}
 
 /* The kernel wait itself: the companion (a doorbell, the peer's death),
- * the local wake and the end's wake from other processes, with the
- * socket's timeout for this direction. */
-static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd)
+ * the local wake and the end's wake from other processes, with what is left
+ * of the socket's timeout for this direction. */
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
-    bool shared = atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+    bool shared = tcp_sock_end_shared(t);
     if (shared) {
         /* another holder may have made the open file non-blocking */
         int fl = shunt_real.fcntl(fd, F_GETFL);
@@ -57,7 +78,9 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
         }
     }
     struct timespec tmo, cap = { 0, 1000000 };
-    bool timed = socket_timeout(t, fd, for_write, &tmo);
+    int timed = call_timeout(t, fd, for_write, until, &tmo);
+    if (timed < 0)
+        return timed;
     bool capped = false;
     if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
         tmo = cap;   /* a wake is being emptied: look again soon */
@@ -72,7 +95,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
     if (n < 0) {
         if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
-            return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed);
+            return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
         atomic_store(&t->peer_gone, true);
         return 0;
     }
@@ -93,7 +116,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
  * endpoint: it asks for a doorbell, looks at the rings a last time and
  * waits in the kernel until a doorbell is queued, the peer goes away,
  * another thread shuts the socket down, a signal or the socket's timeout. */
-static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write)
+static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until)
 {
     int result = 0;
     int what = for_write ? WANT_SPACE : WANT_DATA;
@@ -103,7 +126,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t)) {
-        result = kernel_wait(t, fd, for_write, lw, efd, xfd);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until);
         turn_gave_way(clock_now_ns());
     }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
@@ -117,7 +140,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
  * are woken, all of them, whenever that one wakes.  futex waits restart
  * under SA_RESTART like recv does, and take the socket's timeout.
  */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked)
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until)
 {
     fd = tcp_call_fd(t, fd);
     unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
@@ -130,7 +153,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         struct timespec tmo;
         return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
     }
-    if (t->ch.side == 1 && (atomic_load(&t->ch.hdr->neg) & NEG_PREFIX_MASK)) {
+    if (tcp_sock_prefix_left(t)) {
         /* The client's TCP prefix is still queued ahead of any doorbell, so
          * the companion cannot be slept on: a writer (the only kind that
          * waits now) looks again in a little while. */
@@ -155,7 +178,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
     int result = 0;
     if (in_kernel) {
         uint64_t slept = clock_now_ns();
-        result = sleep_in_kernel(t, fd, ready, for_write);
+        result = sleep_in_kernel(t, fd, ready, for_write, until);
         /* Woken soon after giving up: the peer is busy with us, and a spin
          * a little longer would have caught it.  Spin again at once. */
         if (clock_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
@@ -178,9 +201,11 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         int what = for_write ? WANT_SPACE : WANT_DATA;
         doorbell_enter(t, what);
         atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
-        if (!ready(t)) {
-            struct timespec tmo;
-            bool timed = socket_timeout(t, fd, for_write, &tmo);
+        struct timespec tmo;
+        int timed = ready(t) ? 0 : call_timeout(t, fd, for_write, until, &tmo);
+        if (timed < 0) {
+            result = -EAGAIN;
+        } else if (!ready(t)) {
             crit_lock(&wait_lock);
             t->futex_waiters++;
             crit_unlock(&wait_lock);

@@ -22,8 +22,11 @@ enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
  * the socket's timeout ran out; -EINTR: a signal the program asked to
  * interrupt calls.  Sets t->peer_gone when the companion closes.  blocked
  * (may be NULL): the call's flag, set and counted in t->blocked_calls the
- * first time it sleeps, so that a close meanwhile waits for it. */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked);
+ * first time it sleeps, so that a close meanwhile waits for it.  until:
+ * the call's deadline under the socket's timeout, set at its first sleep
+ * (start it at 0): however often a call wakes to find nothing, it ends
+ * when the kernel's call would have. */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until);
 
 /* Another thread of this process changed what this socket's waiters wait
  * for (shutdown): wakes every thread of ours blocked on it, in the kernel
@@ -134,6 +137,9 @@ bool doorbell_send(struct tcp_sock *t, int fd);
 
 /* n doorbell bytes were taken off this end's TCP socket. */
 void doorbell_ate(struct tcp_sock *t, size_t n);
+
+/* Threads inside a wait on this end (of every holder while it is shared). */
+unsigned doorbell_waiters(struct tcp_sock *t);
 
 /* The lock under which sleeps are announced and doorbells drained, among
  * all holders of this end (a dir_lock token, or -EIO). */

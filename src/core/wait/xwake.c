@@ -38,7 +38,7 @@
 
 bool xwake_shared(struct tcp_sock *t)
 {
-    return t->ch.hdr && atomic_load_explicit(&t->ch.self->holders, memory_order_relaxed) > 1;
+    return t->ch.hdr && tcp_sock_end_shared(t);
 }
 
 static int open_fifo(struct tcp_sock *t)
