@@ -2,9 +2,10 @@
  * real.c: fills the table of real libc functions.
  *
  * The table starts out pointing at stand-ins that make the system call
- * directly, so a wrapper that runs before or during initialisation (another
- * library's constructor, or a malloc replacement that reads a file while
- * dlsym allocates) still reaches the kernel instead of recursing into shunt.
+ * directly (with the instruction: boot_syscall), so a wrapper that runs
+ * before or during initialisation (another library's constructor, or a
+ * malloc replacement that reads a file while dlsym allocates) still reaches
+ * the kernel instead of recursing into shunt.
  * shunt_real_resolve() then swaps in what dlsym(RTLD_NEXT) finds, which keeps
  * preloads stacked in the order the user gave.
  */
@@ -33,8 +34,12 @@
 
 #define SHUNT_UNPAREN(...) __VA_ARGS__
 
+/* The stand-ins make their calls through this one: syscall() by name is
+ * shunt's own wrapper (interpose/syscall_calls.c). */
+static long boot_syscall(long n, ...);
+
 #define SHUNT_SYS(ret, name, params, args, sysno) \
-    static ret boot_##name params { return (ret)syscall(sysno, SHUNT_UNPAREN args); }
+    static ret boot_##name params { return (ret)boot_syscall(sysno, SHUNT_UNPAREN args); }
 #define SHUNT_LIB(ret, name, params)
 #include "base/calls.def"
 #undef SHUNT_SYS
@@ -48,13 +53,13 @@ static int nosys(void)
 
 static ssize_t boot_recv(int fd, void *buf, size_t n, int flags)
 {
-    return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+    return boot_syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
 }
 static ssize_t boot_send(int fd, const void *buf, size_t n, int flags)
 {
-    return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
+    return boot_syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
 }
-static void boot_closefrom(int lowfd) { syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
+static void boot_closefrom(int lowfd) { boot_syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
 static int boot_fclose(FILE *f) { (void)f; return nosys(); }
 static FILE *boot_fdopen(int fd, const char *m) { (void)fd; (void)m; nosys(); return NULL; }
 static int boot_fileno(FILE *f)
@@ -73,7 +78,7 @@ static int boot_fcntl(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    return (int)boot_syscall(SYS_fcntl, fd, cmd, arg);
 }
 #define boot_fcntl64 boot_fcntl
 
@@ -83,30 +88,71 @@ static int boot_ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)syscall(SYS_ioctl, fd, req, arg);
+    return (int)boot_syscall(SYS_ioctl, fd, req, arg);
+}
+/*
+ * syscall itself, and what the other stand-ins call: syscall() by name is
+ * shunt's own wrapper, which forwards through this table, so this one makes
+ * the system call with the instruction.  Six arguments are taken whatever
+ * the number needs, as libc's syscall does.
+ */
+static long boot_syscall(long n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+    long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+    va_end(ap);
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    register long x5 __asm__("x5") = f;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+    long ret = x0;
+#else
+#error "the stand-in of syscall needs the system call instruction of this architecture"
+#endif
+    if (ret < 0 && ret > -4096) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
 }
 static int boot_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m)
 {
-    return (int)syscall(SYS_ppoll, fds, n, t, m, _NSIG / 8);
+    return (int)boot_syscall(SYS_ppoll, fds, n, t, m, _NSIG / 8);
 }
 static int boot_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m)
 {
     struct { const sigset_t *set; size_t size; } data = { m, _NSIG / 8 };
     struct timespec copy, *tp = NULL;
     if (t) { copy = *t; tp = &copy; }   /* the kernel updates it; the caller's is const */
-    return (int)syscall(SYS_pselect6, n, r, w, e, tp, &data);
+    return (int)boot_syscall(SYS_pselect6, n, r, w, e, tp, &data);
 }
 static int boot_epoll_wait(int ep, struct epoll_event *ev, int max, int tmo)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, max, tmo, NULL, _NSIG / 8);
+    return (int)boot_syscall(SYS_epoll_pwait, ep, ev, max, tmo, NULL, _NSIG / 8);
 }
 static int boot_epoll_pwait(int ep, struct epoll_event *ev, int max, int tmo, const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, max, tmo, m, _NSIG / 8);
+    return (int)boot_syscall(SYS_epoll_pwait, ep, ev, max, tmo, m, _NSIG / 8);
 }
 static int boot_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
+    return (int)boot_syscall(SYS_epoll_pwait2, ep, ev, max, t, m, _NSIG / 8);
 }
 /* Handlers need libc's bookkeeping (its signal restorer): refuse until it is
  * known.  The sigaction wrapper does not get here before start-up: it calls
@@ -118,7 +164,7 @@ static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
 static void boot__exit(int status)
 {
-    syscall(SYS_exit_group, status);
+    boot_syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
 #define boot__Exit boot__exit

@@ -83,9 +83,9 @@ void signals_run_deferred(void)
     pthread_sigmask(SIG_BLOCK, &all, &old);
     unsigned n = shunt_sig_deferred;
     shunt_sig_deferred = 0;
-    pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+    pid_t pid = getpid(), tid = (pid_t)shunt_real.syscall(SYS_gettid);
     for (unsigned i = 0; i < n && i < DEFER_SLOTS; i++)
-        syscall(SYS_rt_tgsigqueueinfo, pid, tid, deferred[i].sig, &deferred[i].info);
+        shunt_real.syscall(SYS_rt_tgsigqueueinfo, pid, tid, deferred[i].sig, &deferred[i].info);
     pthread_sigmask(SIG_SETMASK, &old, NULL);   /* they are delivered here */
 }
 

@@ -9,7 +9,8 @@
  *   3. log: needs the settings, and is needed by everything after it.
  *   4. hooks: the lower layers learn what the higher ones want told
  *      (the fd table probes unknown sockets through the TCP kind, a
- *      shutdown wakes epoll sets), before the table can probe anything.
+ *      shutdown wakes epoll sets, io_uring seen asks for the fail-safe),
+ *      before the table can probe anything.
  *   5. fd table and waiting: need the log for their own errors.  Until it exists every
  *      lookup answers passthrough, which is what a call re-entering shunt
  *      from inside stages 1 to 3 (a malloc replacement reading a file while
@@ -26,9 +27,11 @@
 #include "base/real.h"
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
+#include "core/fd/uring_watch.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/process/holders.h"
+#include "core/process/uring_failsafe.h"
 #include "core/wait/wait.h"
 #include "interpose/init.h"
 #include "interpose/stdio_calls.h"
@@ -36,14 +39,29 @@
 atomic_int shunt_init_state;
 static SHUNT_TLS bool initialising;
 
+/* The hook uring_watch calls: the fail-safe runs at the start (or end) of
+ * an intercepted call, where this thread holds none of shunt's locks. */
+static void want_fail_safe(void)
+{
+    int done = 2;
+    atomic_compare_exchange_strong(&shunt_init_state, &done, 3);
+}
+
 void shunt_init_slow(void)
 {
     if (initialising)
         return;
+    int pending = 3;
+    if (atomic_load(&shunt_init_state) == 3) {
+        /* a vfork child leaves it to its parent: it must not change the table they share */
+        if (!shunt_in_vfork_child && atomic_compare_exchange_strong(&shunt_init_state, &pending, 2))
+            uring_failsafe_run();
+        return;
+    }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&shunt_init_state, &expected, 1)) {
         /* Another thread is initialising: it waits for nothing, so this ends. */
-        while (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
+        while (!shunt_initialised())
             sched_yield();
         return;
     }
@@ -65,6 +83,7 @@ void shunt_init_slow(void)
 
     tcp_socket_init();
     epoll_init();
+    uring_set_hook(want_fail_safe);
     fdt_init();
     wait_init();
     shunt_pid = getpid();
@@ -97,7 +116,7 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
  * and the companion's FIN cover those). */
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
-    if (atomic_load(&shunt_init_state) == 2) {
+    if (shunt_initialised()) {
         epoll_release_all();
         stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
         holders_at_exit();

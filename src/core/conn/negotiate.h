@@ -51,6 +51,10 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed);
 /* The last holder of this endpoint is gone: forget its registry records. */
 void negotiate_forget(struct tcp_sock *t);
 
+/* This process takes no more channels on this listener: its registry
+ * entry goes (clients connect over kernel TCP from then on). */
+void negotiate_unlisten(struct tcp_sock *t, int fd);
+
 /* A listener's last fd in this process is closed (by the kernel already). */
 void negotiate_listener_closed(struct tcp_sock *t);
 

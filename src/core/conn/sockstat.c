@@ -11,6 +11,7 @@
 #include "base/self.h"
 #include "base/log.h"
 #include "core/conn/sockstat.h"
+#include "core/fd/uring_watch.h"
 #include "core/conn/fallback.h"
 #include "base/real.h"
 #include "registry/procstat.h"
@@ -41,7 +42,9 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
         bool registered = t->listener_pid != 0;
         r->path = registered ? PST_PATH_SHM : PST_PATH_TCP;
         if (!registered)
-            reason = shunt_settings.accel ? "registry" : fallback_reason_key(FB_DISABLED);
+            reason = !shunt_settings.accel ? fallback_reason_key(FB_DISABLED)
+                     : uring_seen()        ? fallback_reason_key(FB_URING)   /* not registered, or withdrawn */
+                                           : "registry";
     } else {
         r->path = path == PATH_SHM ? PST_PATH_SHM : path == PATH_OFFERED ? PST_PATH_OFFERED : PST_PATH_TCP;
         if (path == PATH_TCP)

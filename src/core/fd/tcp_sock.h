@@ -47,6 +47,7 @@ enum fallback_reason {
     FB_DOWNGRADED,          /* an end was handed to a program without shunt (downgrade.c) */
     FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
     FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
+    FB_URING,               /* io_uring in the process (core/fd/uring_watch.h, core/process/uring_failsafe.c) */
 };
 
 /* Kept in the socket object: what does not change with its path. */

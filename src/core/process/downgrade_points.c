@@ -48,7 +48,7 @@ static void for_each_open_fd(void (*fn)(int fd, void *ctx), void *ctx)
         return;
     char buf[4096];
     long n;
-    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+    while ((n = shunt_real.syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
         for (long off = 0; off < n;) {
             struct dirent64 *e = (struct dirent64 *)(buf + off);
             off += e->d_reclen;

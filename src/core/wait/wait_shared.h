@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/real.h"
 #include "core/wait/wait.h"
 
 /* Announcing a sleep, draining doorbells, the local wake's state and the
@@ -19,12 +20,12 @@ extern pthread_mutex_t wait_lock;
 
 static inline int futex_wait(atomic_uint *word, unsigned expected, const struct timespec *tmo)
 {
-    return syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, tmo, NULL, 0) < 0 ? -errno : 0;
+    return shunt_real.syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, tmo, NULL, 0) < 0 ? -errno : 0;
 }
 
 static inline void futex_wake_all(atomic_uint *word)
 {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    shunt_real.syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* spin.c: spins until ready(t) or the spin gives up (false). */
