@@ -31,6 +31,7 @@ static const char *const reason_names[] = {
     [FB_SHM_LIMIT] = "shm-limit: shared memory bound reached",
     [FB_STDIO] = "moved back: stdio shunt cannot carry on this socket",
     [FB_SANDBOX] = "seccomp sandbox: shunt makes no system call of its own",
+    [FB_URING] = "io_uring in this process: its I/O bypasses shunt",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -57,6 +58,7 @@ static const char *const reason_keys[] = {
     [FB_SHM_LIMIT] = "shm_limit",
     [FB_STDIO] = "stdio",
     [FB_SANDBOX] = "sandbox",
+    [FB_URING] = "io_uring",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -48,6 +48,7 @@ enum fallback_reason {
     FB_SHM_LIMIT,           /* SHUNT_SHM_LIMIT reached, or /dev/shm full */
     FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
     FB_SANDBOX,             /* a seccomp filter keeps shunt out (core/process/sandbox.c) */
+    FB_URING,               /* io_uring in the process (core/fd/uring_watch.h, core/process/uring_failsafe.c) */
 };
 
 /* Kept in the socket object: what does not change with its path. */
