@@ -21,4 +21,10 @@ int shunt_fd_accelerated(int fd);
  * poll or select after SHUNT_YIELD_US without sleeping). */
 long long shunt_fd_counter(int fd, const char *name);
 
+/* Why fd's connection is on kernel TCP, as `shunt stat` shows it: the key
+ * of its fallback reason ("no_listener", "downgraded", "io_uring", ...),
+ * "" while it is accelerated or offered, NULL if shunt has no record of a
+ * connection at fd.  Valid in the calling thread until its next call. */
+const char *shunt_fd_fallback(int fd);
+
 #endif

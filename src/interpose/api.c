@@ -6,7 +6,10 @@
 #include "interpose/init.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/wait/turns.h"
+#include "registry/procstat.h"
 #include "shunt.h"
+#include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 /* 1 if fd is a connection on an accelerated path, 0 if not (kernel TCP, or
@@ -61,4 +64,22 @@ __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const 
         r = counter_of(tcp_of(f.sock), name);
     fdt_put(&f);
     return r;
+}
+
+/* Why fd's connection is on kernel TCP, as `shunt stat` shows it: the key
+ * of its fallback reason, "" while it is accelerated or offered, NULL if
+ * shunt has no record of a connection at fd.  The string is the calling
+ * thread's until its next call. */
+__attribute__((visibility("default"))) const char *shunt_fd_fallback(int fd)
+{
+    static SHUNT_TLS char key[PST_REASON_MAX + 1];
+    shunt_ensure_init();
+    struct pst_rec r;
+    int e;
+    for (int i = 0; (e = pst_get(fd, &r)) == -EBUSY && i < 1000; i++)
+        sched_yield();   /* a writer of this entry is a few stores away */
+    if (e < 0 || r.kind != PST_KIND_CONN)
+        return NULL;
+    snprintf(key, sizeof key, "%.*s", (int)sizeof r.reason, r.reason);
+    return key;
 }

@@ -39,7 +39,9 @@ SHUNT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     int saved = errno;
     SANDBOX_PASS(shunt_real.epoll_ctl(epfd, op, fd, ev));
-    return (int)wrap_finish(epoll_control(epfd, op, fd, ev), saved);
+    int r = epoll_control(epfd, op, fd, ev);
+    shunt_run_pending();   /* fd was an io_uring shunt had not seen: the fail-safe, now */
+    return (int)wrap_finish(r, saved);
 }
 
 static int wait_ms(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)

@@ -13,7 +13,8 @@
  *      and the log, and every stage after it makes such calls.
  *   5. hooks: the lower layers learn what the higher ones want told
  *      (the fd table probes unknown sockets through the TCP kind, a
- *      shutdown wakes epoll sets), before the table can probe anything.
+ *      shutdown wakes epoll sets, io_uring seen asks for the fail-safe),
+ *      before the table can probe anything.
  *   6. fd table and waiting: need the log for their own errors.  Until it exists every
  *      lookup answers passthrough, which is what a call re-entering shunt
  *      from inside stages 1 to 3 (a malloc replacement reading a file while
@@ -30,10 +31,12 @@
 #include "base/real.h"
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
+#include "core/fd/uring_watch.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/process/holders.h"
 #include "core/process/sandbox.h"
+#include "core/process/uring_failsafe.h"
 #include "core/wait/wait.h"
 #include "interpose/init.h"
 #include "interpose/stdio_calls.h"
@@ -41,14 +44,35 @@
 atomic_int shunt_init_state;
 static SHUNT_TLS bool initialising;
 
+/* The hook uring_watch calls: the fail-safe runs at the start (or end) of
+ * an intercepted call, where this thread holds none of shunt's locks.  A
+ * sandboxed process has none to run: its connections left with the sandbox
+ * (reason "sandbox"), and it makes no call of shunt's own. */
+static void want_fail_safe(void)
+{
+    if (shunt_sandboxed())
+        return;
+    int done = 2;
+    atomic_compare_exchange_strong(&shunt_init_state, &done, 3);
+}
+
 void shunt_init_slow(void)
 {
     if (initialising)
         return;
+    int pending = 3;
+    if (atomic_load(&shunt_init_state) == 3) {
+        /* a vfork child leaves it to its parent: it must not change the table
+         * they share; a sandboxed process only clears the request
+         * (uring_failsafe_run does nothing there) */
+        if (!shunt_in_vfork_child && atomic_compare_exchange_strong(&shunt_init_state, &pending, 2))
+            uring_failsafe_run();
+        return;
+    }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&shunt_init_state, &expected, 1)) {
         /* Another thread is initialising: it waits for nothing, so this ends. */
-        while (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
+        while (!shunt_initialised())
             sched_yield();
         return;
     }
@@ -71,6 +95,7 @@ void shunt_init_slow(void)
     sandbox_at_start();
     tcp_socket_init();
     epoll_init();
+    uring_set_hook(want_fail_safe);
     if (!shunt_sandboxed()) {
         fdt_init();
         wait_init();
@@ -106,7 +131,7 @@ __attribute__((constructor(101))) static void shunt_constructor(void)
  * and the companion's FIN cover those). */
 __attribute__((destructor(101))) static void shunt_destructor(void)
 {
-    if (atomic_load(&shunt_init_state) == 2 && !shunt_sandboxed()) {
+    if (shunt_initialised() && !shunt_sandboxed()) {
         epoll_release_all();
         stdio_at_exit();   /* exit flushes stdio only after the destructors: too late for the channels */
         holders_at_exit();

@@ -120,8 +120,10 @@ SHUNT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     struct io_call c = { .kind = IO_RECVMSG, .msg = msg, .flags = flags };
     SANDBOX_PASS(shunt_real.recvmsg(fd, msg, flags));
     ssize_t r = do_recv(fd, &c);
-    if (r >= 0)
+    if (r >= 0) {
         for_passed_fds(msg, adopt);
+        shunt_run_pending();   /* an accelerated socket reached a process with io_uring */
+    }
     return r;
 }
 
@@ -135,6 +137,7 @@ SHUNT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
     fdt_put_call(&f, marked);
     for (int i = 0; i < r; i++)
         for_passed_fds(&vec[i].msg_hdr, adopt);
+    shunt_run_pending();   /* an accelerated socket reached a process with io_uring */
     return (int)wrap_finish(r, saved);
 }
 

@@ -55,12 +55,12 @@ static _Noreturn void exit_now(void (*real)(int), int status)
     static atomic_bool released;
     if (shunt_sandboxed())
         real(status);
-    if (atomic_load(&shunt_init_state) == 2 && !shunt_in_vfork_child &&
+    if (shunt_initialised() && !shunt_in_vfork_child &&
         !atomic_exchange(&released, true)) {
         epoll_release_all();
         holders_at_exit();
     }
-    if (atomic_load(&shunt_init_state) == 2)
+    if (shunt_initialised())
         sockstat_at_exit();
     real(status);
     __builtin_unreachable();

@@ -4,16 +4,39 @@
  * libseccomp's seccomp_load does) or through the prctl system call, and a
  * libc's seccomp().  Before the kernel gets the filter, core/process/
  * sandbox.c decides what shunt keeps; the call itself is then the program's,
- * unchanged.  Every other prctl and system call goes straight through:
- * syscall() is on hot paths of some programs (futexes), so it costs two
+ * unchanged.
+ *
+ * syscall() is also how programs reach io_uring (libc has no wrapper for
+ * its calls): libuv (Node.js, uvloop), Rust's io-uring crate, most C
+ * programs that do not link liburing.  A ring's I/O never passes through
+ * libc, so before io_uring_setup, io_uring_enter or io_uring_register goes
+ * ahead, every connection of the process moves back to kernel TCP
+ * (core/fd/uring_watch.h, core/process/uring_failsafe.c).
+ *
+ * Every other prctl and system call goes straight through: syscall() is on
+ * hot paths of some programs (futexes, gettid, getrandom), so it costs three
  * compares before a jump to libc's.
  */
 #include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
+#include "core/fd/uring_watch.h"
 #include "core/process/sandbox.h"
 #include "interpose/wrap.h"
+
+#ifndef __NR_io_uring_setup
+#define __NR_io_uring_setup 425
+#endif
+#ifndef __NR_io_uring_enter
+#define __NR_io_uring_enter 426
+#endif
+#ifndef __NR_io_uring_register
+#define __NR_io_uring_register 427
+#endif
+_Static_assert(__NR_io_uring_enter == __NR_io_uring_setup + 1 && __NR_io_uring_register == __NR_io_uring_setup + 2,
+               "io_uring's three calls are consecutive numbers");
 
 /* The mode a seccomp() operation installs (0: none).  Strict mode takes
  * no flags and no argument: libseccomp asks with flags 1 whether the
@@ -41,13 +64,36 @@ SHUNT_EXPORT int prctl(int option, ...)
     return shunt_real.prctl(option, a2, a3, a4, a5);
 }
 
-/* The seccomp system call, or the prctl one, through syscall(): the
- * trampoline below comes here (a frame of shunt's is harmless for them). */
+/* An io_uring call: the fail-safe first (at its end, through
+ * shunt_run_pending), so that no ring operation meets a channel.  Not in a
+ * vfork child (its parent's table), nor in a sandboxed process (its
+ * connections left with the sandbox; it makes no call of shunt's own). */
+static void before_uring(long number)
+{
+    if (shunt_in_vfork_child)
+        return;
+    int saved = errno;
+    shunt_ensure_init();
+    if (!shunt_sandboxed()) {
+        if (!uring_seen())
+            uring_note(number == __NR_io_uring_setup ? "io_uring_setup through syscall()" :
+                       number == __NR_io_uring_enter ? "io_uring_enter through syscall()" :
+                       "io_uring_register through syscall()");
+        shunt_run_pending();
+    }
+    errno = saved;
+}
+
+/* The seccomp system call, the prctl one, or one of io_uring's, through
+ * syscall(): the trampoline below comes here (a frame of shunt's is
+ * harmless for them). */
 long shunt_syscall_slow(long number, long a1, long a2, long a3, long a4, long a5, long a6);
 
 __attribute__((used)) long shunt_syscall_slow(long number, long a1, long a2, long a3, long a4, long a5, long a6)
 {
-    if (number == SYS_seccomp || a1 == PR_SET_SECCOMP) {
+    if ((unsigned long)(number - __NR_io_uring_setup) <= 2) {
+        before_uring(number);
+    } else if (number == SYS_seccomp || a1 == PR_SET_SECCOMP) {
         int saved = errno;
         shunt_ensure_init();
         if (number == SYS_seccomp)
@@ -65,6 +111,10 @@ __attribute__((used)) long shunt_syscall_slow(long number, long a1, long a2, lon
  * program's registers and stack as they were, so that shunt adds no frame
  * (a raw clone or vfork made through syscall() returns twice through the
  * same stack) and reads no argument it was not given.  x86_64, as vfork.c.
+ * io_uring's three numbers are one unsigned compare of the number less the
+ * first (in %r11, a scratch register at a call and clobbered by the
+ * syscall instruction anyway: %rax holds a variadic call's count of vector
+ * registers).
  */
 #define SANDBOX_STR_(x) #x
 #define SANDBOX_STR(x) SANDBOX_STR_(x)
@@ -78,6 +128,9 @@ __asm__(".text\n"
         "    je shunt_syscall_slow\n"
         "    cmp $" SANDBOX_STR(SYS_prctl) ", %rdi\n"
         "    je shunt_syscall_slow\n"
+        "    lea -" SANDBOX_STR(__NR_io_uring_setup) "(%rdi), %r11\n"
+        "    cmp $2, %r11\n"
+        "    jbe shunt_syscall_slow\n"
         "    jmp *shunt_syscall_next(%rip)\n"
         ".size syscall, .-syscall\n");
 #else

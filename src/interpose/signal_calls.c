@@ -26,7 +26,7 @@ __attribute__((no_sanitize_thread)) static int early(int sig, const struct sigac
 __attribute__((no_sanitize_thread)) SHUNT_EXPORT int sigaction(int sig, const struct sigaction *restrict act,
                                                               struct sigaction *restrict oact)
 {
-    if (atomic_load_explicit(&shunt_init_state, memory_order_acquire) != 2)
+    if (!shunt_initialised())
         return early(sig, act, oact);
     return signals_sigaction(sig, act, oact);
 }

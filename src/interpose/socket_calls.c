@@ -59,6 +59,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
         r = f.ops->accept(&f, addr, len, flags);
     fdt_put(&f);
     stdio_std_changed(r);
+    shunt_run_pending();   /* io_uring seen by the accept's look: the fail-safe, now */
     return (int)wrap_finish(r, saved);
 }
 
@@ -83,6 +84,7 @@ SHUNT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
     fdt_put(&f);
     if (r == 0 || r == -EINPROGRESS || r == -EINTR)
         stdio_std_changed(fd);
+    shunt_run_pending();   /* io_uring seen by the connect's look: the fail-safe, now */
     return (int)wrap_finish(r, saved);
 }
 

@@ -532,7 +532,7 @@ static void swap_out(int fd)
 
 void stdio_std_changed_slow(int fd)
 {
-    if (shunt_in_vfork_child || std_busy || atomic_load(&shunt_init_state) != 2)
+    if (shunt_in_vfork_child || std_busy || !shunt_initialised())
         return;   /* a vfork child shares our memory, stdout included */
     int saved = errno;
     if (on_channel(fd) != atomic_load(&std_swapped[fd])) {

@@ -45,13 +45,15 @@ static inline long wrap_finish(long r, int saved_errno)
             return call;                                   \
     } while (0)
 
-/* The whole body of a wrapper that hands the call to the fd's operations. */
+/* The whole body of a wrapper that hands the call to the fd's operations
+ * (a fail-safe its lookup or listen asked for runs before it returns). */
 #define DISPATCH(type, fd, op, ...)                        \
     int saved_errno_ = errno;                              \
     shunt_ensure_init();                                   \
     struct fdref f_ = fdt_get(fd);                         \
     type r_ = f_.ops->op(&f_, __VA_ARGS__);                \
     fdt_put(&f_);                                          \
+    shunt_run_pending();                                   \
     return (type)wrap_finish((long)r_, saved_errno_)
 
 /* The kernel is about to close fd; when it is the object's last fd in this

@@ -115,7 +115,7 @@ static enum owner_state owner_state(pid_t pid, const char *seg_name)
 static void futex_wait_shared(_Atomic uint32_t *word, uint32_t expected, uint64_t ns)
 {
     struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
-    syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
+    shunt_syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
 }
 
 int seg_lock_take(struct seg_lock *l, const char *seg_name, uint64_t timeout_ns)
@@ -185,7 +185,7 @@ int seg_lock_give(struct seg_lock *l)
     uint32_t w = atomic_exchange(&l->word, 0);
     if (w & SEG_LOCK_WAITERS) {
         int saved = errno;
-        syscall(SYS_futex, &l->word, FUTEX_WAKE, 1, NULL, NULL, 0);
+        shunt_syscall(SYS_futex, &l->word, FUTEX_WAKE, 1, NULL, NULL, 0);
         errno = saved;
     }
     return (w & SEG_LOCK_PID_MASK) == (uint32_t)getpid() ? 0 : -EIO;

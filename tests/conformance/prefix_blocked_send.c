@@ -50,6 +50,8 @@ int main(void)
 	if (test_mode_accelerated()) {
 		CHECK(shunt_counter(s, "bytes_in"), ==, -1);   /* on TCP: no channel behind it */
 	}
+	expect_fallback(s, "claim");
+	expect_fallback(client_fd, "refused");   /* the server gave up its claim */
 	CHECK_OK(close(client_fd));
 	CHECK_OK(close(s));
 	free(in);

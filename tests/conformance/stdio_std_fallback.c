@@ -2,7 +2,8 @@
  * byte: an accelerated socket moved onto fd 1 under a wide-oriented stdout (wprintf: a cookie
  * stream is byte-oriented only), and onto fd 0 under a stdin holding bytes pushed back with
  * ungetc. The bytes arrive as without shunt (the pushed-back ones first), and in accelerated
- * mode those connections are on kernel TCP afterwards, both ends. */
+ * mode those connections are on kernel TCP afterwards, both ends, with the reasons recorded:
+ * "stdio" for the end stdio was on, "downgraded" for the other. */
 #include "check.h"
 #include "handoff.h"
 #include "net.h"
@@ -30,6 +31,8 @@ int main(void)
 	CHECK(memcmp(buf, "back", 4), ==, 0);
 	expect_downgraded(c);
 	expect_downgraded(s);
+	expect_fallback(c, "stdio");
+	expect_fallback(s, "downgraded");
 	CHECK_OK(close(c));
 	CHECK(recv(s, buf, 1, 0), ==, 0);
 	CHECK_OK(close(s));
@@ -50,6 +53,8 @@ int main(void)
 	CHECK(memcmp(buf, "more", 4), ==, 0);
 	expect_downgraded(c);
 	expect_downgraded(s);
+	expect_fallback(c, "stdio");
+	expect_fallback(s, "downgraded");
 	CHECK_OK(close(c));
 	CHECK(recv(s, buf, 1, 0), ==, 0);
 	CHECK_OK(close(s));

@@ -3,8 +3,8 @@
  *
  * Owns: the CHECK family of macros (print file:line, the expression and both values, then
  * exit 1), the exit-status conventions (0 pass, 1 fail, 77 skip), the rule for skips under CI
- * (SKIP and MISSING) and expect_accelerated(), which proves that a connection ran on the path
- * the test mode claims.
+ * (SKIP and MISSING), expect_accelerated(), which proves that a connection ran on the path
+ * the test mode claims, and expect_fallback(), which checks why one that must fall back did.
  *
  * Header-only, C11 + _GNU_SOURCE, link with -ldl (dlsym). Not built on <assert.h>, which
  * vanishes under NDEBUG. Every macro works from any thread; exit() ends the whole process. In
@@ -203,5 +203,30 @@ static inline long long shunt_counter(int fd, const char *name)
 	*(void **)&get = dlsym(RTLD_DEFAULT, "shunt_fd_counter");
 	return get ? get(fd, name) : -1;
 }
+
+/* The fallback reason shunt records for fd's connection (the key `shunt stat` shows: "" while
+ * it is accelerated), or NULL when libshunt.so is not loaded or has no record of it. */
+static inline const char *fallback_of(int fd)
+{
+	const char *(*get)(int);
+
+	*(void **)&get = dlsym(RTLD_DEFAULT, "shunt_fd_fallback");
+	return get ? get(fd) : NULL;
+}
+
+/* In accelerated mode: fd's connection is on kernel TCP, and the reason recorded for it is key
+ * (a fallback a test expects: "io_uring", "downgraded", ...). Other modes: nothing to check. */
+#define expect_fallback(fd, key)                                                             \
+	do {                                                                                 \
+		if (test_mode_accelerated()) {                                               \
+			const char *got_ = fallback_of(fd);                                  \
+			int (*acc_)(int);                                                    \
+			*(void **)&acc_ = dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");       \
+			CHECK(acc_ != NULL && acc_(fd) == 0, ==, 1);                         \
+			if (got_ == NULL || strcmp(got_, (key)) != 0)                        \
+				FAIL("fd %d: fallback reason \"%s\", expected \"%s\"", (fd), \
+				     got_ ? got_ : "(none)", (key));                         \
+		}                                                                            \
+	} while (0)
 
 #endif /* SHUNT_TESTS_CHECK_H */

@@ -32,6 +32,7 @@ static const char *const reason_names[] = {
     [FB_STDIO] = "moved back: stdio shunt cannot carry on this socket",
     [FB_SANDBOX] = "seccomp sandbox: shunt makes no system call of its own",
     [FB_NOT_OURS] = "a file shunt needs in /dev/shm is another user's (the log names it)",
+    [FB_URING] = "io_uring in this process: its I/O bypasses shunt",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -59,6 +60,7 @@ static const char *const reason_keys[] = {
     [FB_STDIO] = "stdio",
     [FB_SANDBOX] = "sandbox",
     [FB_NOT_OURS] = "not_ours",
+    [FB_URING] = "io_uring",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

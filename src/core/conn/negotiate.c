@@ -31,6 +31,7 @@
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
 #include "core/fd/passthrough.h"
+#include "core/fd/uring_watch.h"
 #include "core/wait/wait.h"
 #include "registry/registry.h"
 #include "registry/sockdiag.h"
@@ -68,6 +69,11 @@ void negotiate_listen(struct tcp_sock *t, int fd)
 {
     if (!shunt_settings.accel || t->listener_pid == shunt_pid || shunt_sandbox_refuses())
         return;
+    if (uring_look(fd)) {
+        /* clients would offer channels this process must refuse */
+        shunt_log_sock(LOG_DEBUG, t, fd, "listener not registered: io_uring in this process");
+        return;
+    }
     struct reg_addr bound;
     if (local_addr(fd, &bound) < 0 || reg_open() < 0) {
         shunt_log_sock(LOG_INFO, t, fd, "listener not registered: no registry");
@@ -124,6 +130,10 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, FB_SANDBOX, false);
         return;
     }
+    if (uring_seen()) {
+        fallback_record(t, fd, FB_URING, false);
+        return;
+    }
     struct reg_addr dst;
     if (reg_addr_from_sockaddr(&dst, dst_sa, len) < 0)
         return;   /* AF_UNSPEC and friends: the kernel will answer */
@@ -138,6 +148,12 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     }
     if (!reg_listener_match(&dst)) {
         fallback_record(t, fd, FB_NO_LISTENER, false);
+        return;
+    }
+    /* this connection would be accelerated: not in a process with a ring
+     * shunt has not seen yet */
+    if (uring_look(fd)) {
+        fallback_record(t, fd, FB_URING, false);
         return;
     }
     struct reg_addr self;
@@ -218,7 +234,8 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     int found = reg_conn_find_offer(&client, &server, &offer);
     if (found < 0) {
         /* no offer, or no registry to look in (another user's file at its name) */
-        fallback_record(t, fd, found == -ENOENT ? FB_NO_OFFER : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? FB_NO_OFFER
+                                   : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
     shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d for port %u (client sock %llu, channel %s)",
@@ -245,6 +262,14 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         return;
     }
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    if (uring_look(fd)) {
+        /* refused rather than left unclaimed: the client learns at its
+         * next call that it is on TCP for good */
+        atomic_fetch_or(neg, NEG_REFUSED);
+        channel_detach(&t->ch);
+        fallback_record(t, fd, FB_URING, false);
+        return;
+    }
     bool claimed = false;
     uint64_t give_up = clock_now_ns() + CLAIM_WAIT_NS;
     for (int i = 0; !claimed; i++) {
@@ -292,6 +317,8 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     doorbell_send(t, fd);
     shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
                    (unsigned long long)atomic_load(&t->prefix_left));
+    if (uring_seen())
+        uring_request();   /* seen by another thread during the claim: its fail-safe may have passed us */
 }
 
 int negotiate_observe_slow(struct tcp_sock *t, int fd)
@@ -328,6 +355,8 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
             companion_nodelay(fd);
             path = PATH_SHM;
             shunt_log_sock(LOG_INFO, t, fd, "accelerated (client, channel %s)", t->ch.name);
+            if (uring_seen())
+                uring_request();   /* offered before io_uring was seen: the fail-safe moves it back */
         }
         atomic_store_explicit(&t->path, path, memory_order_release);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
@@ -421,6 +450,8 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
     bool claimed = side == 1 || (w & NEG_CLAIMED);
     atomic_store(&t->path, claimed ? PATH_SHM : PATH_OFFERED);
     shunt_log_sock(LOG_INFO, t, fd, "attached inherited connection (channel %s, side %d)", rec.channel, side);
+    if (uring_seen())
+        uring_request();   /* it reached a process with a ring: the fail-safe moves it back */
 }
 
 /* After the kernel closed our last fd of a listener: our registry entry

@@ -54,7 +54,8 @@ void negotiate_forget(struct tcp_sock *t);
 /* A listener's last fd in this process is closed (by the kernel already). */
 void negotiate_listener_closed(struct tcp_sock *t);
 
-/* This process stops accelerating what it accepts (a seccomp sandbox):
+/* This process stops accelerating what it accepts (a seccomp sandbox,
+ * io_uring in the process):
  * its registry entry for the listener goes, so that no client offers a
  * channel nobody here will claim. */
 void negotiate_unlisten(struct tcp_sock *t);

@@ -11,6 +11,7 @@
 #include "base/self.h"
 #include "base/log.h"
 #include "core/conn/sockstat.h"
+#include "core/fd/uring_watch.h"
 #include "core/conn/fallback.h"
 #include "base/real.h"
 #include "registry/procstat.h"
@@ -43,6 +44,7 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
         if (!registered)
             reason = !shunt_settings.accel       ? fallback_reason_key(FB_DISABLED)
                      : shunt_sandbox_refuses() ? fallback_reason_key(FB_SANDBOX)
+                     : uring_seen()            ? fallback_reason_key(FB_URING)   /* not registered, or withdrawn */
                                                : "registry";
     } else {
         r->path = path == PATH_SHM ? PST_PATH_SHM : path == PATH_OFFERED ? PST_PATH_OFFERED : PST_PATH_TCP;

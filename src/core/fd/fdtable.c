@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "base/signals.h"
 #include "core/fd/passthrough.h"
+#include "core/fd/uring_watch.h"
 #include "base/real.h"
 #include "registry/procstat.h"
 
@@ -109,6 +110,21 @@ static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
 static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }
 static struct shunt_sock *obj(uintptr_t v) { return (struct shunt_sock *)(v & ~KERNEL_TAG); }
 
+/* Slots holding an object: the look for an io_uring fd shunt has not seen
+ * (uring_watch.c) tells the kernel's other fds from these by count. */
+static atomic_long object_slots;
+
+static void count_slot(uintptr_t old, uintptr_t nv)
+{
+    if (is_object(old) != is_object(nv))
+        atomic_fetch_add_explicit(&object_slots, is_object(nv) ? 1 : -1, memory_order_relaxed);
+}
+
+long fdt_object_slots(void)
+{
+    return atomic_load_explicit(&object_slots, memory_order_relaxed);
+}
+
 static _Atomic(const struct fdt_probe_hooks *) probe_hooks;
 
 void fdt_set_probe_hooks(const struct fdt_probe_hooks *h)
@@ -139,8 +155,12 @@ static uintptr_t probe(int fd, bool passed, bool *shared)
     *shared = false;
     if (fstat(fd, &st) < 0)
         return FDT_UNKNOWN;   /* closed or bad: the kernel will say so; remember nothing */
+    if (!S_ISSOCK(st.st_mode)) {
+        uring_check_fd(fd, &st);   /* a ring shunt had not seen (uring_watch.h) */
+        return FDT_PASSTHROUGH;
+    }
     const struct fdt_probe_hooks *h = atomic_load_explicit(&probe_hooks, memory_order_acquire);
-    if (!S_ISSOCK(st.st_mode) || !h)
+    if (!h)
         return FDT_PASSTHROUGH;
     struct shunt_sock *s = h->share(fd, (uint64_t)st.st_ino, passed);
     if (s) {
@@ -173,7 +193,9 @@ static bool probe_unknown(int fd, struct slot *sl)
         uintptr_t expected = FDT_UNKNOWN;
         ok = found != FDT_UNKNOWN;
         count_fd(found, shared);
-        if (ok && !atomic_compare_exchange_strong(&sl->val, &expected, found) && is_object(found)) {
+        if (ok && atomic_compare_exchange_strong(&sl->val, &expected, found)) {
+            count_slot(FDT_UNKNOWN, found);
+        } else if (ok && is_object(found)) {
             /* the fd was closed and its number reused meanwhile */
             if (shared)
                 atomic_fetch_sub(&((struct shunt_sock *)found)->fds, 1);
@@ -244,6 +266,7 @@ void fdt_put(struct fdref *r)
 static uintptr_t swap_out(struct slot *sl, uintptr_t nv)
 {
     uintptr_t old = atomic_exchange(&sl->val, nv);
+    count_slot(old, nv);
     if (is_object(old))
         while (atomic_load(&sl->inflight))
             sched_yield();
@@ -323,6 +346,12 @@ void fdt_forget(int fd)
     uintptr_t old = swap_out(sl, FDT_UNKNOWN);
     if (is_object(old))
         sock_put(obj(old));
+}
+
+bool fdt_has_object(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    return sl && is_object(atomic_load_explicit(&sl->val, memory_order_acquire));
 }
 
 /* Visits the slots of [first, last] that exist; chunks never made hold nothing. */

@@ -126,6 +126,11 @@ void fdt_after_fork_child(void);
 /* Forgets every fd in [first, last] (after close_range). */
 void fdt_forget_range(unsigned first, unsigned last);
 
+/* How many fds have an object (the fds of sockets and epoll sets shunt
+ * manages), and whether fd has one; neither probes. */
+long fdt_object_slots(void);
+bool fdt_has_object(int fd);
+
 /* Calls fn for every fd in [first, last] that has an object. */
 void fdt_for_each_object(unsigned first, unsigned last, void (*fn)(int fd, void *ctx), void *ctx);
 

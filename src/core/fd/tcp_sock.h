@@ -49,6 +49,7 @@ enum fallback_reason {
     FB_STDIO,               /* stdio on it that shunt cannot carry (interpose/stdio_calls.c) */
     FB_SANDBOX,             /* a seccomp filter keeps shunt out (core/process/sandbox.c) */
     FB_NOT_OURS,            /* a file shunt needs in /dev/shm is another user's (base/own_file.h) */
+    FB_URING,               /* io_uring in the process (core/fd/uring_watch.h, core/process/uring_failsafe.c) */
 };
 
 /* Kept in the socket object: what does not change with its path. */

@@ -24,6 +24,7 @@
 #include "core/conn/stream.h"
 #include "core/fd/fdtable.h"
 #include "core/fd/passthrough.h"
+#include "core/fd/uring_watch.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/wait/wait.h"
 #include "registry/procstat.h"
@@ -228,7 +229,9 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
     if (fd < 0)
         return fd;
     struct shunt_sock *s = tcp_socket_new(fd, f->sock->domain, (flags & SOCK_NONBLOCK) != 0);
-    if (s && listener->listener_pid == shunt_pid) {
+    /* a listener withdrawn for io_uring may still have offers posted before:
+     * the claim refuses them (and records why) */
+    if (s && (listener->listener_pid == shunt_pid || uring_seen())) {
         negotiate_claim(tcp_of(s), fd);
         if (tcp_of(s)->strict_failed) {
             sock_put(s);
