@@ -31,7 +31,7 @@
 #define SYS_epoll_wait -1
 #endif
 
-long shunt_syscall(long nr, ...)
+long shunt_syscall_va(long nr, ...)
 {
     va_list ap;
     va_start(ap, nr);
@@ -39,8 +39,8 @@ long shunt_syscall(long nr, ...)
     long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
     va_end(ap);
 #if defined(__x86_64__)
-    /* Reading six arguments whatever the call takes is what libc's
-     * syscall() does too: the kernel ignores the ones it does not use. */
+    /* Six arguments whatever the call takes, as libc's syscall(): the
+     * kernel ignores the ones it does not use. */
     register long r10 __asm__("r10") = a4;
     register long r8 __asm__("r8") = a5;
     register long r9 __asm__("r9") = a6;
@@ -55,7 +55,7 @@ long shunt_syscall(long nr, ...)
     }
     return r;
 #else
-#error "shunt_syscall needs the system call instruction of this architecture"
+#error "shunt_syscall_va needs the system call instruction of this architecture"
 #endif
 }
 

@@ -34,7 +34,11 @@ void shunt_real_resolve(void);
  * wrapper (a seccomp filter may come through it, interpose/sandbox_calls.c),
  * and the stand-ins must not reach a wrapper at all.
  */
-long shunt_syscall(long nr, ...);
+long shunt_syscall_va(long nr, ...);
+/* Six arguments are always passed, those not given as 0: the callee reads
+ * six, and reading past what a caller passed is undefined (ASan reports
+ * it as a stack-buffer-underflow). */
+#define shunt_syscall(...) shunt_syscall_va(__VA_ARGS__, 0L, 0L, 0L, 0L, 0L, 0L)
 
 /* shunt_real.syscall again, for interpose/sandbox_calls.c's syscall(): a
  * jump through it without a frame of shunt's, as if the program had called
