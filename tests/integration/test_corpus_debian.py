@@ -651,10 +651,7 @@ program("vsftpd (isolate=YES)", source="Debian vsftpd", model=VSFTPD_MODEL + "; 
 @program("vsftpd (isolate=NO)", source="Debian vsftpd", model=VSFTPD_MODEL + "; sessions made by fork()",
          how=VSFTPD_HOW.format("NO and isolate_network=NO (Debian's README.Debian for containers)") +
          "; control connections accelerated, data connections on kernel TCP (the session runs as the ftp user)",
-         tools=["vsftpd", "curl"],
-         xfail="vsftpd's pre-login child sets RLIMIT_NOFILE to 0, so the kernel refuses shunt's ppoll of 3 fds "
-               "(EINVAL: nfds above RLIMIT_NOFILE), which shunt took for the peer's death: the session's read or "
-               "write fails (EPIPE) whenever it has to sleep")
+         tools=["vsftpd", "curl"])
 def vsftpd_forked(cx):
     vsftpd(cx, False)
 
