@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from corpus import PYTHON, registry, run_program
+from corpus import registry, run_program
 from shunttest import base_env, build_dir, maps_has_libshunt, missing
 
 PROGRAMS, program = registry()

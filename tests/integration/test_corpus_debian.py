@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from corpus import ACCELERATED, PYTHON, missing, pg_bin, postgres, registry, run_program, sha256, sha256_file
+from shunttest import not_here
+from corpus import missing, postgres, registry, run_program, sha256, sha256_file
 
 PROGRAMS, program = registry()
 
@@ -378,7 +379,7 @@ def apache_event(cx):
          tools=["apache2", "ab", "curl", "wget"])
 def apache_prefork_root(cx):
     if os.geteuid() != 0:
-        pytest.skip("not on this machine: needs root to start apache2 as Debian does")
+        not_here("needs root, to start apache2 as Debian does (a root parent, children as www-data)")
     cx.public_dir()     # www-data reads the files
     apache(cx, "prefork", "User www-data\nGroup www-data")
     cx.fell_back("peer runs as another user", count=4)
@@ -702,7 +703,7 @@ def vsftpd_forked(cx):
 
 def vsftpd(cx, isolate):
     if os.geteuid() != 0:
-        pytest.skip("not on this machine: vsftpd's standalone mode needs root")
+        not_here("needs root: vsftpd's standalone mode, with its privileged parent, runs as root")
     cx.public_dir()
     (cx.tmp / "ftp").mkdir()
     (cx.tmp / "empty").mkdir()

@@ -4,11 +4,10 @@ them through NODE_PATH), and Node's own cluster module.  Both ends under
 shunt."""
 import json
 import os
-import re
 
 import pytest
 
-from corpus import need_npm, npm_root, postgres, registry, run_program, sha256
+from corpus import npm_root, postgres, registry, run_program
 
 PROGRAMS, program = registry()
 

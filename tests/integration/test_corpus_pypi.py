@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from corpus import PYTHON, registry, run_program, sha256, sha256_file
+from corpus import registry, run_program, sha256
 
 PROGRAMS, program = registry()
 
