@@ -182,15 +182,12 @@ print("OK" if all(j.value for j in jobs) else "MISMATCH", flush=True)
 """
 
 
-def accelerated_or_uring(cx, n):
-    """For libuv with io_uring (uvloop, gevent on libuv): accelerated at both
-    ends, or on kernel TCP with the reason a shunt that knows io_uring gives
-    (branch uring: a process that uses io_uring moves its connections back):
-    either is right (issue 17, item 3); a hang or wrong bytes is not."""
-    if any("kernel TCP: io_uring" in line for line in cx.log_lines()):
-        cx.fell_back("io_uring", count=n)
-    else:
-        cx.accelerated(n)
+def on_kernel_tcp_for_io_uring(cx, n):
+    """libuv with io_uring (uvloop, gevent on libuv): a process that uses
+    io_uring moves its connections back to kernel TCP and accelerates none
+    (issue 17, items 3 and 5; docs/architecture.md, "io_uring"); before that,
+    the server never woke for the client's bytes."""
+    cx.fell_back("io_uring in this process", count=n)
 
 
 def gevent_echo(cx, loop, module, deadline=60):
@@ -202,7 +199,7 @@ def gevent_echo(cx, loop, module, deadline=60):
     out = client_script(cx, "gevent_client.py", GEVENT_CLIENT, port, env=env)
     assert module in re.search(r"^LOOP (\S+)$", out, re.M).group(1), out
     if module == "libuv":
-        accelerated_or_uring(cx, 6)
+        on_kernel_tcp_for_io_uring(cx, 6)
     else:
         cx.accelerated(6)
 
@@ -215,17 +212,13 @@ def gevent_libev(cx):
     gevent_echo(cx, "libev-cext", "libev")
 
 
-@program("gevent (libuv)", source="PyPI gevent", model="greenlets on libuv (GEVENT_LOOP=libuv-cffi)",
-         how="as gevent (libev), on gevent's libuv loop; accelerated, or on kernel TCP with the reason io_uring "
-             "(branch uring)",
-         modules=[("gevent", "gevent")],
-         xfail="gevent's bundled libuv (1.51) registers sockets in its epoll set through io_uring "
-               "(IORING_OP_EPOLL_CTL), which shunt does not see: the accelerated transfers never wake the loop and "
-               "the client gives up (the uvloop hang of issue 17, item 3; being fixed on branch uring, where at "
-               "00bf6ab the connections move back to kernel TCP, reason io_uring, and this entry passes: then drop "
-               "the xfail and make its row 'falls back')")
+@program("gevent (libuv)", source="PyPI gevent", model="greenlets on libuv (GEVENT_LOOP=libuv-cffi; gevent's bundled "
+         "libuv 1.51 adds sockets to its epoll set through io_uring)",
+         how="as gevent (libev), on gevent's libuv loop; every byte compared, then the reason",
+         expect="fallback: io_uring in this process: its I/O bypasses shunt",
+         modules=[("gevent", "gevent")])
 def gevent_libuv(cx):
-    gevent_echo(cx, "libuv-cffi", "libuv", deadline=10)   # 2 s when it works; 10 while it hangs
+    gevent_echo(cx, "libuv-cffi", "libuv", deadline=20)   # a second; a hang (as before io_uring was seen) fails
 
 
 # ---------------------------------------------------------------- eventlet
@@ -386,18 +379,15 @@ print("OK" if all(uvloop.run(main())) else "MISMATCH", flush=True)
 
 @program("uvloop", source="PyPI uvloop", model="asyncio on libuv (uvloop's bundled libuv, which adds sockets to its "
          "epoll set through io_uring)",
-         how="asyncio streams echo under uvloop.run, 6 connections of 2 MiB with write_eof, every byte compared; "
-             "accelerated, or on kernel TCP with the reason io_uring (branch uring)",
-         modules=[("uvloop", "uvloop")],
-         xfail="uvloop's libuv registers sockets in its epoll set through io_uring (IORING_OP_EPOLL_CTL), which "
-               "shunt does not see: the server never wakes for the client's first bytes (issue 17, item 3; being "
-               "fixed on branch uring, where at 00bf6ab the connections move back to kernel TCP, reason io_uring, "
-               "and this entry passes: then drop the xfail and make its row 'falls back')")
+         how="asyncio streams echo under uvloop.run, 6 connections of 2 MiB with write_eof, every byte compared, "
+             "then the reason",
+         expect="fallback: io_uring in this process: its I/O bypasses shunt",
+         modules=[("uvloop", "uvloop")])
 def uvloop(cx):
     port = serve_script(cx, "uvloop_server.py", UVLOOP_SERVER)
-    # a second when it works; 10 while it hangs
-    client_script(cx, "uvloop_client.py", UVLOOP_CLIENT, port, env=cx.env(CORPUS_DEADLINE=10), timeout=60)
-    accelerated_or_uring(cx, 6)
+    # a second; a hang (as before io_uring was seen) fails after 20
+    client_script(cx, "uvloop_client.py", UVLOOP_CLIENT, port, env=cx.env(CORPUS_DEADLINE=20), timeout=60)
+    on_kernel_tcp_for_io_uring(cx, 6)
 
 
 # ---------------------------------------------------------------- tornado
