@@ -93,6 +93,20 @@ def builds(tmp_path_factory):
     return Builds(tmp_path_factory.mktemp("peer-bin"))
 
 
+@pytest.fixture(scope="session")
+def corpus_cache():
+    """A directory for what the corpus's programs share over the session
+    (a PostgreSQL cluster made once by initdb, programs built once): under
+    /tmp, mode 0755, so that entries running as another user can read it;
+    removed at the end."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="shunt-corpus-cache-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 # --------------------------------------------------------------- watchdog
 
 class WatchdogTimeout(Exception):

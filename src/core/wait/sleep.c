@@ -5,6 +5,7 @@
  */
 #include <poll.h>
 #include <string.h>
+#include <sys/select.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -61,6 +62,54 @@ static int call_timeout(struct tcp_sock *t, int fd, bool for_write, uint64_t *un
     return 1;
 }
 
+/* The kernel refuses ppoll of more fds than RLIMIT_NOFILE allows (EINVAL):
+ * a process that lowered it below the count (vsftpd's unprivileged child
+ * sets 0) sleeps in pselect instead, which has no such rule, on the same
+ * fds and with the same timeout (*tmo, or none when timed is false),
+ * readiness reported as POLLIN, a closed fd (EBADF) as POLLNVAL.  An fd
+ * too high for an fd_set is left out and the sleep cut to cap: look again
+ * soon (*capped). */
+static int ppoll_without_rlimit(struct pollfd *p, int n, bool timed, struct timespec *tmo, bool *capped,
+                                struct timespec cap)
+{
+    fd_set rd;
+    FD_ZERO(&rd);
+    int top = -1;
+    for (int i = 0; i < n; i++) {
+        p[i].revents = 0;
+        if (p[i].fd < 0)
+            continue;
+        if (p[i].fd >= FD_SETSIZE) {
+            if (!timed || tmo->tv_sec > 0 || tmo->tv_nsec > cap.tv_nsec) {
+                *tmo = cap;
+                timed = *capped = true;
+            }
+            continue;
+        }
+        FD_SET(p[i].fd, &rd);
+        if (p[i].fd > top)
+            top = p[i].fd;
+    }
+    fd_set asked = rd;
+    int r = shunt_real.pselect(top + 1, &rd, NULL, NULL, timed ? tmo : NULL, NULL);
+    if (r < 0 && errno == EBADF) {
+        r = 0;
+        for (int i = 0; i < n; i++)
+            if (p[i].fd >= 0 && p[i].fd < FD_SETSIZE && FD_ISSET(p[i].fd, &asked) &&
+                shunt_real.fcntl(p[i].fd, F_GETFD) < 0) {
+                p[i].revents = POLLNVAL;
+                r++;
+            }
+        return r ? r : (errno = EBADF, -1);
+    }
+    if (r < 0)
+        return r;
+    for (int i = 0; i < n; i++)
+        if (p[i].fd >= 0 && p[i].fd < FD_SETSIZE && FD_ISSET(p[i].fd, &rd))
+            p[i].revents = POLLIN;
+    return r;
+}
+
 /* The kernel wait itself: the companion (a doorbell, the peer's death),
  * the local wake and the end's wake from other processes, with what is left
  * of the socket's timeout for this direction. */
@@ -93,6 +142,8 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     };
     unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
     int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
+    if (n < 0 && errno == EINVAL)
+        n = ppoll_without_rlimit(p, 3, timed || capped, &tmo, &capped, cap);
     if (n < 0) {
         if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
             return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
