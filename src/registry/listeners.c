@@ -101,16 +101,17 @@ void reg_listener_remove(uint64_t inode)
     errno = saved;
 }
 
-bool reg_listener_match(const struct reg_addr *dst)
+int reg_listener_match(const struct reg_addr *dst)
 {
     if (!dst)
-        return false;
+        return 0;
     int saved = errno;
     struct reg_file *f;
     sigset_t old;
-    if (reg_enter(&f, &old) < 0) {
+    int r = reg_enter(&f, &old);
+    if (r < 0) {
         errno = saved;
-        return false;
+        return r;   /* the registry cannot be used now (its lock timed out, or is garbage) */
     }
     bool found = false;
     struct reg_live_cache lc;
@@ -130,6 +131,6 @@ bool reg_listener_match(const struct reg_addr *dst)
     }
     reg_unlock(f, &old);
     errno = saved;
-    return found;
+    return found ? 1 : 0;
 }
 

@@ -3,8 +3,8 @@
  * connection records (see registry.h for the contract and
  * registry_file.h for the file layout).
  *
- * Owns: creating, checking and mapping the per-user, per-namespace file; the
- * robust process-shared lock; liveness of the pids recorded in it and the
+ * Owns: creating, checking and mapping the per-user, per-namespace file; its
+ * lock (a bounded pid word, transport/seg_lock.h: nothing in it is an address); liveness of the pids recorded in it and the
  * reclaiming of dead entries; addresses.  The table operations are in
  * listeners.c, connections.c and processes.c, which share these through
  * registry_impl.h.
@@ -31,9 +31,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fsize.h"
 #include "base/log.h"
 #include "base/own_file.h"
@@ -41,6 +44,7 @@
 #include "registry/registry.h"
 #include "registry/registry_impl.h"
 #include "transport/channel.h"
+#include "transport/seg_lock.h"
 
 _Static_assert(sizeof(struct reg_listener) == 64, "listener entry is one cache line");
 _Static_assert(sizeof(struct reg_conn_ent) % 8 == 0, "connection records stay aligned");
@@ -278,44 +282,91 @@ int reg_lock(struct reg_file *f, sigset_t *old)
     return reg_lock_within(f, old, reg_lock_timeout_ms);
 }
 
+/* The threads of this process take the registry's lock in turn: a word of
+ * our own (the pid and thread of the holder) in front of the shared one,
+ * which then never sees two of our threads at once (seg_lock.h: a shared
+ * word naming our own pid is garbage).  Taken with the same bound as the
+ * shared one, never untimed; a word left by the thread of a process we were
+ * forked from (its pid is not ours) is free for us. */
+static _Atomic uint64_t local_owner;
+
+static uint64_t local_self(void)
+{
+    return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)shunt_syscall(SYS_gettid);
+}
+
+static bool local_take(uint64_t deadline)
+{
+    uint64_t me = local_self();
+    for (unsigned i = 0;; i++) {
+        uint64_t w = atomic_load(&local_owner);
+        if ((w == 0 || (uint32_t)(w >> 32) != (uint32_t)(me >> 32)) &&
+            atomic_compare_exchange_weak(&local_owner, &w, me))
+            return true;
+        if (clock_now_ns() >= deadline)
+            return false;
+        if (i < 32) {
+            sched_yield();
+        } else {
+            struct timespec ts = { 0, 200 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void local_give(void)
+{
+    atomic_store(&local_owner, 0);
+}
+
 int reg_lock_within(struct reg_file *f, sigset_t *old, int ms)
 {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, old);
 
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
     if (ms <= 0)
         ms = 1;
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
+    uint64_t budget = (uint64_t)ms * 1000000u, deadline = clock_now_ns() + budget;
+    if (!local_take(deadline)) {
+        shunt_log(LOG_WARN, "registry: cannot take the lock: another thread of this process kept it");
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+        return -ETIMEDOUT;
     }
-    int r = pthread_mutex_clocklock(&f->hdr.lock, CLOCK_MONOTONIC, &t);
-    if (r == EOWNERDEAD) {
+    /* the path a holder's maps show: this registry's name, from the header
+     * (checked when it was mapped; a scribbled one only makes a live holder
+     * look like garbage: -EIO, this call falls back) */
+    char path[PATH_MAX];
+    uint32_t uid = f->hdr.uid;
+    uint64_t netns = f->hdr.netns;
+    int n = reg_name_of(path, sizeof path, reg_directory(), (uid_t)uid, netns);
+    int r = -ENAMETOOLONG;
+    bool took_over = false;
+    if (n > 0 && (size_t)n < sizeof path) {
+        uint64_t now = clock_now_ns();
+        r = seg_lock_take_file(&f->hdr.lock, path, now < deadline ? deadline - now : 1, &took_over);
+    }
+    if (r == 0 && took_over) {
         /* The owner died inside an update.  Each entry is valid or free on
          * its own, so the tables need no repair; dead entries go by the
          * usual reclaiming. */
-        r = pthread_mutex_consistent(&f->hdr.lock);
-        if (r == 0) {
-            f->hdr.recoveries++;
-            shunt_log(LOG_WARN, "registry: a process died holding the lock; taken over");
-        }
+        f->hdr.recoveries++;
+        shunt_log(LOG_WARN, "registry: a process died holding the lock; taken over");
     }
     if (r != 0) {
-        shunt_log(LOG_WARN, "registry: cannot take the lock: %s", strerror(r));
+        local_give();
+        shunt_log(LOG_WARN, "registry: cannot take the lock: %s", r == -EIO ? "its word is garbage (scribbled on)" : strerror(-r));
         pthread_sigmask(SIG_SETMASK, old, NULL);
-        return -r;
+        return r;
     }
     return 0;
 }
 
 void reg_unlock(struct reg_file *f, const sigset_t *old)
 {
-    pthread_mutex_unlock(&f->hdr.lock);
+    if (seg_lock_give(&f->hdr.lock) < 0)
+        shunt_log(LOG_WARN, "registry: the lock's word was scribbled on while we held it");
+    local_give();
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
@@ -429,23 +480,6 @@ static void init_header(struct reg_file *f, uid_t uid, uint64_t netns)
     h->uid = (uint32_t)uid;
 }
 
-static int init_lock(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t a;
-    int r = pthread_mutexattr_init(&a);
-    if (r)
-        return -r;
-    r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    if (!r)
-        r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    if (!r)
-        r = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-    if (!r)
-        r = pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-    return -r;
-}
-
 /* Builds a complete registry in fd (an unnamed or private file). */
 static int fill_new(int fd, uid_t uid, uint64_t netns)
 {
@@ -463,11 +497,10 @@ static int fill_new(int fd, uid_t uid, uint64_t netns)
         return -errno;
     struct reg_file *f = p;
     init_header(f, uid, netns);
-    int r = init_lock(&f->hdr.lock);
-    if (r == 0)
-        atomic_store_explicit(&f->hdr.magic, REG_MAGIC, memory_order_release);
+    /* the lock: all zero (free), as the file came */
+    atomic_store_explicit(&f->hdr.magic, REG_MAGIC, memory_order_release);
     munmap(p, REG_FILE_SIZE);
-    return r;
+    return 0;
 }
 
 /* Creates the registry at path, fully initialised before its name appears.

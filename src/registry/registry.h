@@ -54,8 +54,11 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only);
  * inherited leaves the parent's. */
 void reg_listener_remove(uint64_t inode);
 /* Is there a live accelerated listener that would take a connection to dst?
- * (exact address, or a wildcard bind of the same family rules as the kernel) */
-bool reg_listener_match(const struct reg_addr *dst);
+ * (exact address, or a wildcard bind of the same family rules as the kernel)
+ * 1 or 0; a negative errno if the registry cannot be asked now (its lock
+ * held past the bound, or its word garbage: the connection falls back,
+ * reason registry). */
+int reg_listener_match(const struct reg_addr *dst);
 
 /* Offers: the client posts before connect; -ENOSPC when full. */
 int reg_conn_post(const struct reg_conn *c);

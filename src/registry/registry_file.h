@@ -8,7 +8,7 @@
  *
  * The file (/dev/shm/shunt-<euid>-<netns inode>-r<REG_VERSION>.reg, mode 0600):
  *
- *   struct reg_header                 magic, version, sizes, the robust mutex
+ *   struct reg_header                 magic, version, sizes, the lock (a pid word)
  *   struct reg_listener[REG_LISTENERS]
  *   struct reg_conn_ent[REG_CONNS]
  *   struct reg_proc[REG_PROCS]        processes that publish an fd table (procstat.h)
@@ -16,13 +16,20 @@
  * Every table entry is valid or free on its own: an entry is filled while its
  * state word says free and published by storing the state last (release), and
  * a change to a live entry only ever clears one field at a time.  So a process
- * that dies in the middle of an update (the next locker sees EOWNERDEAD) leaves
- * nothing that needs repair.
+ * that dies in the middle of an update (the next locker takes the lock over)
+ * leaves nothing that needs repair.
+ *
+ * Every word of it is input: any process of the user can write anything
+ * here.  The lock is a pid word taken with a bound (transport/seg_lock.h;
+ * up to version 4 a robust pthread mutex, whose list pointers a scribble
+ * turned into glibc's asserts and crashes); high-water marks are clamped to
+ * the tables, names are bounded and NUL-checked before use, states are
+ * compared with the closed set, and pids and inodes are hints the kernel
+ * confirms (docs/architecture.md, "Shared memory is input").
  */
 #ifndef SHUNT_REGISTRY_FILE_H
 #define SHUNT_REGISTRY_FILE_H
 
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -30,9 +37,10 @@
 #include <stdint.h>
 
 #include "registry/registry.h"
+#include "transport/seg_lock.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   4u
+#define REG_VERSION   5u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -63,7 +71,7 @@ struct reg_header {
     uint64_t netns;
     uint32_t uid;
     uint32_t pad0;
-    alignas(64) pthread_mutex_t lock;   /* process-shared, robust, error-checking */
+    alignas(64) struct seg_lock lock;   /* a pid word, taken with a bound (transport/seg_lock.h) */
     /* Everything below is changed under lock. */
     uint32_t listener_hwm;          /* no used listener at or above this index (a hint, clamped) */
     uint32_t conn_hwm;              /* the same for connection records */
@@ -149,9 +157,7 @@ REG_AT(reg_header, netns, 48);
 REG_AT(reg_header, uid, 56);
 REG_AT(reg_header, pad0, 60);
 REG_AT(reg_header, lock, 64);
-/* after the lock: what pthread_mutex_t takes on the target (40 bytes on
- * x86-64: listener_hwm at 104) */
-#define REG_AFTER_LOCK (64 + sizeof(pthread_mutex_t))
+#define REG_AFTER_LOCK 80   /* struct seg_lock: 16 bytes */
 REG_AT(reg_header, listener_hwm, REG_AFTER_LOCK);
 REG_AT(reg_header, conn_hwm, REG_AFTER_LOCK + 4);
 REG_AT(reg_header, proc_hwm, REG_AFTER_LOCK + 8);

@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -48,11 +49,11 @@ enum owner_state { OWNER_UNKNOWN, OWNER_HOLDS, OWNER_DEAD, OWNER_NOT_HOLDER };
 
 /* Whether /proc/PID/maps lists the segment: a process can hold the lock of
  * a segment only while it maps it. */
-static enum owner_state maps_segment(pid_t pid, const char *seg_name)
+static enum owner_state maps_segment(pid_t pid, const char *file)
 {
-    char path[64], want[96], buf[8192];
+    char path[64], want[PATH_MAX + 2], buf[8192];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    int n = snprintf(want, sizeof want, "/dev/shm/%s\n", seg_name);
+    int n = snprintf(want, sizeof want, "%s\n", file);
     if (n <= 0 || (size_t)n >= sizeof want)
         return OWNER_UNKNOWN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -87,7 +88,7 @@ static enum owner_state maps_segment(pid_t pid, const char *seg_name)
     return st == OWNER_NOT_HOLDER && !any ? OWNER_DEAD : st;
 }
 
-static enum owner_state owner_state(pid_t pid, const char *seg_name)
+static enum owner_state owner_state(pid_t pid, const char *file)
 {
     if (kill(pid, 0) < 0 && errno == ESRCH)
         return OWNER_DEAD;
@@ -109,7 +110,7 @@ static enum owner_state owner_state(pid_t pid, const char *seg_name)
         if (p && (p[2] == 'Z' || p[2] == 'X'))
             return OWNER_DEAD;
     }
-    return maps_segment(pid, seg_name);
+    return maps_segment(pid, file);
 }
 
 static void futex_wait_shared(_Atomic uint32_t *word, uint32_t expected, uint64_t ns)
@@ -120,6 +121,17 @@ static void futex_wait_shared(_Atomic uint32_t *word, uint32_t expected, uint64_
 
 int seg_lock_take(struct seg_lock *l, const char *seg_name, uint64_t timeout_ns)
 {
+    char file[PATH_MAX];
+    int n = snprintf(file, sizeof file, "/dev/shm/%s", seg_name);
+    if (n < 0 || (size_t)n >= sizeof file)
+        return -EIO;
+    return seg_lock_take_file(l, file, timeout_ns, NULL);
+}
+
+int seg_lock_take_file(struct seg_lock *l, const char *file, uint64_t timeout_ns, bool *took_over)
+{
+    if (took_over)
+        *took_over = false;
     uint32_t self = (uint32_t)getpid();
     uint32_t w = 0;
     if (atomic_compare_exchange_strong(&l->word, &w, self))
@@ -144,7 +156,7 @@ int seg_lock_take(struct seg_lock *l, const char *seg_name, uint64_t timeout_ns)
         }
         uint64_t now = clock_now_ns();
         if (next_check && now >= next_check) {
-            enum owner_state st = owner_state((pid_t)pid, seg_name);
+            enum owner_state st = owner_state((pid_t)pid, file);
             next_check = now + OWNER_CHECK_NS;
             if (atomic_load(&l->word) != w)
                 continue;   /* it moved on meanwhile: the verdict is stale */
@@ -154,6 +166,8 @@ int seg_lock_take(struct seg_lock *l, const char *seg_name, uint64_t timeout_ns)
             }
             if (st == OWNER_DEAD) {
                 if (atomic_compare_exchange_strong(&l->word, &w, self | SEG_LOCK_WAITERS)) {
+                    if (took_over)
+                        *took_over = true;
                     r = 0;
                     break;
                 }

@@ -19,6 +19,7 @@
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* In shared memory; all zero is free. */
@@ -46,6 +47,11 @@ _Static_assert(__atomic_always_lock_free(sizeof(uint32_t), 0), "seg_lock's word 
  * holder kept it), -EIO (the word is garbage).
  */
 int seg_lock_take(struct seg_lock *l, const char *seg_name, uint64_t timeout_ns);
+
+/* The same for a lock in any shared file (the registry: registry.c): file
+ * is the absolute path a holder's /proc/PID/maps shows.  *took_over (if
+ * given) says whether the lock was taken from a holder that died. */
+int seg_lock_take_file(struct seg_lock *l, const char *file, uint64_t timeout_ns, bool *took_over);
 
 /* Lets it go; -EIO if the word no longer named us (scribbled meanwhile:
  * it is free now all the same), else 0. */

@@ -146,8 +146,9 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, r == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
-    if (!reg_listener_match(&dst)) {
-        fallback_record(t, fd, FB_NO_LISTENER, false);
+    int m = reg_listener_match(&dst);
+    if (m <= 0) {
+        fallback_record(t, fd, m < 0 ? FB_REGISTRY : FB_NO_LISTENER, false);
         return;
     }
     /* this connection would be accelerated: not in a process with a ring
