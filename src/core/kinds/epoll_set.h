@@ -63,7 +63,10 @@ struct epoll_obj {
     uint32_t nhot, caphot;
     uint32_t *woken;             /* slots the kernel just named (filter_kernel) */
     uint32_t nwoken, capwoken;
-    uint32_t members, cold, nested, pending;
+    /* written under lock; read without it by a wait that finds none of ours
+     * (epoll_wait_ready), paired with waiting: so atomic, seq_cst */
+    _Atomic uint32_t members;
+    uint32_t cold, nested, pending;
     uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
     uint32_t rotate;             /* where the next look starts: ready members take turns */
     unsigned closes_seen;
