@@ -122,6 +122,7 @@ deps:
 # test links (their folders under src/): it then links nothing above them,
 # which keeps the layers honest; without it, every object but interpose's.
 UNIT_LAYERS_test_ring        := transport base
+UNIT_LAYERS_test_ring_corrupt := transport base
 UNIT_LAYERS_test_channel     := transport base
 UNIT_LAYERS_test_registry    := registry transport base
 UNIT_LAYERS_test_registry_procs := registry transport base
