@@ -1,6 +1,7 @@
 """The corpus (corpus.py): event loops that come as libraries, each with a
 tiny echo server and client built in the test: asio (C++, Debian
-libasio-dev), tokio (Rust, from crates.io), Java NIO (javac), and Go with
+libasio-dev), tokio (Rust, 1.38 from crates.io, its sources in
+tests/programs/tokio-echo/), Java NIO (javac), and Go with
 cgo (whose own sockets shunt cannot see, by design).  Every echo client sends
 6 connections of 2 MiB (after a first round trip of 64 KiB), streams the rest
 while reading, shuts down its side, reads to EOF and compares every byte.
@@ -15,7 +16,7 @@ import subprocess
 import pytest
 
 from corpus import registry, run_program
-from shunttest import base_env, build_dir, maps_has_libshunt, missing
+from shunttest import PROGRAMS as PROGRAMS_DIR, base_env, build_dir, maps_has_libshunt, missing
 
 PROGRAMS, program = registry()
 
@@ -193,95 +194,33 @@ def asio(cx):
 
 # ------------------------------------------------------------------- tokio
 
-TOKIO_TOML = """
-[package]
-name = "tokio-echo"
-version = "0.1.0"
-edition = "2021"
-
-[dependencies]
-tokio = { version = "1", default-features = false, features = ["rt-multi-thread", "net", "io-util", "time"] }
-
-[profile.release]
-opt-level = 1
-debug = false
-"""
-
-TOKIO_MAIN = r"""
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-const FIRST: usize = 65536;
-const SIZE: usize = 2 << 20;
-
-fn payload(seed: u32, n: usize) -> Vec<u8> {
-    let mut x: u32 = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n).map(|_| { x ^= x << 13; x ^= x >> 17; x ^= x << 5; x as u8 }).collect()
-}
-
-async fn server() -> std::io::Result<()> {
-    let l = TcpListener::bind("127.0.0.1:0").await?;
-    println!("PORT {}", l.local_addr()?.port());
-    loop {
-        let (mut s, _) = l.accept().await?;
-        tokio::spawn(async move {
-            let (mut r, mut w) = s.split();
-            let _ = tokio::io::copy(&mut r, &mut w).await;
-            let _ = w.shutdown().await;
-        });
-    }
-}
-
-async fn one(port: u16, i: u32) -> std::io::Result<bool> {
-    let want = payload(i, SIZE + i as usize);
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(&want[..FIRST]).await?;
-    let mut got = vec![0u8; FIRST];
-    s.read_exact(&mut got).await?;
-    let (mut r, mut w) = s.into_split();
-    let rest = want[FIRST..].to_vec();
-    let writer = tokio::spawn(async move {
-        for piece in rest.chunks(65537) { w.write_all(piece).await?; }
-        w.shutdown().await
-    });
-    r.read_to_end(&mut got).await?;
-    writer.await.unwrap()?;
-    Ok(got == want)
-}
-
-async fn client(port: u16) -> bool {
-    let tasks: Vec<_> = (0..6).map(|i| tokio::spawn(one(port, i))).collect();
-    let mut ok = true;
-    for t in tasks { ok &= matches!(t.await, Ok(Ok(true))); }
-    ok
-}
-
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let args: Vec<String> = std::env::args().collect();
-    if args[1] == "server" {
-        rt.block_on(server()).unwrap();
-    } else {
-        let port: u16 = args[2].parse().unwrap();
-        let ok = rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), client(port)).await.unwrap_or(false) });
-        println!("{}", if ok { "OK" } else { "MISMATCH" });
-        std::process::exit(if ok { 0 } else { 1 });
-    }
-}
-"""
+# The program, its Cargo.toml and the Cargo.lock that pins its crates live in
+# tests/programs/tokio-echo/ (why those versions: its Cargo.toml).
+TOKIO_SOURCES = ("Cargo.toml", "Cargo.lock", "src/main.rs")
 
 
-@program("tokio", source="crates.io tokio (Rust)", model="tokio's multi-threaded runtime (mio, epoll), 2 workers",
+def cargo_env(d):
+    """The environment of the cargo build: crates.io's index over HTTP (the
+    sparse protocol) whichever cargo it is.  Debian 12's cargo 1.65 still
+    fetches the git index from github.com unless told (CI machines may reach
+    crates.io but not GitHub); the unstable variable is what tells it, which
+    Debian's build allows and a newer cargo, where sparse is the default,
+    ignores; the protocol setting is for cargo 1.68 and 1.69."""
+    return base_env(CARGO_TARGET_DIR=str(d / "target"), CARGO_TERM_COLOR="never",
+                    CARGO_UNSTABLE_SPARSE_REGISTRY="true", CARGO_REGISTRIES_CRATES_IO_PROTOCOL="sparse")
+
+
+@program("tokio", source="crates.io tokio 1.38 (Rust)", model="tokio's multi-threaded runtime (mio, epoll), 2 workers",
          how="a tokio echo server (io::copy on split halves) and client of 6 connections of 2 MiB (first round "
              "trip, a writer task, read_to_end), built with cargo in the test (about 15 s the first time); every "
              "byte compared",
-         tools=["cargo"])
+         tools=[("cargo", "cargo"), ("rustc", "rustc")])
 def tokio(cx):
     def build(d):
-        env = base_env(CARGO_TARGET_DIR=str(d / "target"), CARGO_TERM_COLOR="never")
-        sh(["cargo", "build", "--release", "--quiet"], d, env=env, timeout=240, what="cargo build (tokio echo)")
-    d = built("tokio-echo", {"Cargo.toml": TOKIO_TOML, "src/main.rs": TOKIO_MAIN}, build)
+        sh(["cargo", "build", "--release", "--quiet", "--locked"], d, env=cargo_env(d), timeout=240,
+           what="cargo build (tokio echo)")
+    src = PROGRAMS_DIR / "tokio-echo"
+    d = built("tokio-echo", {f: (src / f).read_text() for f in TOKIO_SOURCES}, build)
     exe = d / "target" / "release" / "tokio-echo"
     echo(cx, [exe, "server"], [exe, "client"], "tokio")
     cx.accelerated(6)
