@@ -26,6 +26,10 @@
  *              prints  rr size=S transactions=N total_ns=T
  *   -m cc      connect, accept, close (netperf's TCP_CC) for about -d
  *              SECONDS or -n connections; prints  cc connections=N total_ns=T
+ *   -m crr     the same with a request of -s SIZE bytes and an answer as
+ *              long on each connection, the client closing first (netperf's
+ *              TCP_CRR);
+ *              prints  crr size=S connections=N total_ns=T
  *
  * Every mode ends with a line
  *   result transport=T libshunt=yes|no accel_parent=A accel_child=B
@@ -69,7 +73,7 @@
 #define CACHE_LINE 64
 
 enum transport { T_TCP, T_UNIX, T_SHM, T_MEMCPY };
-enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC };
+enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC, M_CRR };
 enum op { OP_END = 0, OP_ECHO = 1, OP_SINK = 2 };
 
 struct header {
@@ -391,9 +395,27 @@ static int told_to_stop(int stop_fd)
     return read(stop_fd, &x, 1) == 0;
 }
 
+/* read until n bytes came, EOF or an error; what read() last said */
+static ssize_t read_n(int fd, char *b, size_t n)
+{
+    size_t got = 0;
+    ssize_t r = 1;
+    while (got < n && ((r = read(fd, b + got, n - got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0)
+            got += (size_t)r;
+    return got == n ? (ssize_t)n : r;
+}
+
 /* cc: connect, wait for the server's close, close; until told to stop.
- * Counts the connections made and those that were accelerated. */
-static void cc_client(const struct endpoint *e, int stop_fd, long *made, long *accel)
+ * crr (size > 0): connect, a request of size bytes, its answer, close.  In
+ * crr the client closes first, so TIME_WAIT stays with its own ports, which
+ * connect then steps around: when the server closed first, its side of a
+ * 4-tuple stayed in TIME_WAIT and a later SYN that reused the port was now
+ * and then held up for a second (a run of kernel TCP's fell to 35
+ * connections/s).  cc cannot do the same: with nothing to wait for, the
+ * client would fill the listener's backlog.  Counts the connections made
+ * and those that were accelerated. */
+static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *buf, long *made, long *accel)
 {
     while (!told_to_stop(stop_fd)) {
         int fd = connect_to(e);
@@ -406,9 +428,18 @@ static void cc_client(const struct endpoint *e, int stop_fd, long *made, long *a
                 return;
             die("child: connect");
         }
+        if (size > 0) {
+            ssize_t w = write(fd, buf, size);
+            if (w != (ssize_t)size || read_n(fd, buf, size) != (ssize_t)size) {
+                close(fd);
+                if (told_to_stop(stop_fd))
+                    return;
+                die("child: crr request");
+            }
+        }
         char b;
-        ssize_t r;
-        while ((r = read(fd, &b, 1)) < 0 && errno == EINTR)
+        ssize_t r = 0;
+        while (size == 0 && (r = read(fd, &b, 1)) < 0 && errno == EINTR)
             ;
         if (r != 0) {
             close(fd);
@@ -545,7 +576,7 @@ static int parse_enum(const char *s, const char *const *names, int count)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc" };
+    static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc", "crr" };
     *o = (struct opts){ .transport = T_TCP, .mode = M_PP, .n = 200000, .warmup = 2000, .trials = 3,
                         .size = 1, .min = 1, .max = 8u << 20, .pert = 3, .seconds = 1, .target_ms = 20 };
     int opt, v;
@@ -557,7 +588,7 @@ static void parse(int argc, char **argv, struct opts *o)
             o->transport = (enum transport)v;
             break;
         case 'm':
-            if ((v = parse_enum(optarg, modes, 5)) < 0)
+            if ((v = parse_enum(optarg, modes, 6)) < 0)
                 usage(argv[0]);
             o->mode = (enum mode)v;
             break;
@@ -583,7 +614,7 @@ static void parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "pingpong: -t memcpy is a reference for the sweep only (-m sweep)\n");
         exit(2);
     }
-    if (o->mode == M_CC && o->transport == T_SHM) {
+    if ((o->mode == M_CC || o->mode == M_CRR) && o->transport == T_SHM) {
         fprintf(stderr, "pingpong: cc has no meaning on the shared-memory floor (no connections)\n");
         exit(2);
     }
@@ -638,11 +669,11 @@ int main(int argc, char **argv)
         close(report[0]);
         close(stop[1]);
         long a = 0, made = 0;
-        if (o.mode == M_CC) {
+        if (o.mode == M_CC || o.mode == M_CRR) {
             close(e.fd);
             if (fcntl(stop[0], F_SETFL, O_NONBLOCK) < 0)
                 die("fcntl");
-            cc_client(&e, stop[0], &made, &a);
+            cc_client(&e, stop[0], o.mode == M_CRR ? o.size : 0, buf, &made, &a);
         } else {
             struct conn c = { -1, NULL, NULL, parent, NULL };
             if (rings) {
@@ -674,7 +705,7 @@ int main(int argc, char **argv)
     if (rings) {
         c.tx = &rings[0];
         c.rx = &rings[1];
-    } else if (o.mode != M_CC) {
+    } else if (o.mode != M_CC && o.mode != M_CRR) {
         c.fd = accept(e.fd, NULL, NULL);
         if (c.fd < 0)
             die("accept");
@@ -712,7 +743,8 @@ int main(int argc, char **argv)
                o.mode == M_RR ? "transactions" : "messages", count, total);
         break;
     }
-    case M_CC: {
+    case M_CC:
+    case M_CRR: {
         long long deadline = now_ns() + (long long)(o.seconds * 1e9);
         long long t0 = now_ns();
         long accepted = 0;
@@ -730,6 +762,16 @@ int main(int argc, char **argv)
                 accel_parent++;
             else if (accelerated(fd) < 0)
                 accel_parent = -1;
+            if (o.mode == M_CRR && (read_n(fd, buf, o.size) != (ssize_t)o.size ||
+                                    write(fd, buf, o.size) != (ssize_t)o.size))
+                die("crr: request");
+            char b;
+            ssize_t r = o.mode == M_CRR ? read_n(fd, &b, 1) : 0;   /* crr: the client's close */
+            if (r != 0) {
+                fprintf(stderr, "pingpong: crr: expected the client's close, got %zd (%s)\n", r,
+                        r < 0 ? strerror(errno) : "data");
+                exit(1);
+            }
             close(fd);
             accepted++;
         }
@@ -749,11 +791,14 @@ int main(int argc, char **argv)
                 close(fd);
         }
         close(e.fd);
-        printf("cc connections=%ld total_ns=%lld\n", accepted, total);
+        if (o.mode == M_CRR)
+            printf("crr size=%zu connections=%ld total_ns=%lld\n", o.size, accepted, total);
+        else
+            printf("cc connections=%ld total_ns=%lld\n", accepted, total);
         break;
     }
     }
-    if (o.mode != M_CC) {
+    if (o.mode != M_CC && o.mode != M_CRR) {
         send_header(&c, OP_END, 0, 0);
         accel_parent = c.fd >= 0 ? accelerated(c.fd) : -1;
         if (c.fd >= 0)

@@ -55,6 +55,11 @@ static int parse_strict(const char *v, struct shunt_settings *s, char *err, size
     return parse_bool(v, &s->strict, err, errlen);
 }
 
+static int parse_short_conns(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->short_conns, err, errlen);
+}
+
 static int parse_sandbox_probe(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     return parse_bool(v, &s->sandbox_probe, err, errlen);
@@ -209,6 +214,11 @@ const struct setting_def shunt_setting_defs[] = {
       "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
       "threads queued on its CPU run (sched_yield) at its next epoll, poll or select; 0: never",
       parse_yield },
+    { "SHUNT_SHORT_CONNS", "1", "0 or 1",
+      "A process whose last connections to a destination were too short to pay for a channel (under 8 "
+      "data calls and 512 KiB at its end) makes the next ones on kernel TCP (reason short), but for "
+      "samples at growing intervals; a sample that pays accelerates them all again. 0 accelerates "
+      "every connection", parse_short_conns },
     { "SHUNT_SANDBOX_PROBE", "1", "0 or 1",
       "A program that starts under a seccomp filter (inherited: systemd's SystemCallFilter=, a "
       "container's profile) first tries the system calls shunt makes of its own in a short-lived child; "

@@ -23,6 +23,7 @@ struct shunt_settings {
     unsigned yield_us;      /* how long a thread runs on the fast path before it lets others have the CPU; 0: never */
     unsigned chunk_size;    /* a large send is published to the ring this many bytes at a time */
     size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
+    bool short_conns;       /* destinations whose connections proved short get kernel TCP (core/conn/short_conns.c) */
     bool sandbox_probe;     /* a process started under a seccomp filter tries shunt's calls in a child */
 };
 

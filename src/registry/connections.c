@@ -64,10 +64,19 @@ int reg_conn_post(const struct reg_conn *c)
         if ((uint32_t)slot + 1 > f->hdr.conn_hwm)
             f->hdr.conn_hwm = (uint32_t)slot + 1;
         reg_entry_publish(&e->state, REG_OFFER);
+        atomic_fetch_add_explicit(&f->hdr.offers, 1, memory_order_release);
     }
     reg_unlock(f, &old);
     errno = saved;
     return r;
+}
+
+bool reg_conn_offers_maybe(void)
+{
+    struct reg_file *f;
+    if (reg_get(&f) < 0)
+        return true;   /* the lookup will say why */
+    return atomic_load_explicit(&f->hdr.offers, memory_order_acquire) != 0;
 }
 
 int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
@@ -87,9 +96,13 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
      * several match, the newest wins (an older one is left over). */
     struct reg_conn_ent *best = NULL;
     uint32_t hwm = reg_conn_hwm(f);
+    uint32_t offers = 0;
     for (uint32_t i = 0; i < hwm; i++) {
         struct reg_conn_ent *e = &f->conns[i];
-        if (reg_entry_state(&e->state) != REG_OFFER || e->c.client_inode == 0)
+        if (reg_entry_state(&e->state) != REG_OFFER)
+            continue;
+        offers++;
+        if (e->c.client_inode == 0)
             continue;
         if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
             continue;
@@ -98,6 +111,7 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
         if (!best || e->seq > best->seq)
             best = e;
     }
+    atomic_store_explicit(&f->hdr.offers, offers, memory_order_relaxed);   /* whatever drifted */
     if (best)
         copy_out(best, REG_OFFER, out);
     else
@@ -141,6 +155,7 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
         best->c.server_pid = server_pid;
         best->c.server_inode = server_inode;
         reg_entry_publish(&best->state, REG_CLAIMED);
+        reg_offer_gone(f);
     } else {
         r = claimed_already ? -EALREADY : -ENOENT;
     }
@@ -234,6 +249,8 @@ static bool conn_end(uint64_t inode, bool both)
         /* An offer nobody claimed goes with its client. */
         if (!reg_client_present(e) && !reg_server_present(e, st)) {
             reg_entry_publish(&e->state, REG_FREE);
+            if (st == REG_OFFER)
+                reg_offer_gone(f);
             removed = true;
         }
     }

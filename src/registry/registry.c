@@ -377,6 +377,13 @@ int reg_enter(struct reg_file **f, sigset_t *old)
 }
 
 /* Publishes an entry's state, after its fields. */
+void reg_offer_gone(struct reg_file *f)
+{
+    uint32_t n = atomic_load_explicit(&f->hdr.offers, memory_order_relaxed);
+    if (n)   /* never below zero: a scribbled count is recounted at the next lookup */
+        atomic_store_explicit(&f->hdr.offers, n - 1, memory_order_relaxed);
+}
+
 void reg_entry_publish(_Atomic uint32_t *state, uint32_t value)
 {
     /* release: the entry's fields are in memory before the state says so,
@@ -449,6 +456,8 @@ unsigned reg_sweep_conns(struct reg_file *f, struct reg_live_cache *lc)
             char name[CHANNEL_NAME_MAX];
             memcpy(name, e->c.channel, sizeof name);
             reg_entry_publish(&e->state, REG_FREE);
+            if (st == REG_OFFER)
+                reg_offer_gone(f);
             unlink_channel(name);
             shunt_log(LOG_DEBUG, "registry: reclaimed the record of dead pids %d/%d",
                       (int)e->c.client_pid, (int)e->c.server_pid);

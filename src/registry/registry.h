@@ -66,6 +66,11 @@ int reg_conn_post(const struct reg_conn *c);
  * an offer posted with a wildcard client address matches any with its port,
  * and the newest of several wins); copies it to out.  0, or -ENOENT. */
 int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out);
+/* False when no offer is posted anywhere in the registry: an accept may
+ * skip reg_conn_find_offer (and learning its addresses) without the lock.
+ * A hint from shared memory: a wrong false costs that connection its
+ * acceleration, never a byte. */
+bool reg_conn_offers_maybe(void);
 /* Marks the offer of client_inode as claimed by server_inode: 0, -EALREADY
  * if it was claimed already, or -ENOENT. */
 int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid);

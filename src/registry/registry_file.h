@@ -40,7 +40,7 @@
 #include "transport/seg_lock.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   5u
+#define REG_VERSION   6u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -83,6 +83,11 @@ struct reg_header {
     uint64_t reclaimed_conns;
     uint64_t reclaimed_procs;
     uint64_t files_swept_at;        /* CLOCK_BOOTTIME second (+1) of the last sweep of /dev/shm (sweep.c) */
+    /* Records in REG_OFFER: counted under lock, recounted at every lookup
+     * of an offer, read without the lock by an accept that wants to know
+     * whether looking can find anything (connections.c) */
+    _Atomic uint32_t offers;
+    uint32_t pad1;
 };
 
 struct reg_listener {
@@ -168,6 +173,7 @@ REG_AT(reg_header, reclaimed_listeners, REG_AFTER_LOCK + 32);
 REG_AT(reg_header, reclaimed_conns, REG_AFTER_LOCK + 40);
 REG_AT(reg_header, reclaimed_procs, REG_AFTER_LOCK + 48);
 REG_AT(reg_header, files_swept_at, REG_AFTER_LOCK + 56);
+REG_AT(reg_header, offers, REG_AFTER_LOCK + 64);
 #undef REG_AFTER_LOCK
 _Static_assert(sizeof(struct reg_header) == 192, "reg_header resized: bump REG_VERSION");
 REG_AT(reg_listener, state, 0);

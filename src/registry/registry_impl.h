@@ -43,6 +43,8 @@ int reg_enter(struct reg_file **f, sigset_t *old);
 void reg_unlock(struct reg_file *f, const sigset_t *old);
 /* Publishes an entry's state word (release), after its fields. */
 void reg_entry_publish(_Atomic uint32_t *state, uint32_t value);
+/* An offer left REG_OFFER (under lock): one fewer in the header's count. */
+void reg_offer_gone(struct reg_file *f);
 /* The registry's path in dir for uid and a network namespace. */
 int reg_name_of(char *out, size_t len, const char *dir, uid_t uid, uint64_t netns);
 /* Opens, checks (this user's own file, mode 0600, this version, this

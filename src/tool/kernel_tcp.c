@@ -46,6 +46,19 @@ static void take_info(struct ktcp *k, const struct tcp_info *info, size_t len)
     k->segs_in = info->tcpi_segs_in;
 }
 
+/* An address of the dump's id, as the registry writes them. */
+static void take_addr(struct reg_addr *out, int family, const __be32 *ip, __be16 port)
+{
+    memset(out, 0, sizeof *out);
+    if (family == AF_INET) {
+        out->addr.s6_addr[10] = out->addr.s6_addr[11] = 0xff;
+        memcpy(&out->addr.s6_addr[12], ip, 4);
+    } else {
+        memcpy(out->addr.s6_addr, ip, 16);
+    }
+    out->port = ntohs(port);
+}
+
 static int parse(struct ktcp_view *view, struct nlmsghdr *h, size_t len, bool *done)
 {
     for (; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
@@ -60,6 +73,8 @@ static int parse(struct ktcp_view *view, struct nlmsghdr *h, size_t len, bool *d
         const struct inet_diag_msg *m = NLMSG_DATA(h);
         struct ktcp k = { .inode = m->idiag_inode, .state = m->idiag_state, .rqueue = m->idiag_rqueue,
                           .wqueue = m->idiag_wqueue };
+        take_addr(&k.local, m->idiag_family, m->id.idiag_src, m->id.idiag_sport);
+        take_addr(&k.peer, m->idiag_family, m->id.idiag_dst, m->id.idiag_dport);
         int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
         for (struct rtattr *a = (struct rtattr *)(void *)((char *)m + NLMSG_ALIGN(sizeof *m)); RTA_OK(a, alen);
              a = RTA_NEXT(a, alen)) {

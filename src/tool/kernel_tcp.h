@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "registry/registry.h"
+
 struct ktcp {
     uint64_t inode;
     unsigned state;                 /* TCP_ESTABLISHED... */
@@ -19,6 +21,7 @@ struct ktcp {
     bool have_info;                 /* the counters below are known */
     uint64_t bytes_acked, bytes_received;
     uint32_t segs_out, segs_in;
+    struct reg_addr local, peer;    /* as the kernel has them */
 };
 
 struct ktcp_view {

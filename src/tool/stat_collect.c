@@ -210,6 +210,11 @@ int stat_collect(struct stat_snapshot *s, int32_t only_pid)
         struct stat_sock *k = &s->socks[i];
         const struct ktcp *t = ktcp_find(&kv, k->rec.sock);
         k->kstate = t ? ktcp_state_name(t->state) : "?";
+        /* the library leaves a connection's addresses to us (sockstat.c) */
+        if (t && !k->rec.local.port)
+            k->rec.local = t->local;
+        if (t && !k->rec.peer.port)
+            k->rec.peer = t->peer;
         if (k->rec.kind == PST_KIND_LISTENER) {
             k->rec.path = k->registered ? PST_PATH_SHM : PST_PATH_TCP;
             if (k->registered)

@@ -9,6 +9,7 @@ second): no figure is judged, only what was produced."""
 import csv
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -53,24 +54,33 @@ def test_quick_run_outputs(shunt_build, tmp_path):
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
 
     pts = rows(out)
-    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc"}
+    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc", "crr"}
     assert {r["transport"] for r in pts if r["test"] == "pingpong"} == TRANSPORTS
     assert {r["transport"] for r in pts if r["test"] == "cc"} == TRANSPORTS - {"floor", "memcpy"}
+    assert {r["transport"] for r in pts if r["test"] == "crr"} == TRANSPORTS - {"floor", "memcpy"}
     # memcpy is the ping-pong's reference only
     assert {r["transport"] for r in pts if r["test"] in ("stream", "rr")} == TRANSPORTS - {"memcpy"}
     # NetPIPE's perturbations: -3, 0 and +3 around each size
     sizes = {int(r["size_bytes"]) for r in pts if r["test"] == "pingpong" and r["transport"] == "shunt"}
     assert {61, 64, 67, 65533, 65536, 65539} <= sizes
     assert all(float(r["value"]) > 0 for r in pts)
-    assert all(r["accelerated"] == "yes" for r in pts if r["transport"] == "shunt")
+    assert all(r["accelerated"] == "yes" for r in pts if r["transport"] == "shunt" and r["test"] not in ("cc", "crr"))
+    # cc and crr: short connections, most on kernel TCP by design; how many
+    # were accelerated is counted on both ends and said
+    conn_rows = [r for r in pts if r["transport"] == "shunt" and r["test"] in ("cc", "crr")]
+    assert len(conn_rows) == 2
+    for r in conn_rows:
+        m = re.fullmatch(r"(\d+) of (\d+)", r["accelerated"])
+        assert m and 0 <= int(m.group(1)) <= int(m.group(2)) and int(m.group(2)) > 0, r
 
     md = (out / "summary.md").read_text()
     assert ("| size | kernel TCP | Unix socket | shunt | floor | memcpy | shunt vs TCP | Unix vs TCP | shunt / floor"
             " | shunt / memcpy |") in md
     for label in ("| 1 B |", "| 64 KiB |", "| stream, 64 KiB messages", "| request-response, 1 B",
-                  "| connect/accept/close"):
+                  "| connect/accept/close", "| connect, 1 KiB request and answer, close"):
         assert label in md, label
     assert "every one accelerated on both ends" in md and "## Problems" not in md
+    assert re.search(r"crr under shunt: \d+ of \d+ connections accelerated", md), md
 
 
 def test_unaccelerated_shunt_figure_is_refused(shunt_build, tmp_path):

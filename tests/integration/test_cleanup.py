@@ -196,7 +196,10 @@ def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mo
     count = 20
     (tmp_path / "server.py").write_text(FORKING_SERVER)
     (tmp_path / "client.py").write_text(FORKING_CLIENT)
-    env = base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"))
+    # 20 connections of a few bytes each to one server, every one to be
+    # accelerated: without SHUNT_SHORT_CONNS=0 the later ones would be kernel
+    # TCP by design (reason short)
+    env = base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"), SHUNT_SHORT_CONNS="0")
     server = subprocess.Popen(shunt.cmd([PYTHON, str(tmp_path / "server.py"), mode, str(count)]), env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -3,8 +3,9 @@
 
   tests/stress/run_chaos.py --build build [--seconds 20] [--strict-leftovers] [--sanitizer]
 
-BUILD/tests/stress/chaos runs with BUILD/libshunt.so preloaded, SHUNT_ACCEL=1 and
-SHUNT_STRICT=0 (connections that lose the race between the client's shutdown and the
+BUILD/tests/stress/chaos runs with BUILD/libshunt.so preloaded, SHUNT_ACCEL=1,
+SHUNT_SHORT_CONNS=0 (its many short connections to one server are each to be offered a
+channel, not put on kernel TCP by design) and SHUNT_STRICT=0 (connections that lose the race between the client's shutdown and the
 server's accept fall back by design, and must stay exact on kernel TCP), in a session of its
 own and a temporary directory. The run is bounded: --seconds of rounds, then at most one round
 (15 s) and the sweep; past --seconds + 30 s its whole process group is killed and the run
@@ -51,8 +52,8 @@ def main(argv):
             print("stress: %s not found (make tests)" % path)
             return 1
     env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "SHUNT_TEST_MODE", "SHUNT_STRICT", "SHUNT_ACCEL")}
-    env.update(LD_PRELOAD=lib, SHUNT_ACCEL="1", SHUNT_STRICT="0")
+           if k not in ("LD_PRELOAD", "SHUNT_TEST_MODE", "SHUNT_STRICT", "SHUNT_ACCEL", "SHUNT_SHORT_CONNS")}
+    env.update(LD_PRELOAD=lib, SHUNT_ACCEL="1", SHUNT_STRICT="0", SHUNT_SHORT_CONNS="0")
     if args.sanitizer:
         cc = os.environ.get("CC", "cc")
         asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True,

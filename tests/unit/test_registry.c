@@ -455,6 +455,56 @@ static void fill_conns(void *arg)
     }
 }
 
+/* The count of offers that lets an accept skip the lookup: true while an
+ * offer is posted, false once none is (claimed, ended, swept with its dead
+ * client); a scribbled count is set right by the next lookup. */
+static void test_offers_hint(void)
+{
+    fresh();
+    char ch1[64], ch2[64], ch3[64];
+    make_channel(ch1, sizeof ch1, 21);
+    make_channel(ch2, sizeof ch2, 22);
+    make_channel(ch3, sizeof ch3, 23);
+    struct reg_addr cli = A("127.0.0.1", 41000), cli2 = A("127.0.0.1", 41001), srv = A("127.0.0.1", 5000);
+    struct reg_conn c1 = conn(4000, cli, srv, ch1), c2 = conn(4001, cli2, srv, ch2), out;
+
+    CHECK(reg_conn_offers_maybe(), ==, false);
+    CHECK(reg_conn_post(&c1), ==, 0);
+    CHECK(reg_conn_offers_maybe(), ==, true);
+    CHECK(reg_conn_claimed(4000, 4100, (int32_t)getpid()), ==, 0);
+    CHECK(reg_conn_offers_maybe(), ==, false);   /* claimed: no offer left */
+
+    CHECK(reg_conn_post(&c2), ==, 0);
+    c1.client_inode = 4002;
+    CHECK(reg_conn_post(&c1), ==, 0);
+    CHECK(reg_conn_end(4002), ==, 1);            /* withdrawn */
+    CHECK(reg_conn_offers_maybe(), ==, true);    /* 4001 is still there */
+    CHECK(reg_conn_end(4001), ==, 1);
+    CHECK(reg_conn_offers_maybe(), ==, false);
+
+    /* a scribbled count: too low hides a posted offer (that connection stays
+     * on TCP) until the next lookup counts again; too high costs lookups */
+    CHECK(reg_conn_post(&c2), ==, 0);
+    atomic_store(&reg_mapped()->hdr.offers, 0);
+    CHECK(reg_conn_offers_maybe(), ==, false);
+    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, 0);
+    CHECK(reg_conn_offers_maybe(), ==, true);
+    CHECK(reg_conn_end(4001), ==, 1);
+    atomic_store(&reg_mapped()->hdr.offers, 0xfffffff0u);
+    CHECK(reg_conn_offers_maybe(), ==, true);
+    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, -ENOENT);
+    CHECK(reg_conn_offers_maybe(), ==, false);
+
+    /* an offer whose client died goes with the sweep, and the count with it */
+    struct dead_post d = { 4010, ch3, false };
+    run_child(post_and_die, &d);
+    CHECK(reg_conn_offers_maybe(), ==, true);
+    reg_close_for_test();
+    CHECK(reg_open_at(dir), ==, 0);     /* the sweep at open */
+    CHECK(reg_conn_offers_maybe(), ==, false);
+    printf("ok: the count of offers\n");
+}
+
 static void test_conns_full(void)
 {
     fresh();
@@ -485,6 +535,7 @@ int main(void)
     test_listeners_full();
     test_offers();
     test_conn_reclaim();
+    test_offers_hint();
     test_conns_full();
     fixture_end();
     PASS();

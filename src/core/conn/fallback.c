@@ -33,6 +33,7 @@ static const char *const reason_names[] = {
     [FB_SANDBOX] = "seccomp sandbox: shunt makes no system call of its own",
     [FB_NOT_OURS] = "a file shunt needs in /dev/shm is another user's (the log names it)",
     [FB_URING] = "io_uring in this process: its I/O bypasses shunt",
+    [FB_SHORT] = "short: this destination's last connections were too short to pay for a channel",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -61,6 +62,7 @@ static const char *const reason_keys[] = {
     [FB_SANDBOX] = "sandbox",
     [FB_NOT_OURS] = "not_ours",
     [FB_URING] = "io_uring",
+    [FB_SHORT] = "short",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -28,6 +28,7 @@
 #include "base/settings.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/negotiate.h"
+#include "core/conn/short_conns.h"
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
 #include "core/fd/passthrough.h"
@@ -146,6 +147,12 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, r == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
+    /* before the listener's lookup, which costs the registry's lock: a
+     * destination judged short had an accelerated listener a moment ago */
+    if (short_conns_skip(&dst)) {
+        fallback_record(t, fd, FB_SHORT, false);
+        return;
+    }
     int m = reg_listener_match(&dst);
     if (m <= 0) {
         fallback_record(t, fd, m < 0 ? FB_REGISTRY : FB_NO_LISTENER, false);
@@ -170,6 +177,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         return;
     }
     t->inode = fd_inode(fd);
+    t->dest = dst;
     struct reg_conn offer;
     memset(&offer, 0, sizeof offer);
     offer.client_inode = t->inode;
@@ -226,6 +234,12 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     }
     if (shunt_sandbox_refuses()) {
         fallback_record(t, fd, FB_SANDBOX, false);
+        return;
+    }
+    /* No offer posted at all (the common case for a client without shunt
+     * or one that chose TCP): nothing to look up, without a system call. */
+    if (!reg_conn_offers_maybe()) {
+        fallback_record(t, fd, uring_seen() ? FB_URING : FB_NO_OFFER, false);
         return;
     }
     struct reg_addr client, server;

@@ -7,8 +7,22 @@
 #include "core/conn/downgrade.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/release.h"
+#include "core/conn/short_conns.h"
 #include "core/conn/stream.h"
 #include "core/wait/wait.h"
+
+/* The client's last holder closes its end: was the channel worth it?
+ * The counters are this end's own (a peer's scribble on them misleads this
+ * judgement only). */
+static void short_conns_judge(struct tcp_sock *t)
+{
+    struct chan_side *me = t->ch.self;
+    uint64_t calls = atomic_load_explicit(&me->sends, memory_order_relaxed) +
+                     atomic_load_explicit(&me->recvs, memory_order_relaxed);
+    uint64_t bytes = atomic_load_explicit(&me->bytes_out, memory_order_relaxed) +
+                     atomic_load_explicit(&me->bytes_in, memory_order_relaxed);
+    short_conns_record(&t->dest, calls, bytes);
+}
 
 /* Let go of the channel, and when no process holds this end any more,
  * close it as TCP would. */
@@ -31,6 +45,8 @@ void release_channel(struct fdref *f)
          * (a scribbled one left the segment behind) */
         if (atomic_fetch_sub(&t->ch.self->holders, 1) == 1 || !atomic_load(&t->end_shared)) {
             if (path == PATH_SHM && !atomic_load(&t->broken) && !atomic_load(&t->ch.hdr->down)) {
+                if (t->ch.side == 0)
+                    short_conns_judge(t);
                 stream_close(t, f->fd);
                 downgrade_close_copy(t, f->fd);
                 /* the last holder of this end: nobody else waits on the

@@ -76,12 +76,14 @@ void sockstat_publish(struct tcp_sock *t, int fd, unsigned kind, unsigned role, 
         t->stat.role = (uint8_t)role;
         memset(&t->stat.local, 0, sizeof t->stat.local);
         memset(&t->stat.peer, 0, sizeof t->stat.peer);
-        sock_address(fd, false, &t->stat.local);
-        if (kind == PST_KIND_CONN) {
-            if (dst)
-                reg_addr_from_sockaddr(&t->stat.peer, dst, dstlen);
-            sock_address(fd, true, &t->stat.peer);
-        }
+        /* A connection's addresses are left to `shunt stat`, which finds
+         * them in the kernel's table by the socket's inode: two system
+         * calls less on every connect and accept (docs/benchmarks.md,
+         * "Short connections").  A client's destination comes free. */
+        if (kind == PST_KIND_LISTENER)
+            sock_address(fd, false, &t->stat.local);
+        else if (dst)
+            reg_addr_from_sockaddr(&t->stat.peer, dst, dstlen);
     }
     if (!t->stat.kind)
         return;   /* nothing known about it yet: a fresh socket */

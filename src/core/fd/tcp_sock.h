@@ -50,6 +50,7 @@ enum fallback_reason {
     FB_SANDBOX,             /* a seccomp filter keeps shunt out (core/process/sandbox.c) */
     FB_NOT_OURS,            /* a file shunt needs in /dev/shm is another user's (base/own_file.h) */
     FB_URING,               /* io_uring in the process (core/fd/uring_watch.h, core/process/uring_failsafe.c) */
+    FB_SHORT,               /* this destination's connections were too short to pay for a channel (core/conn/short_conns.c) */
 };
 
 /* Kept in the socket object: what does not change with its path. */
@@ -72,6 +73,7 @@ struct tcp_sock {
                                          * a forked child sees its parent's pid here, not its own */
     unsigned char bound[24];            /* listener: its address (struct reg_addr) */
     uint64_t inode;                     /* the socket's, once known (tcp_sock_id) */
+    struct reg_addr dest;               /* client: where it offered a channel to (core/conn/short_conns.c) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */

@@ -1,0 +1,23 @@
+/*
+ * short_conns.h: whether a connection is likely to live long enough to pay
+ * for its channel, judged from the connections this process made to the
+ * same destination before (short_conns.c).
+ */
+#ifndef SHUNT_CORE_CONN_SHORT_CONNS_H
+#define SHUNT_CORE_CONN_SHORT_CONNS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+
+/* True if a new connection to dst should stay on kernel TCP (fallback
+ * reason "short"): its recent connections were all too short to pay for a
+ * channel, and this one is not the next sample. */
+bool short_conns_skip(const struct reg_addr *dst);
+
+/* An accelerated connection this process made to dst ends, having moved
+ * calls data calls and bytes bytes through the channel at this end. */
+void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t bytes);
+
+#endif
