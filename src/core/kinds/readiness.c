@@ -4,8 +4,10 @@
  * Without an accelerated fd in the set the call is the kernel's, unchanged.
  * With one: the rings are looked at first; if something is ready (or the
  * timeout is zero) the other fds get a zero-timeout kernel poll and the
- * answers are merged.  Otherwise doorbells are armed, the rings looked at
- * again, and the kernel waits on everything at once: the companion of each
+ * answers are merged; a zero-timeout call asks it only as often as
+ * kernel_looks.c allows (a loop of them would enter the kernel every time).
+ * Otherwise doorbells are armed, the rings looked at again, and the kernel
+ * waits on everything at once: the companion of each
  * accelerated socket is watched for POLLIN, which a doorbell (or the peer's
  * death) produces.
  */
@@ -21,6 +23,7 @@
 #include "core/fd/fdtable.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/readiness.h"
+#include "core/wait/kernel_looks.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
@@ -174,6 +177,32 @@ static const struct timespec *time_left(const struct timespec *tmo, uint64_t sta
     return buf;
 }
 
+/*
+ * A zero-timeout wait, its own fds answered: may it leave out the kernel's
+ * look at the others (k: the set with ours at -1)?  *looks: the set's
+ * bound, to be told of the question otherwise.  Yes when there are none,
+ * or when the bound of kernel_looks.c allows it and every one of them is
+ * open as far as the fd table knows: a closed fd must be POLLNVAL (select's
+ * EBADF) at once, and only the kernel says so.  An fd the program closed
+ * behind shunt's back is still reported within the bound.
+ */
+static bool kernel_left_out(const struct pollfd *k, nfds_t n, struct kernel_looks **looks)
+{
+    uint64_t key = KERNEL_LOOKS_KEY0 ^ n;
+    bool others = false, open = true;
+    for (nfds_t i = 0; i < n; i++) {
+        if (k[i].fd < 0)
+            continue;
+        open &= fdt_known_open(k[i].fd);
+        key = kernel_looks_key(key, k[i].fd, k[i].events);
+        others = true;
+    }
+    if (!others)
+        return true;
+    *looks = kernel_looks_of_thread(key);
+    return open && kernel_look_skip(*looks);
+}
+
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
@@ -219,7 +248,11 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         goto out;
     }
 
-    turn_take();
+    /* A zero timeout never takes turns: the kernel's poll(0) never yields
+     * either (architecture.md, "Taking turns"). */
+    bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+    if (!zero_wait)
+        turn_take();
     struct deadline dl;
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
@@ -233,7 +266,6 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             if (rev > 0)
                 count++;
         }
-        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
         if (count > 0 || zero_wait || deadline_passed(&dl)) {
             /* the other fds, without waiting */
             for (nfds_t i = 0; i < n; i++) {
@@ -241,7 +273,15 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 if (accelerated(&refs[i]) || nested_epoll(&refs[i]))
                     k[i].fd = -1;
             }
+            struct kernel_looks *looks = NULL;
+            if (zero_wait && kernel_left_out(k, n, &looks)) {
+                result = count;
+                goto out;
+            }
+            uint64_t asked = looks ? clock_now_ns() : 0;
             int r = kernel_ppoll(k, n, &zero, NULL);
+            if (looks)
+                kernel_look_asked(looks, asked, r != 0);
             if (r < 0 && count == 0) {
                 result = r;
                 goto out;
