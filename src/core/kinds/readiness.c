@@ -38,6 +38,10 @@ void deadline_start(struct deadline *d, const struct timespec *tmo)
     d->forever = tmo == NULL;
     if (d->forever)
         return;
+    if (tmo->tv_sec == 0 && tmo->tv_nsec == 0) {
+        d->at = (struct timespec){ 0, 0 };   /* passed already: no need to read the clock */
+        return;
+    }
     clock_gettime(CLOCK_MONOTONIC, &d->at);
     d->at.tv_sec += tmo->tv_sec;
     d->at.tv_nsec += tmo->tv_nsec;
@@ -51,6 +55,9 @@ const struct timespec *deadline_left(const struct deadline *d, struct timespec *
 {
     if (d->forever)
         return NULL;
+    *buf = (struct timespec){ 0, 0 };
+    if (d->at.tv_sec == 0 && d->at.tv_nsec == 0)
+        return buf;   /* a zero timeout */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     buf->tv_sec = d->at.tv_sec - now.tv_sec;
@@ -400,38 +407,13 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
     return any;
 }
 
-int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
-                     struct timespec *left)
+/* What select reports of the answers in p[count] (the sets cleared and
+ * filled in); -EBADF for a closed fd. */
+static int select_bits(const struct pollfd *p, int count, int nfds, fd_set *r, fd_set *w, fd_set *e)
 {
-    if (nfds < 0 || !timeout_valid(tmo))
-        return -EINVAL;
-    int count = 0;
-    for (int fd = 0; fd < nfds; fd++)
-        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
-            count++;
-    struct pollfd *p = malloc((size_t)(count ? count : 1) * sizeof *p);
-    if (!p)
-        return -ENOMEM;
-    int i = 0;
-    for (int fd = 0; fd < nfds; fd++) {
-        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
-        if (ev)
-            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
-    }
-    struct deadline dl;
-    deadline_start(&dl, tmo);
-    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
-    if (left && tmo)
-        deadline_left(&dl, left);
-    if (n < 0) {
-        free(p);
-        return n;
-    }
-    for (i = 0; i < count; i++)
-        if (p[i].revents & POLLNVAL) {
-            free(p);
+    for (int i = 0; i < count; i++)
+        if (p[i].revents & POLLNVAL)
             return -EBADF;
-        }
     fd_set *sets[3] = { r, w, e };
     for (int s = 0; s < 3; s++)
         if (sets[s])
@@ -439,7 +421,7 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
                 if (bit_isset(sets[s], fd))
                     sets[s]->fds_bits[fd / (8 * (int)sizeof(long))] &= ~(1UL << (fd % (8 * (int)sizeof(long))));
     int bits = 0;
-    for (i = 0; i < count; i++) {
+    for (int i = 0; i < count; i++) {
         short rev = p[i].revents;
         int fd = p[i].fd;
         if (r && (p[i].events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR))) {
@@ -455,6 +437,36 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
             bits++;
         }
     }
-    free(p);
     return bits;
+}
+
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
+                     struct timespec *left)
+{
+    if (nfds < 0 || !timeout_valid(tmo))
+        return -EINVAL;
+    int count = 0;
+    for (int fd = 0; fd < nfds; fd++)
+        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
+            count++;
+    struct pollfd stack_p[STACK_FDS];   /* a zero-timeout loop makes no malloc */
+    struct pollfd *p = count <= STACK_FDS ? stack_p : malloc((size_t)count * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int i = 0;
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
+        if (ev)
+            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
+    if (left && tmo)
+        deadline_left(&dl, left);
+    if (n >= 0)
+        n = select_bits(p, count, nfds, r, w, e);
+    if (p != stack_p)
+        free(p);
+    return n;
 }
