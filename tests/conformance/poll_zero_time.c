@@ -34,19 +34,20 @@ int main(void)
 			CHECK(n, ==, 1);
 			xread_exact(members[m], &b, 1);
 
-			/* a loop of calls: within the bound */
+			/* a loop of calls: within the bound of the question that starts it */
+			zset_warm(&z);
+			double start = now_sec();
+
 			CHECK(zset_wait(&z, w, 0, z.s, -1, &n), ==, 0);
 			long long before = zset_skipped(&z);
-			zset_from_thread(writers[m]);
-			double start = now_sec();
-			long calls = 0;
 
-			while (!(zset_wait(&z, w, 0, members[m], -1, &n) & POLLIN)) {
+			zset_from_thread(writers[m]);
+			while (!(zset_wait(&z, w, 0, members[m], -1, &n) & POLLIN))
 				CHECK(n, ==, 0);
-				calls++;
-			}
 			/* the bound, and a generous allowance for a machine busy elsewhere */
 			CHECK((now_sec() - start) * 1000, <, BOUND_MS + 50);
+			/* all of it inside half the bound (not on a machine busy elsewhere): the
+			 * calls before the event was seen left the kernel out */
 			if (test_mode_accelerated() && now_sec() - start < BOUND_MS / 2000.0)
 				CHECK(zset_skipped(&z) - before, >=, 1);
 			xread_exact(members[m], &b, 1);

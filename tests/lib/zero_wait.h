@@ -65,6 +65,21 @@ static inline void zset_open(struct zset *z)
 	}
 }
 
+/* Makes the socket's member of the epoll set hot (looked at in user space at every wait,
+ * architecture.md "Readiness"): a byte from the peer, waited for and read. A member that sat
+ * idle through waits that slept is cold, seen through the kernel alone, and a zero-timeout
+ * wait then asks the kernel every time. */
+static inline void zset_warm(const struct zset *z)
+{
+	struct epoll_event ev;
+	char b;
+
+	xwrite_all(z->c, "w", 1);
+	CHECK(epoll_wait(z->ep, &ev, 1, NET_WAIT_MS), ==, 1);
+	CHECK(ev.data.fd, ==, z->s);
+	xread_exact(z->s, &b, 1);
+}
+
 /* Whether this kernel has epoll_pwait2 (glibc's wrapper says ENOSYS otherwise). */
 static inline int zset_has_pwait2(const struct zset *z)
 {

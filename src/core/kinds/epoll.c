@@ -64,6 +64,12 @@
 
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
+/* Zero-timeout waits turn no member cold while the set has at most this many
+ * hot ones: cold is how a wait that sleeps is woken, and a loop of waits that
+ * never sleep would only pay the kernel for it (a cold member is seen through
+ * the kernel alone); beyond it, looking at every idle member on every call
+ * would cost more than the kernel's question. */
+#define ZERO_WAIT_HOT 64
 
 /* ---- the object ---- */
 
@@ -555,8 +561,11 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
     bool kernel = needs_kernel(ep);
-    if (kernel && zero_wait && kernel_look_skip(&ep->zero_looks))
-        kernel = false;   /* within the set's bound: the kernel's part waits (kernel_looks.c) */
+    /* Within the set's bound the program's own kernel members wait
+     * (kernel_looks.c); members of ours that are cold or nested sets are
+     * seen only through the kernel, and are never left for later. */
+    if (kernel && zero_wait && !ep->cold && !ep->nested && kernel_look_skip(&ep->zero_looks))
+        kernel = false;
     else if (!kernel)
         kernel = ++ep->looks % KERNEL_EVERY == 0;
     uint64_t asked = kernel ? clock_now_ns() : 0;
@@ -572,7 +581,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     } else {
         kernel_first = false;
     }
-    n += collect_hot(epfd, ep, evs + n, max - n, true);
+    n += collect_hot(epfd, ep, evs + n, max - n, !zero_wait || ep->nhot > ZERO_WAIT_HOT);
     if (!kernel_first && n < max && kernel && (n > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
         kernel_look_asked(&ep->zero_looks, asked, k != 0);
