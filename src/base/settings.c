@@ -223,13 +223,15 @@ const struct setting_def shunt_setting_defs[] = {
       "less when spinning stops paying)", parse_spin },
     { "SHUNT_YIELD_US", "100", "0..1000000",
       "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
-      "threads queued on its CPU run (sched_yield) at its next epoll, poll or select; 0: never",
+      "threads queued on its CPU run (sched_yield) at its next epoll, poll or select that may block (a zero "
+      "timeout never yields); 0: never",
       parse_yield },
     { "SHUNT_POLL_KERNEL_CALLS", "16", "0..1000000",
       "A poll, ppoll, select, pselect or epoll_wait with a zero timeout over a set that mixes accelerated "
       "sockets with other fds finds the sockets' readiness in user space and asks the kernel about the "
       "others only once in this many such calls on the set (or after SHUNT_POLL_KERNEL_US): their events "
-      "come at most that late. Waits that may block always ask; 0 or 1: every call asks", parse_poll_kernel_calls },
+      "come at most that late, never what the calling thread did itself. Waits that may block always ask; "
+      "0 or 1: every call asks", parse_poll_kernel_calls },
     { "SHUNT_POLL_KERNEL_US", "50", "0..1000000",
       "...and at the first such call this long after the set's last question to the kernel, whichever "
       "comes first; 0: every call asks", parse_poll_kernel_us },
