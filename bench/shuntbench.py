@@ -184,7 +184,8 @@ def variant_for(transport, shunt, opts):
 
 def pingpong_argv(pingpong, test, transport, size, opts):
     if test == "zpoll":
-        return [str(Path(pingpong).parent / "zeropoll"), "-t", "unix" if transport == "unix" else "tcp"] + opts.zpoll
+        return ([str(Path(pingpong).parent / "zeropoll"), "-t", "unix" if transport == "unix" else "tcp",
+                 "-d", "%g" % opts.seconds] + opts.zpoll)
     t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep

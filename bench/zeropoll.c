@@ -9,14 +9,16 @@
  * other.  Owns the exchange and its timing; bench/shuntbench.py owns the
  * runs, the statistics and the reports.
  *
- *   zeropoll [-t tcp|unix] [-n ROUND_TRIPS] [-e EMPTY_BATCHES]
+ *   zeropoll [-t tcp|unix] [-n ROUND_TRIPS] [-d SECONDS] [-e EMPTY_BATCHES]
  *
  *   -t tcp    the connection is TCP over 127.0.0.1 (under shunt: accelerated)
  *   -t unix   the connection is a Unix domain socket pair
  *
  * Prints, per wait,
  *   zpoll wait=W one_way_ns=O empty_ns=E
- * O: the median over -n round trips (after 1000 unmeasured) of half the
+ * O: the median over -n round trips (after 1000 unmeasured; fewer if they
+ * take more than -d seconds, default 2: a machine with more busy threads
+ * than CPUs makes every round trip wait for a scheduler slice) of half the
  * round trip; E: the median over -e batches of 1000 zero-timeout waits
  * that find nothing ready (the peer is blocked in read meanwhile), per
  * wait.  Then
@@ -158,15 +160,16 @@ static uint64_t median(uint64_t *v, long n)
     return v[n / 2];
 }
 
-/* The child: answers every byte by polling, then blocks in read while
- * the parent times its empty waits; a 'q' ends it. */
-static void child(struct set *s, long rounds)
+/* The child: answers every byte by polling until an 'e', then blocks in
+ * read while the parent times its empty waits, until an 'n'. */
+static void child(struct set *s)
 {
     set_epoll(s);
     for (int w = 0; w < W_COUNT; w++) {
-        for (long i = 0; i < rounds + WARMUP; i++)
-            send_byte(s->conn, poll_recv(s, (enum wait_kind)w));
-        if (recv_byte(s->conn) != 'n')   /* blocked meanwhile: the parent's empty waits */
+        char c;
+        while ((c = poll_recv(s, (enum wait_kind)w)) != 'e')
+            send_byte(s->conn, c);
+        if (recv_byte(s->conn) != 'n')
             exit(1);
     }
     int a = accelerated(s->conn);
@@ -174,7 +177,7 @@ static void child(struct set *s, long rounds)
         die("write");
 }
 
-static void parent(struct set *s, long rounds, long batches)
+static void parent(struct set *s, long rounds, long batches, double seconds)
 {
     uint64_t *rtt = malloc((size_t)rounds * sizeof *rtt);
     uint64_t *per_call = malloc((size_t)batches * sizeof *per_call);
@@ -182,13 +185,16 @@ static void parent(struct set *s, long rounds, long batches)
         die("malloc");
     set_epoll(s);
     for (int w = 0; w < W_COUNT; w++) {
-        for (long i = 0; i < rounds + WARMUP; i++) {
+        uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
+        long done = 0;
+        for (long i = 0; i < rounds + WARMUP && (done == 0 || now_ns() < end); i++) {
             uint64_t t0 = now_ns();
             send_byte(s->conn, 'p');
             poll_recv(s, (enum wait_kind)w);
             if (i >= WARMUP)
-                rtt[i - WARMUP] = now_ns() - t0;
+                rtt[done++] = now_ns() - t0;
         }
+        send_byte(s->conn, 'e');
         for (long b = 0; b < batches; b++) {
             uint64_t t0 = now_ns();
             for (int k = 0; k < BATCH; k++)
@@ -199,7 +205,7 @@ static void parent(struct set *s, long rounds, long batches)
             per_call[b] = (now_ns() - t0) / BATCH;
         }
         send_byte(s->conn, 'n');
-        printf("zpoll wait=%s one_way_ns=%.1f empty_ns=%llu\n", wait_name[w], median(rtt, rounds) / 2.0,
+        printf("zpoll wait=%s one_way_ns=%.1f empty_ns=%llu\n", wait_name[w], median(rtt, done) / 2.0,
                (unsigned long long)median(per_call, batches));
         fflush(stdout);
     }
@@ -240,19 +246,21 @@ int main(int argc, char **argv)
 {
     const char *transport = "tcp";
     long rounds = 100000, batches = 200;
+    double seconds = 2;
     int opt;
-    while ((opt = getopt(argc, argv, "t:n:e:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:n:d:e:")) != -1) {
         switch (opt) {
         case 't': transport = optarg; break;
         case 'n': rounds = atol(optarg); break;
+        case 'd': seconds = atof(optarg); break;
         case 'e': batches = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: zeropoll [-t tcp|unix] [-n ROUND_TRIPS] [-e EMPTY_BATCHES]\n");
+            fprintf(stderr, "usage: zeropoll [-t tcp|unix] [-n ROUND_TRIPS] [-d SECONDS] [-e EMPTY_BATCHES]\n");
             return 2;
         }
     }
-    if (rounds < 1 || batches < 1 || (strcmp(transport, "tcp") && strcmp(transport, "unix"))) {
-        fprintf(stderr, "zeropoll: -t tcp|unix, -n and -e at least 1\n");
+    if (rounds < 1 || batches < 1 || seconds <= 0 || (strcmp(transport, "tcp") && strcmp(transport, "unix"))) {
+        fprintf(stderr, "zeropoll: -t tcp|unix, -n and -e at least 1, -d positive\n");
         return 2;
     }
     int pipe_p[2], pipe_c[2], idle[2], conn[2] = { -1, -1 }, port = 0, l = -1;
@@ -274,7 +282,7 @@ int main(int argc, char **argv)
             close(l);
             nodelay(s.conn);
         }
-        child(&s, rounds);
+        child(&s);
         _exit(0);
     }
     struct set s = { .conn = conn[0], .pipe_rd = pipe_p[0], .unix_end = idle[0] };
@@ -284,7 +292,7 @@ int main(int argc, char **argv)
             die("accept");
         nodelay(s.conn);
     }
-    parent(&s, rounds, batches);
+    parent(&s, rounds, batches, seconds);
     int child_accel = -1, status = 0;
     if (read(s.conn, &child_accel, sizeof child_accel) != (ssize_t)sizeof child_accel)
         die("read");
