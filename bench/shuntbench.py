@@ -244,7 +244,7 @@ def parse_run(out, test, size):
         if m:
             return [(size, "rate", int(m.group(1)) / (int(m.group(2)) / 1e9), "transactions/s")]
     if test == "zpoll":
-        for m in re.finditer(r"^zpoll wait=(\w+) one_way_ns=([\d.]+) empty_ns=(\d+)$", out, re.M):
+        for m in re.finditer(r"^zpoll wait=(\w+) one_way_ns=([\d.]+) empty_ns=(\d+) skipped=-?\d+$", out, re.M):
             pts += [(0, m.group(1) + ":one_way_us", float(m.group(2)) / 1000, "us"),
                     (0, m.group(1) + ":empty_ns", float(m.group(3)), "ns")]
         if len(pts) == 2 * len(ZPOLL_WAITS):

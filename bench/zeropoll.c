@@ -15,13 +15,14 @@
  *   -t unix   the connection is a Unix domain socket pair
  *
  * Prints, per wait,
- *   zpoll wait=W one_way_ns=O empty_ns=E
+ *   zpoll wait=W one_way_ns=O empty_ns=E skipped=K
  * O: the median over -n round trips (after 1000 unmeasured; fewer if they
  * take more than -d seconds, default 2: a machine with more busy threads
  * than CPUs makes every round trip wait for a scheduler slice) of half the
  * round trip; E: the median over -e batches of 1000 zero-timeout waits
  * that find nothing ready (the peer is blocked in read meanwhile), per
- * wait.  Then
+ * wait; K: how many of those empty waits left the kernel out (shunt's
+ * "os_polls_skipped" counter; -1 without shunt).  Then
  *   result transport=T libshunt=yes|no accel_parent=A accel_child=B
  * as bench/pingpong.c prints it (A, B: what shunt_fd_accelerated() said
  * on each end, -1 without libshunt).
@@ -68,6 +69,12 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long long skipped(int fd)
+{
+    long long (*get)(int, const char *) = (long long (*)(int, const char *))dlsym(RTLD_DEFAULT, "shunt_fd_counter");
+    return get ? get(fd, "os_polls_skipped") : -1;
 }
 
 static int accelerated(int fd)
@@ -195,6 +202,7 @@ static void parent(struct set *s, long rounds, long batches, double seconds)
                 rtt[done++] = now_ns() - t0;
         }
         send_byte(s->conn, 'e');
+        long long skipped_before = skipped(s->conn);
         for (long b = 0; b < batches; b++) {
             uint64_t t0 = now_ns();
             for (int k = 0; k < BATCH; k++)
@@ -204,9 +212,11 @@ static void parent(struct set *s, long rounds, long batches, double seconds)
                 }
             per_call[b] = (now_ns() - t0) / BATCH;
         }
+        long long skipped_after = skipped(s->conn);
         send_byte(s->conn, 'n');
-        printf("zpoll wait=%s one_way_ns=%.1f empty_ns=%llu\n", wait_name[w], median(rtt, done) / 2.0,
-               (unsigned long long)median(per_call, batches));
+        printf("zpoll wait=%s one_way_ns=%.1f empty_ns=%llu skipped=%lld\n", wait_name[w], median(rtt, done) / 2.0,
+               (unsigned long long)median(per_call, batches),
+               skipped_after < 0 ? -1 : skipped_after - skipped_before);
         fflush(stdout);
     }
     free(rtt);
