@@ -135,6 +135,7 @@ UNIT_LAYERS_test_fdtable     := core/fd registry transport base
 UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
 UNIT_LAYERS_test_settings    := base
+UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
