@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -91,6 +91,11 @@ $(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
 $(BUILD)/bench/pingpong: bench/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The zero-timeout polling ping-pong of `shunt bench` (its zpoll test).
+$(BUILD)/bench/zeropoll: bench/zeropoll.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
@@ -130,6 +135,7 @@ UNIT_LAYERS_test_fdtable     := core/fd registry transport base
 UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
 UNIT_LAYERS_test_settings    := base
+UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
@@ -198,6 +204,7 @@ install: lib tool bench
 	install -m 0755 $(BUILD)/libshunt.so $(DESTDIR)$(PREFIX)/lib/libshunt.so
 	install -m 0755 $(BUILD)/shunt $(DESTDIR)$(PREFIX)/bin/shunt
 	install -m 0755 $(BUILD)/bench/pingpong $(DESTDIR)$(PREFIX)/lib/shunt/pingpong
+	install -m 0755 $(BUILD)/bench/zeropoll $(DESTDIR)$(PREFIX)/lib/shunt/zeropoll
 	install -m 0644 $(BENCH_PY) $(DESTDIR)$(PREFIX)/lib/shunt/
 
 clean:

@@ -25,6 +25,12 @@ Tests, each run once per transport per round, transports alternating:
   cc        connect/accept/close rate (netperf TCP_CC; not on the floor)
   crr       a fresh connection for each 1 KiB request and 1 KiB answer
             (netperf TCP_CRR; not on the floor)
+  zpoll     a progress loop (bench/zeropoll.c): each process polls with a
+            zero timeout, over and over, a set of its end of the connection,
+            an idle pipe and an idle Unix socket, until the connection is
+            readable, then answers 1 byte; with poll, epoll_wait and select.
+            One-way time, and the cost of a zero-timeout wait that finds
+            nothing ready (kernel TCP, Unix socket, shunt only)
 
 Then the standard programs where installed (NPtcp, sockperf ping-pong,
 throughput and under load, iperf3, redis-benchmark, wrk against nginx),
@@ -63,9 +69,10 @@ import stdtools
 HERE = Path(__file__).resolve().parent
 TRANSPORTS = ("tcp", "unix", "shunt", "floor", "memcpy")
 NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor", "memcpy": "memcpy"}
-TESTS = ("pingpong", "stream", "rr", "cc", "crr")
+TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll")
 CONNECTS = ("cc", "crr")   # a connection per transaction
 CRR_SIZE = 1024
+ZPOLL_WAITS = ("poll", "epoll", "select")   # bench/zeropoll.c's waits, in its order
 TOOL_ORDER = ("np", "pp", "tp", "tp64", "ul", "iperf", "redis", "wrk")
 SHOWN_SIZES = (1, 64, 1024, 64 * 1024, 1024 * 1024, 8 * 1024 * 1024)   # rows of the summary
 RUN_TIMEOUT = 600
@@ -128,12 +135,14 @@ def parse_args(argv):
     a.sweep = ["-p", "3", "-u", str(a.max_size)] + (["-b", "pow2", "-r", "2", "-T", "2"] if a.quick
                                                      else ["-r", "3", "-T", "10"])
     a.stream_sizes = [65536] if a.quick else [1024, 65536, 1024 * 1024]
+    a.zpoll = ["-n", "20000", "-e", "100"] if a.quick else ["-n", "100000", "-e", "500"]
     return a
 
 
 def find_programs(opts):
     """The shunt command and pingpong: given, beside this script (installed:
-    lib/shunt/), or in the build tree (build/shunt, build/bench/pingpong)."""
+    lib/shunt/), or in the build tree (build/shunt, build/bench/pingpong).
+    zeropoll (the zpoll test) is looked for beside pingpong."""
     shunt = opts.shunt or os.environ.get("SHUNT_BENCH_SHUNT") or str(HERE.parent / "build" / "shunt")
     candidates = [opts.pingpong] if opts.pingpong else [HERE / "pingpong", Path(shunt).parent / "bench" / "pingpong"]
     pingpong = next((str(c) for c in candidates if c and os.access(str(c), os.X_OK)), None)
@@ -143,6 +152,8 @@ def find_programs(opts):
     if pingpong is None:
         problems.append("the measuring program pingpong is missing (looked at %s; make builds it)"
                         % ", ".join(str(c) for c in candidates))
+    if pingpong and "zpoll" in opts.tests and not os.access(str(Path(pingpong).parent / "zeropoll"), os.X_OK):
+        problems.append("the measuring program zeropoll is missing beside %s (make builds it)" % pingpong)
     return shunt, pingpong, problems
 
 
@@ -180,6 +191,9 @@ def variant_for(transport, shunt, opts):
 
 
 def pingpong_argv(pingpong, test, transport, size, opts):
+    if test == "zpoll":
+        return ([str(Path(pingpong).parent / "zeropoll"), "-t", "unix" if transport == "unix" else "tcp",
+                 "-d", "%g" % opts.seconds] + opts.zpoll)
     t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep
@@ -242,6 +256,12 @@ def parse_run(out, test, size):
         m = re.search(r"^rr size=\d+ transactions=(\d+) total_ns=(\d+)$", out, re.M)
         if m:
             return [(size, "rate", int(m.group(1)) / (int(m.group(2)) / 1e9), "transactions/s")]
+    if test == "zpoll":
+        for m in re.finditer(r"^zpoll wait=(\w+) one_way_ns=([\d.]+) empty_ns=(\d+) skipped=-?\d+$", out, re.M):
+            pts += [(0, m.group(1) + ":one_way_us", float(m.group(2)) / 1000, "us"),
+                    (0, m.group(1) + ":empty_ns", float(m.group(3)), "ns")]
+        if len(pts) == 2 * len(ZPOLL_WAITS):
+            return pts
     if test in CONNECTS:
         m = re.search(r"^%s (?:size=\d+ )?connections=(\d+) total_ns=(\d+)$" % test, out, re.M)
         if m:
@@ -258,6 +278,8 @@ def plan(opts):
             for transport in opts.transports:
                 if (test in CONNECTS and transport == "floor") or (test != "pingpong" and transport == "memcpy"):
                     continue
+                if test == "zpoll" and transport not in ("tcp", "unix", "shunt"):
+                    continue
                 steps.append((test, transport, size))
     return steps
 
@@ -267,7 +289,8 @@ def describe(test, size, opts):
             "stream": "stream %s" % size_name(size),
             "rr": "request-response %s" % size_name(size),
             "cc": "connect/accept/close",
-            "crr": "connect, %s request/answer, close" % size_name(size)}[test]
+            "crr": "connect, %s request/answer, close" % size_name(size),
+            "zpoll": "zero-timeout polling 1 B"}[test]
 
 
 def run_own(opts, shunt, pingpong, workdir, res, say):
@@ -322,6 +345,10 @@ def headline_value(test, pts):
         big = max(exact, key=lambda p: p[0])
         return "%s: %s one-way, %s: %s" % (size_name(small[0]), fmt_us(small[2]), size_name(big[0]),
                                            fmt_rate(big[2], "Mbit/s"))
+    if test == "zpoll":
+        v = {metric: value for _, metric, value, _ in pts}
+        return ", ".join("%s %s one-way, %.0f ns empty" % (w, fmt_us(v[w + ":one_way_us"]), v[w + ":empty_ns"])
+                         for w in ZPOLL_WAITS)
     return fmt_rate(pts[0][2], pts[0][3])
 
 
@@ -392,11 +419,26 @@ def pingpong_tables(res, transports):
     return out
 
 
+def zpoll_table(res, transports):
+    """Markdown: the zero-timeout polling ping-pong, one row per wait and figure."""
+    cols = [t for t in transports if t in ("tcp", "unix", "shunt")]
+    out = ["| wait, figure (median) | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP |",
+           "|---" + "|---:" * (len(cols) + 1) + "|"]
+    for w in ZPOLL_WAITS:
+        for metric, label, f in (("one_way_us", "one-way time", fmt_us),
+                                 ("empty_ns", "a zero-timeout call that finds nothing",
+                                  lambda v: "-" if v is None else "%.0f ns" % v)):
+            vals = {t: res.median("zpoll", t, 0, w + ":" + metric) for t in cols}
+            out.append("| %s: %s | %s | %s |" % (w, label, " | ".join(f(vals[t]) for t in cols),
+                                                 fmt_x(ratio(vals.get("tcp"), vals.get("shunt")))))
+    return out
+
+
 def other_table(res, transports):
     cols = [t for t in transports if t != "memcpy"]   # ping-pong only
     head = "| test | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP | Unix vs TCP | shunt / floor |"
     out = [head, "|---" + "|---:" * (len(cols) + 3) + "|"]
-    keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] != "pingpong"},
+    keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] not in ("pingpong", "zpoll")},
                   key=lambda k: (TESTS.index(k[0]), k[1]))
     for test, size, metric in keys:
         vals = {t: res.median(test, t, size, metric) for t in cols}
@@ -537,6 +579,9 @@ def main(argv):
                    "[saturation](saturation.png); every point in results.csv.", ""]
     if any(t in opts.tests for t in ("stream", "rr") + CONNECTS):
         md += ["## Streaming, request-response, connections", ""] + other_table(res, opts.transports) + [""]
+    if "zpoll" in opts.tests:
+        md += ["## Zero-timeout polling over {connection, idle pipe, idle Unix socket}", ""]
+        md += zpoll_table(res, opts.transports) + [""]
     if tools:
         md += ["## Standard tools, kernel TCP and under shunt", ""]
         rows = stdtools.build_table(topts, tool_res)

@@ -18,7 +18,10 @@ int shunt_fd_accelerated(int fd);
  * outgoing ring now), "shm_bytes" (bytes of /dev/shm the segment reserved),
  * "holders" (processes counted as holding this end), "turns_given" (not
  * the end's: how many times the calling thread let others run at an epoll,
- * poll or select after SHUNT_YIELD_US without sleeping). */
+ * poll or select after SHUNT_YIELD_US without sleeping), "os_polls_skipped"
+ * (not the end's either: how many zero-timeout waits of the calling thread
+ * over a mixed set left the kernel's look at the other fds out, within
+ * SHUNT_POLL_KERNEL_CALLS and SHUNT_POLL_KERNEL_US). */
 long long shunt_fd_counter(int fd, const char *name);
 
 /* Why fd's connection is on kernel TCP, as `shunt stat` shows it: the key

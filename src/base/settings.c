@@ -160,17 +160,23 @@ static int parse_chunk(const char *v, struct shunt_settings *s, char *err, size_
     return 0;
 }
 
-static int parse_us(const char *v, unsigned *out, char *err, size_t errlen)
+/* A whole number from 0 to 1000000 of what (for the message). */
+static int parse_count(const char *v, unsigned *out, const char *what, char *err, size_t errlen)
 {
     char *end;
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
     if (end == v || *end || errno || n > 1000000) {
-        snprintf(err, errlen, "'%s' is not a number of microseconds from 0 to 1000000", v);
+        snprintf(err, errlen, "'%s' is not a number of %s from 0 to 1000000", v, what);
         return -1;
     }
     *out = (unsigned)n;
     return 0;
+}
+
+static int parse_us(const char *v, unsigned *out, char *err, size_t errlen)
+{
+    return parse_count(v, out, "microseconds", err, errlen);
 }
 
 static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t errlen)
@@ -181,6 +187,16 @@ static int parse_spin(const char *v, struct shunt_settings *s, char *err, size_t
 static int parse_yield(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     return parse_us(v, &s->yield_us, err, errlen);
+}
+
+static int parse_poll_kernel_us(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_us(v, &s->poll_kernel_us, err, errlen);
+}
+
+static int parse_poll_kernel_calls(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_count(v, &s->poll_kernel_calls, "calls", err, errlen);
 }
 
 const struct setting_def shunt_setting_defs[] = {
@@ -212,13 +228,23 @@ const struct setting_def shunt_setting_defs[] = {
       "less when spinning stops paying)", parse_spin },
     { "SHUNT_YIELD_US", "100", "0..1000000",
       "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
-      "threads queued on its CPU run (sched_yield) at its next epoll, poll or select; 0: never",
+      "threads queued on its CPU run (sched_yield) at its next epoll, poll or select that may block (a zero "
+      "timeout never yields); 0: never",
       parse_yield },
     { "SHUNT_SHORT_CONNS", "1", "0 or 1",
       "A process whose last connections to a destination were too short to pay for a channel (under 8 "
       "data calls and 512 KiB at its end) makes the next ones on kernel TCP (reason short), but for "
       "samples at growing intervals; a sample that pays accelerates them all again. 0 accelerates "
       "every connection", parse_short_conns },
+    { "SHUNT_POLL_KERNEL_CALLS", "16", "0..1000000",
+      "A poll, ppoll, select, pselect or epoll_wait with a zero timeout over a set that mixes accelerated "
+      "sockets with other fds finds the sockets' readiness in user space and asks the kernel about the "
+      "others only once in this many such calls on the set (or after SHUNT_POLL_KERNEL_US): their events "
+      "come at most that late, never what the calling thread did itself. Waits that may block always ask; "
+      "0 or 1: every call asks", parse_poll_kernel_calls },
+    { "SHUNT_POLL_KERNEL_US", "50", "0..1000000",
+      "...and at the first such call this long after the set's last question to the kernel, whichever "
+      "comes first; 0: every call asks", parse_poll_kernel_us },
     { "SHUNT_SANDBOX_PROBE", "1", "0 or 1",
       "A program that starts under a seccomp filter (inherited: systemd's SystemCallFilter=, a "
       "container's profile) first tries the system calls shunt makes of its own in a short-lived child; "

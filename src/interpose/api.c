@@ -5,6 +5,7 @@
 #include "core/fd/fdtable.h"
 #include "interpose/init.h"
 #include "core/kinds/tcp_socket.h"
+#include "core/wait/kernel_looks.h"
 #include "core/wait/turns.h"
 #include "registry/procstat.h"
 #include "shunt.h"
@@ -49,6 +50,8 @@ static long long counter_of(struct tcp_sock *t, const char *name)
         return atomic_load(&me->holders);
     if (!strcmp(name, "turns_given"))
         return turn_count();
+    if (!strcmp(name, "os_polls_skipped"))
+        return kernel_looks_skipped();
     if (!strcmp(name, "shm_bytes"))
         return (long long)channel_reserved(&t->ch);
     return -1;

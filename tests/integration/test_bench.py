@@ -54,7 +54,11 @@ def test_quick_run_outputs(shunt_build, tmp_path):
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
 
     pts = rows(out)
-    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc", "crr"}
+    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc", "crr", "zpoll"}
+    # the zero-timeout polling loop: kernel TCP, Unix socket and shunt, each wait's two figures
+    assert {r["transport"] for r in pts if r["test"] == "zpoll"} == {"tcp", "unix", "shunt"}
+    assert {r["metric"] for r in pts if r["test"] == "zpoll"} == {
+        w + ":" + m for w in ("poll", "epoll", "select") for m in ("one_way_us", "empty_ns")}
     assert {r["transport"] for r in pts if r["test"] == "pingpong"} == TRANSPORTS
     assert {r["transport"] for r in pts if r["test"] == "cc"} == TRANSPORTS - {"floor", "memcpy"}
     assert {r["transport"] for r in pts if r["test"] == "crr"} == TRANSPORTS - {"floor", "memcpy"}
@@ -77,7 +81,8 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     assert ("| size | kernel TCP | Unix socket | shunt | floor | memcpy | shunt vs TCP | Unix vs TCP | shunt / floor"
             " | shunt / memcpy |") in md
     for label in ("| 1 B |", "| 64 KiB |", "| stream, 64 KiB messages", "| request-response, 1 B",
-                  "| connect/accept/close", "| connect, 1 KiB request and answer, close"):
+                  "| connect/accept/close", "| connect, 1 KiB request and answer, close", "| poll: one-way time |",
+                  "| select: a zero-timeout call that finds nothing |"):
         assert label in md, label
     assert "every one accelerated on both ends" in md and "## Problems" not in md
     assert re.search(r"crr under shunt: \d+ of \d+ connections accelerated", md), md

@@ -46,7 +46,8 @@ def test_settings_table_matches_docs(shunt_build):
 
 @pytest.mark.parametrize("name,value", [("SHUNT_LOG", "loud"), ("SHUNT_ACCEL", "maybe"),
                                         ("SHUNT_RING_SIZE", "1000"), ("SHUNT_RING_SIZE", "12Q"),
-                                        ("SHUNT_SPIN_US", "-1"), ("SHUNT_STRICT", "")])
+                                        ("SHUNT_SPIN_US", "-1"), ("SHUNT_STRICT", ""),
+                                        ("SHUNT_POLL_KERNEL_CALLS", "many"), ("SHUNT_POLL_KERNEL_US", "2000000")])
 def test_bad_setting_is_one_clear_line(shunt_build, name, value):
     r = run([str(shunt_build / "shunt"), "run", "--", "true"], env=base_env(**{name: value}))
     assert r.returncode == 2

@@ -91,7 +91,7 @@ static void test_table(void)
     static const char *const names[] = {
         "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_RING_SIZE", "SHUNT_RING_START", "SHUNT_SHM_LIMIT",
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
-        "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE",
+        "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE", "SHUNT_POLL_KERNEL_CALLS", "SHUNT_POLL_KERNEL_US",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -130,6 +130,8 @@ static void test_defaults(void)
     CHECK(s.spin_us, ==, 50);
     CHECK(s.yield_us, ==, 100);
     CHECK(s.sandbox_probe, ==, true);
+    CHECK(s.poll_kernel_calls, ==, 16);
+    CHECK(s.poll_kernel_us, ==, 50);
     /* the table's defaults, as --help shows them, are these */
     CHECK(strcmp(def_of("SHUNT_ACCEL")->def, "1"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_STRICT")->def, "0"), ==, 0);
@@ -142,6 +144,8 @@ static void test_defaults(void)
     CHECK(strcmp(def_of("SHUNT_YIELD_US")->def, "100"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_LOG")->def, "off"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_LOG_FILE")->def, ""), ==, 0);
+    CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_CALLS")->def, "16"), ==, 0);
+    CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_US")->def, "50"), ==, 0);
     /* an environment without SHUNT_ names loads the same twice */
     struct shunt_settings first = s;
     CHECK(load(), ==, 0);
@@ -343,12 +347,15 @@ static void test_microseconds(void)
     static const char *const bad[] = {
         "", "1000001", "2000000", "-1", "1K", "1k", "50us", "1.5", "fast", "99999999999999999999999",
     };
-    const char *names[] = { "SHUNT_SPIN_US", "SHUNT_YIELD_US" };
-    for (size_t n = 0; n < 2; n++) {
+    /* and SHUNT_POLL_KERNEL_CALLS, a number of calls with the same bounds */
+    const char *names[] = { "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_POLL_KERNEL_US", "SHUNT_POLL_KERNEL_CALLS" };
+    for (size_t n = 0; n < 4; n++) {
         for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
             load_ok(names[n], ok[i].v);
-            CHECK(n == 0 ? s.spin_us : s.yield_us, ==, ok[i].want);
-            CHECK(n == 0 ? s.yield_us : s.spin_us, ==, n == 0 ? 100 : 50);
+            unsigned got[] = { s.spin_us, s.yield_us, s.poll_kernel_us, s.poll_kernel_calls };
+            unsigned def[] = { 50, 100, 50, 16 };
+            for (size_t k = 0; k < 4; k++)
+                CHECK(got[k], ==, k == n ? ok[i].want : def[k]);   /* the others keep their defaults */
         }
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
             load_bad(names[n], bad[i]);
@@ -357,6 +364,10 @@ static void test_microseconds(void)
     CHECK(load(), ==, -1);
     CHECK(strstr(err, "not a number of microseconds from 0 to 1000000") != NULL, ==, 1);
     CHECK_OK(unsetenv("SHUNT_SPIN_US"));
+    CHECK_OK(setenv("SHUNT_POLL_KERNEL_CALLS", "many", 1));
+    CHECK(load(), ==, -1);
+    CHECK(strstr(err, "SHUNT_POLL_KERNEL_CALLS=many: 'many' is not a number of calls from 0 to 1000000") != NULL, ==, 1);
+    CHECK_OK(unsetenv("SHUNT_POLL_KERNEL_CALLS"));
 }
 
 /* Several at once; a bad one anywhere fails the load; err fits errlen. */

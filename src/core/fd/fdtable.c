@@ -256,6 +256,15 @@ bool fdt_holds(int fd, const struct shunt_sock *s)
     return is_object(v) && obj(v) == s;
 }
 
+bool fdt_known_open(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return false;
+    uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
+    return v == FDT_PASSTHROUGH || is_object(v);
+}
+
 void fdt_put(struct fdref *r)
 {
     if (r->sock)
@@ -294,6 +303,7 @@ atomic_uint fdt_closes;
 
 struct shunt_sock *fdt_close_begin(int fd)
 {
+    pt_kernel_touches++;   /* its other end may hang up, or it turns bad */
     struct slot *sl = slot_for(fd, false);
     if (!sl)
         return NULL;
@@ -384,6 +394,7 @@ static void forget_slot(int fd, struct slot *sl, void *ctx)
 
 void fdt_forget_range(unsigned first, unsigned last)
 {
+    pt_kernel_touches++;
     for_each_slot(first, last, forget_slot, NULL);
     if (!shunt_in_vfork_child)
         pst_clear_range(first, last);

@@ -131,6 +131,12 @@ void fdt_forget_range(unsigned first, unsigned last);
 long fdt_object_slots(void);
 bool fdt_has_object(int fd);
 
+/* Whether the table knows fd as open: it was looked up (probed) or made
+ * through shunt, and not closed since (no probe: an fd never looked up, or
+ * closed, or being closed, says false).  An fd closed behind shunt's back
+ * (the raw system call) still says true. */
+bool fdt_known_open(int fd);
+
 /* Calls fn for every fd in [first, last] that has an object. */
 void fdt_for_each_object(unsigned first, unsigned last, void (*fn)(int fd, void *ctx), void *ctx);
 

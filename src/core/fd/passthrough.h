@@ -5,7 +5,17 @@
 #ifndef SHUNT_PASSTHROUGH_H
 #define SHUNT_PASSTHROUGH_H
 
+#include "base/tls.h"
 #include "core/fd/sock.h"
+
+/*
+ * Calls of the calling thread that may have made some fd of the kernel's
+ * ready (or bad): data moved or a shutdown through these operations, a
+ * close or close_range.  A zero-timeout wait that leaves the kernel out
+ * asks again after any of them, so that a thread never misses what it did
+ * itself (core/wait/kernel_looks.c).  A count, never reset.
+ */
+extern SHUNT_TLS uint64_t pt_kernel_touches;
 
 ssize_t pt_recv(struct fdref *f, struct io_call *c);
 ssize_t pt_send(struct fdref *f, struct io_call *c);

@@ -16,7 +16,8 @@
  * when the wait is about to sleep, turns cold.  A wait therefore costs
  * O(hot members + kernel events), whatever the number of idle members.
  * When the set has kernel members or cold ones, every wait also asks the
- * kernel without blocking, so its answer is complete, as the kernel's is.
+ * kernel without blocking, so its answer is complete, as the kernel's is
+ * (a zero-timeout wait, within the bound of kernel_looks.c).
  * A member added or changed while a wait may be asleep on the set starts
  * cold instead (added_while_waiting), and a set without members of ours is
  * the kernel's, its answer still cleared of our tags (epoll_wait_ready).
@@ -56,12 +57,19 @@
 #include "core/kinds/epoll_set.h"
 #include "core/kinds/epoll_shared.h"
 #include "core/kinds/readiness.h"
+#include "core/wait/kernel_looks.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
 
 #define IDLE_LOOKS 4             /* fruitless looks before a hot member turns cold, */
 #define IDLE_NS 1000000u         /* ...and as long since it last had something (1 ms) */
+/* Zero-timeout waits turn no member cold while the set has at most this many
+ * hot ones: cold is how a wait that sleeps is woken, and a loop of waits that
+ * never sleep would only pay the kernel for it (a cold member is seen through
+ * the kernel alone); beyond it, looking at every idle member on every call
+ * would cost more than the kernel's question. */
+#define ZERO_WAIT_HOT 64
 
 /* ---- the object ---- */
 
@@ -542,8 +550,9 @@ static bool needs_kernel(const struct epoll_obj *ep)
 /* One look without sleeping: the hot members and, when the set has a
  * kernel part, the kernel's answer too, ours and the kernel's taking turns
  * at being first.  A call that finds none of ours ready and may wait skips
- * the kernel here: the wait that follows asks it anyway.  Returns a count
- * or -errno. */
+ * the kernel here: the wait that follows asks it anyway; a zero-timeout
+ * call asks it only as often as the set's bound allows (kernel_looks.c).
+ * Returns a count or -errno. */
 static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool zero_wait)
 {
     static const struct timespec zero = { 0, 0 };
@@ -551,21 +560,31 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     sweep_closed(ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
-    bool kernel = needs_kernel(ep) || ++ep->looks % KERNEL_EVERY == 0;
+    bool kernel = needs_kernel(ep);
+    /* Within the set's bound the program's own kernel members wait
+     * (kernel_looks.c); members of ours that are cold or nested sets are
+     * seen only through the kernel, and are never left for later. */
+    if (kernel && zero_wait && !ep->cold && !ep->nested && kernel_look_skip(&ep->zero_looks))
+        kernel = false;
+    else if (!kernel)
+        kernel = ++ep->looks % KERNEL_EVERY == 0;
+    uint64_t asked = kernel ? clock_now_ns() : 0;
     int n = 0;
     bool woke = false;
     if (kernel_first && kernel && (ep->nhot > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs, max, &zero, NULL);
         if (k < 0)
             return k;
+        kernel_look_asked(&ep->zero_looks, asked, k > 0);
         n = filter_kernel(ep, evs, k, &woke);
         kernel_first = true;
     } else {
         kernel_first = false;
     }
-    n += collect_hot(epfd, ep, evs + n, max - n, true);
+    n += collect_hot(epfd, ep, evs + n, max - n, !zero_wait || ep->nhot > ZERO_WAIT_HOT);
     if (!kernel_first && n < max && kernel && (n > 0 || zero_wait)) {
         int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
+        kernel_look_asked(&ep->zero_looks, asked, k != 0);
         if (k > 0)
             n += filter_kernel(ep, evs + n, k, &woke);
         if (woke && n < max)
@@ -707,7 +726,8 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         if (result > 0 || zero_wait || deadline_passed(&dl))
             goto out;
     }
-    turn_take();
+    if (!zero_wait)
+        turn_take();   /* a zero timeout never takes turns (as readiness.c) */
     for (;;) {
         crit_lock(&ep->lock);
         ep->kfd = epfd;

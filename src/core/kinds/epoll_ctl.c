@@ -90,6 +90,7 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     }
     crit_lock(&ep->lock);
     ep->kfd = epfd;
+    ep->zero_looks = (struct kernel_looks){ 0 };   /* the next zero-timeout wait asks the kernel */
     struct ep_entry *e = epoll_set_slot_for_fd(ep, fd);
     if (e && e->s != s && (s || atomic_load(&e->s->fds) <= 0)) {
         /* a stale entry: that fd number was closed and now names another

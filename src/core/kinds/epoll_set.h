@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 
 #include "core/kinds/tcp_socket.h"
+#include "core/wait/kernel_looks.h"
 
 #define EPOLL_SET_NO_SLOT UINT32_MAX
 
@@ -73,6 +74,7 @@ struct epoll_obj {
     unsigned spin_fails;
     bool kernel_first;           /* the kernel's members and ours take turns being first */
     uint32_t looks;              /* gathers: the kernel is asked every so many even without members of its */
+    struct kernel_looks zero_looks;  /* zero-timeout waits: when the kernel was last asked (kernel_looks.h) */
     int kfd;                     /* an fd of this set, as last used by the program (checked before use) */
     atomic_bool tagged;          /* a registration of ours was made in the kernel's set (never reset) */
     atomic_uint waiting;         /* threads of this process in a wait on it that may sleep */

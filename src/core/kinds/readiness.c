@@ -4,8 +4,10 @@
  * Without an accelerated fd in the set the call is the kernel's, unchanged.
  * With one: the rings are looked at first; if something is ready (or the
  * timeout is zero) the other fds get a zero-timeout kernel poll and the
- * answers are merged.  Otherwise doorbells are armed, the rings looked at
- * again, and the kernel waits on everything at once: the companion of each
+ * answers are merged; a zero-timeout call asks it only as often as
+ * kernel_looks.c allows (a loop of them would enter the kernel every time).
+ * Otherwise doorbells are armed, the rings looked at again, and the kernel
+ * waits on everything at once: the companion of each
  * accelerated socket is watched for POLLIN, which a doorbell (or the peer's
  * death) produces.
  */
@@ -21,6 +23,7 @@
 #include "core/fd/fdtable.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/readiness.h"
+#include "core/wait/kernel_looks.h"
 #include "core/wait/turns.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
@@ -35,6 +38,10 @@ void deadline_start(struct deadline *d, const struct timespec *tmo)
     d->forever = tmo == NULL;
     if (d->forever)
         return;
+    if (tmo->tv_sec == 0 && tmo->tv_nsec == 0) {
+        d->at = (struct timespec){ 0, 0 };   /* passed already: no need to read the clock */
+        return;
+    }
     clock_gettime(CLOCK_MONOTONIC, &d->at);
     d->at.tv_sec += tmo->tv_sec;
     d->at.tv_nsec += tmo->tv_nsec;
@@ -48,6 +55,9 @@ const struct timespec *deadline_left(const struct deadline *d, struct timespec *
 {
     if (d->forever)
         return NULL;
+    *buf = (struct timespec){ 0, 0 };
+    if (d->at.tv_sec == 0 && d->at.tv_nsec == 0)
+        return buf;   /* a zero timeout */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     buf->tv_sec = d->at.tv_sec - now.tv_sec;
@@ -174,6 +184,32 @@ static const struct timespec *time_left(const struct timespec *tmo, uint64_t sta
     return buf;
 }
 
+/*
+ * A zero-timeout wait, its own fds answered: may it leave out the kernel's
+ * look at the others (k: the set with ours at -1)?  *looks: the set's
+ * bound, to be told of the question otherwise.  Yes when there are none,
+ * or when the bound of kernel_looks.c allows it and every one of them is
+ * open as far as the fd table knows: a closed fd must be POLLNVAL (select's
+ * EBADF) at once, and only the kernel says so.  An fd the program closed
+ * behind shunt's back is still reported within the bound.
+ */
+static bool kernel_left_out(const struct pollfd *k, nfds_t n, struct kernel_looks **looks)
+{
+    uint64_t key = KERNEL_LOOKS_KEY0 ^ n;
+    bool others = false, open = true;
+    for (nfds_t i = 0; i < n; i++) {
+        if (k[i].fd < 0)
+            continue;
+        open &= fdt_known_open(k[i].fd);
+        key = kernel_looks_key(key, k[i].fd, k[i].events);
+        others = true;
+    }
+    if (!others)
+        return true;
+    *looks = kernel_looks_of_thread(key);
+    return open && kernel_look_skip(*looks);
+}
+
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
@@ -219,7 +255,11 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         goto out;
     }
 
-    turn_take();
+    /* A zero timeout never takes turns: the kernel's poll(0) never yields
+     * either (architecture.md, "Taking turns"). */
+    bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+    if (!zero_wait)
+        turn_take();
     struct deadline dl;
     deadline_start(&dl, tmo);
     static const struct timespec zero = { 0, 0 };
@@ -233,7 +273,6 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             if (rev > 0)
                 count++;
         }
-        bool zero_wait = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
         if (count > 0 || zero_wait || deadline_passed(&dl)) {
             /* the other fds, without waiting */
             for (nfds_t i = 0; i < n; i++) {
@@ -241,7 +280,15 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                 if (accelerated(&refs[i]) || nested_epoll(&refs[i]))
                     k[i].fd = -1;
             }
+            struct kernel_looks *looks = NULL;
+            if (zero_wait && kernel_left_out(k, n, &looks)) {
+                result = count;
+                goto out;
+            }
+            uint64_t asked = looks ? clock_now_ns() : 0;
             int r = kernel_ppoll(k, n, &zero, NULL);
+            if (looks)
+                kernel_look_asked(looks, asked, r != 0);
             if (r < 0 && count == 0) {
                 result = r;
                 goto out;
@@ -360,38 +407,13 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
     return any;
 }
 
-int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
-                     struct timespec *left)
+/* What select reports of the answers in p[count] (the sets cleared and
+ * filled in); -EBADF for a closed fd. */
+static int select_bits(const struct pollfd *p, int count, int nfds, fd_set *r, fd_set *w, fd_set *e)
 {
-    if (nfds < 0 || !timeout_valid(tmo))
-        return -EINVAL;
-    int count = 0;
-    for (int fd = 0; fd < nfds; fd++)
-        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
-            count++;
-    struct pollfd *p = malloc((size_t)(count ? count : 1) * sizeof *p);
-    if (!p)
-        return -ENOMEM;
-    int i = 0;
-    for (int fd = 0; fd < nfds; fd++) {
-        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
-        if (ev)
-            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
-    }
-    struct deadline dl;
-    deadline_start(&dl, tmo);
-    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
-    if (left && tmo)
-        deadline_left(&dl, left);
-    if (n < 0) {
-        free(p);
-        return n;
-    }
-    for (i = 0; i < count; i++)
-        if (p[i].revents & POLLNVAL) {
-            free(p);
+    for (int i = 0; i < count; i++)
+        if (p[i].revents & POLLNVAL)
             return -EBADF;
-        }
     fd_set *sets[3] = { r, w, e };
     for (int s = 0; s < 3; s++)
         if (sets[s])
@@ -399,7 +421,7 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
                 if (bit_isset(sets[s], fd))
                     sets[s]->fds_bits[fd / (8 * (int)sizeof(long))] &= ~(1UL << (fd % (8 * (int)sizeof(long))));
     int bits = 0;
-    for (i = 0; i < count; i++) {
+    for (int i = 0; i < count; i++) {
         short rev = p[i].revents;
         int fd = p[i].fd;
         if (r && (p[i].events & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR))) {
@@ -415,6 +437,36 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
             bits++;
         }
     }
-    free(p);
     return bits;
+}
+
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
+                     struct timespec *left)
+{
+    if (nfds < 0 || !timeout_valid(tmo))
+        return -EINVAL;
+    int count = 0;
+    for (int fd = 0; fd < nfds; fd++)
+        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
+            count++;
+    struct pollfd stack_p[STACK_FDS];   /* a zero-timeout loop makes no malloc */
+    struct pollfd *p = count <= STACK_FDS ? stack_p : malloc((size_t)count * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    int i = 0;
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
+        if (ev)
+            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    struct deadline dl;
+    deadline_start(&dl, tmo);
+    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
+    if (left && tmo)
+        deadline_left(&dl, left);
+    if (n >= 0)
+        n = select_bits(p, count, nfds, r, w, e);
+    if (p != stack_p)
+        free(p);
+    return n;
 }

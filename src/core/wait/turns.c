@@ -7,7 +7,9 @@
  * scheduler lets it run out its slice, up to a tick (4 ms at HZ=250): a
  * thread it woke meanwhile waits that long, which is what made nginx+wrk's
  * 99th percentile three times the kernel's (docs/benchmarks.md).  So such a
- * thread yields at its next epoll, poll or select after SHUNT_YIELD_US.
+ * thread yields at its next epoll, poll or select after SHUNT_YIELD_US;
+ * not at one with a zero timeout, which the kernel never makes yield either
+ * (a thread that polls without waiting has chosen to keep its CPU).
  * sched_yield when that thread is alone costs a system call; with others
  * queued it is the switch the kernel would have made at a block.  Sleeping
  * in the kernel and the yields of a spin count as giving way.

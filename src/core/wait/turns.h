@@ -6,8 +6,9 @@
 
 #include <stdint.h>
 
-/* At the start of an epoll, poll or select: yields when the calling thread
- * has run SHUNT_YIELD_US without sleeping or yielding. */
+/* At the start of an epoll, poll or select that may block (not one with a
+ * zero timeout): yields when the calling thread has run SHUNT_YIELD_US
+ * without sleeping or yielding. */
 void turn_take(void);
 
 /* The calling thread gave the CPU away at now (a kernel sleep ended then). */

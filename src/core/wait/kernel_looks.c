@@ -1,0 +1,85 @@
+/*
+ * kernel_looks.c: the bound on zero-timeout waits that leave the kernel out.
+ *
+ * A progress loop (an MPI runtime, libevent's poll backend) polls with a
+ * zero timeout, over and over, a set that mixes an accelerated socket with
+ * pipes and Unix sockets.  The rings answer for the socket in user space;
+ * asking the kernel about the others costs a system call (about half a
+ * microsecond) on every call.  So a zero-timeout wait asks the kernel only
+ * once every SHUNT_POLL_KERNEL_CALLS calls on the same set or once
+ * SHUNT_POLL_KERNEL_US passed since the set's last question, whichever comes
+ * first (libvma's "OS poll ratio"): an event on one of the others is
+ * reported at most that many calls, or that long, late.  Blocking waits
+ * always ask.  Inside the bound, a wait still asks when:
+ *   - the last question found one of the others ready: a busy pipe is
+ *     asked about every time, and a small maxevents cannot starve it;
+ *   - the calling thread itself, since then, moved data or shut down
+ *     through an fd of the kernel's, or closed an fd (pt_kernel_touches):
+ *     a thread never misses readiness it caused itself (wrote to its own
+ *     pipe, closed a writer), only what other threads and processes do,
+ *     which it cannot tell from an event that came a little later;
+ *   - another thread asked last (an epoll set shared by threads).
+ * And poll and select ask when an fd of the set is not open as far as the
+ * fd table knows, which must be POLLNVAL (EBADF) at once (readiness.c);
+ * epoll_ctl on a set starts its bound afresh (epoll_ctl.c).
+ *
+ * The bound lives with the set it is for.  An epoll set has one of its own
+ * (epoll.c keeps it under the set's lock, so threads sharing the set share
+ * it).  A poll or select set is only an array the program passes anew, so
+ * each thread remembers the last few sets it polled, by a hash of their
+ * other fds and events: a thread that alternates between two sets must not
+ * have the questions of one count for the other.  A set it does not
+ * remember starts with a question.
+ */
+#include "base/clock.h"
+#include "base/self.h"
+#include "base/tls.h"
+#include "core/fd/passthrough.h"
+#include "core/wait/kernel_looks.h"
+
+#define SETS_PER_THREAD 4
+
+struct remembered {
+    uint64_t key;
+    struct kernel_looks looks;
+};
+
+static SHUNT_TLS struct remembered sets[SETS_PER_THREAD];
+static SHUNT_TLS unsigned next_victim;
+static SHUNT_TLS long long skipped_total;
+
+bool kernel_look_skip(struct kernel_looks *r)
+{
+    uint32_t calls = shunt_settings.poll_kernel_calls;
+    uint64_t us = shunt_settings.poll_kernel_us;
+    if (calls <= 1 || us == 0 || !r->quiet || r->thread != &pt_kernel_touches || r->touches != pt_kernel_touches ||
+        r->skipped + 1 >= calls || clock_now_ns() - r->asked_ns >= us * 1000u)
+        return false;
+    r->skipped++;
+    skipped_total++;
+    return true;
+}
+
+void kernel_look_asked(struct kernel_looks *r, uint64_t at, bool found)
+{
+    r->asked_ns = at;
+    r->skipped = 0;
+    r->quiet = !found;
+    r->thread = &pt_kernel_touches;
+    r->touches = pt_kernel_touches;
+}
+
+struct kernel_looks *kernel_looks_of_thread(uint64_t key)
+{
+    for (unsigned i = 0; i < SETS_PER_THREAD; i++)
+        if (sets[i].key == key)
+            return &sets[i].looks;
+    struct remembered *m = &sets[next_victim++ % SETS_PER_THREAD];
+    *m = (struct remembered){ .key = key };   /* asked_ns 0: the first wait asks */
+    return &m->looks;
+}
+
+long long kernel_looks_skipped(void)
+{
+    return skipped_total;
+}
