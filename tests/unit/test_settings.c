@@ -92,6 +92,7 @@ static void test_table(void)
         "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_RING_SIZE", "SHUNT_RING_START", "SHUNT_SHM_LIMIT",
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
         "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE", "SHUNT_POLL_KERNEL_CALLS", "SHUNT_POLL_KERNEL_US",
+        "SHUNT_SHORT_CONNS",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -146,6 +147,8 @@ static void test_defaults(void)
     CHECK(strcmp(def_of("SHUNT_LOG_FILE")->def, ""), ==, 0);
     CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_CALLS")->def, "16"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_US")->def, "50"), ==, 0);
+    CHECK(strcmp(def_of("SHUNT_SHORT_CONNS")->def, "1"), ==, 0);
+    CHECK(s.short_conns, ==, true);
     /* an environment without SHUNT_ names loads the same twice */
     struct shunt_settings first = s;
     CHECK(load(), ==, 0);
@@ -174,6 +177,11 @@ static void test_booleans(void)
     load_ok("SHUNT_SANDBOX_PROBE", "yes");
     CHECK(s.sandbox_probe, ==, true);
     load_bad("SHUNT_SANDBOX_PROBE", "2");
+    load_ok("SHUNT_SHORT_CONNS", "0");
+    CHECK(s.short_conns, ==, false);
+    load_ok("SHUNT_SHORT_CONNS", "on");
+    CHECK(s.short_conns, ==, true);
+    load_bad("SHUNT_SHORT_CONNS", "always");
     CHECK_OK(setenv("SHUNT_ACCEL", "maybe", 1));
     CHECK(load(), ==, -1);
     CHECK(strstr(err, "not a boolean") != NULL, ==, 1);
