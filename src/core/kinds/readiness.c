@@ -400,6 +400,8 @@ bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, co
     for (int fd = 0; fd < nfds && !any; fd++) {
         if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
             continue;
+        if (fdt_kernel_only(fd))
+            continue;   /* a pipe, a Unix socket, TCP for good: no lookup */
         struct fdref f = fdt_get(fd);
         any = accelerated(&f) != NULL || nested_epoll(&f) || offered(&f);
         fdt_put(&f);
@@ -459,10 +461,16 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
         if (ev)
             p[i++] = (struct pollfd){ .fd = fd, .events = ev };
     }
+    /* a zero timeout leaves nothing to count down: no clock read (two of
+     * them were a fifth of an empty zero-timeout select) */
+    bool zero = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
     struct deadline dl;
-    deadline_start(&dl, tmo);
+    if (!zero)
+        deadline_start(&dl, tmo);
     int n = readiness_poll(p, (nfds_t)count, tmo, mask);
-    if (left && tmo)
+    if (left && zero)
+        *left = *tmo;
+    else if (left && tmo)
         deadline_left(&dl, left);
     if (n >= 0)
         n = select_bits(p, count, nfds, r, w, e);
