@@ -187,8 +187,8 @@ static const struct timespec *time_left(const struct timespec *tmo, uint64_t sta
 /*
  * A zero-timeout wait, its own fds answered: may it leave out the kernel's
  * look at the others (k: the set with ours at -1)?  *looks: the set's
- * bound, to be told of the question otherwise.  Yes when there are none,
- * or when the bound of kernel_looks.c allows it and every one of them is
+ * bound, to be told of the question otherwise.  Yes when the bound of
+ * kernel_looks.c allows it (also when there are none) and every one is
  * open as far as the fd table knows: a closed fd must be POLLNVAL (select's
  * EBADF) at once, and only the kernel says so.  An fd the program closed
  * behind shunt's back is still reported within the bound.
@@ -196,16 +196,16 @@ static const struct timespec *time_left(const struct timespec *tmo, uint64_t sta
 static bool kernel_left_out(const struct pollfd *k, nfds_t n, struct kernel_looks **looks)
 {
     uint64_t key = KERNEL_LOOKS_KEY0 ^ n;
-    bool others = false, open = true;
+    bool open = true;
     for (nfds_t i = 0; i < n; i++) {
         if (k[i].fd < 0)
             continue;
         open &= fdt_known_open(k[i].fd);
         key = kernel_looks_key(key, k[i].fd, k[i].events);
-        others = true;
     }
-    if (!others)
-        return true;
+    /* A set of ours alone is bounded the same way: the kernel's question
+     * also says EINVAL when the set is larger than RLIMIT_NOFILE, which a
+     * program may have lowered to 0 (vsftpd; rlimit_nofile_zero) */
     *looks = kernel_looks_of_thread(key);
     return open && kernel_look_skip(*looks);
 }
