@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/busyserv $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -91,6 +91,12 @@ $(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
 $(BUILD)/bench/pingpong: bench/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The busy servers of `shunt bench` (a process or a thread per connection,
+# CPU work per request, N clients; issue 18).
+$(BUILD)/bench/busyserv: bench/busyserv.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
@@ -198,6 +204,7 @@ install: lib tool bench
 	install -m 0755 $(BUILD)/libshunt.so $(DESTDIR)$(PREFIX)/lib/libshunt.so
 	install -m 0755 $(BUILD)/shunt $(DESTDIR)$(PREFIX)/bin/shunt
 	install -m 0755 $(BUILD)/bench/pingpong $(DESTDIR)$(PREFIX)/lib/shunt/pingpong
+	install -m 0755 $(BUILD)/bench/busyserv $(DESTDIR)$(PREFIX)/lib/shunt/busyserv
 	install -m 0644 $(BENCH_PY) $(DESTDIR)$(PREFIX)/lib/shunt/
 
 clean:
