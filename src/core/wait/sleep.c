@@ -163,13 +163,79 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     return 0;
 }
 
+/*
+ * The first FUTEX_SLEEP_NS of a blocking call's sleep, while this process
+ * alone holds the end, are on the end's futex (chan_side.fwake) rather than
+ * on the companion.  The peer's wake is then one futex system call instead
+ * of a doorbell (a TCP send through the loopback stack), and the sleeper's
+ * a futex wait instead of a ppoll and a recv to drain the byte: on the
+ * busy servers of docs/benchmarks.md a sleep and its wake cost about what
+ * a Unix socket's do.  Only shunt's own blocking calls sleep there: a
+ * poll, select or epoll sleeps in the kernel on the companion (or on a set
+ * shunt does not see) and keeps its doorbells.  The futex tells nothing of
+ * the peer's death, so the wait is bounded: after FUTEX_SLEEP_NS the call
+ * sleeps on the companion as before, whose end the kernel reports, so a
+ * dead peer is seen within that time.  The word is the peer's to write
+ * and so anyone's: it is read once, a change only wakes us to look again,
+ * and a scribble can cost a spurious wake or, at worst, FUTEX_SLEEP_NS.
+ * Another thread's shutdown (wait_wake_local) and another holder's
+ * (xwake_send) add one to it and wake it too.  0: look again (woken, or
+ * the time is up: *moved_on); -EAGAIN, -EINTR as kernel_wait.
+ */
+#define FUTEX_SLEEP_NS 20000000u
+
+static bool futex_sleep_fits(struct tcp_sock *t)
+{
+    return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed);
+}
+
+static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
+                       bool *moved_on)
+{
+    int what = for_write ? WANT_SPACE : WANT_DATA;
+    int result = 0;
+    doorbell_enter_futex(t, what);
+    atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+    unsigned seen = atomic_load(&t->ch.self->fwake);   /* before the last look */
+    if (!ready(t)) {
+        struct timespec tmo = { 0, FUTEX_SLEEP_NS };
+        int timed = call_timeout(t, fd, for_write, until, &tmo);
+        if (timed < 0) {
+            result = -EAGAIN;
+        } else {
+            bool cut = !timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS;
+            if (cut)
+                tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
+            unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+            int r = futex_wait_shared(&t->ch.self->fwake, seen, &tmo);
+            turn_gave_way(clock_now_ns());
+            if (r == -EINTR)
+                result = shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
+            else if (r == -ETIMEDOUT)
+                *moved_on = cut;
+            if (r == -ETIMEDOUT && !cut)
+                result = -EAGAIN;   /* the socket's timeout */
+        }
+    }
+    doorbell_leave_futex(t, tcp_call_fd(t, fd), what);
+    return result;
+}
+
 /* The one thread of this process that sleeps in the kernel for this
  * endpoint: it asks for a doorbell, looks at the rings a last time and
  * waits in the kernel until a doorbell is queued, the peer goes away,
- * another thread shuts the socket down, a signal or the socket's timeout. */
+ * another thread shuts the socket down, a signal or the socket's timeout.
+ * A blocking call's first sleep of a while is on the end's futex
+ * (futex_sleep, above). */
 static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until)
 {
     int result = 0;
+    if (futex_sleep_fits(t)) {
+        bool moved_on = false;
+        result = futex_sleep(t, fd, ready, for_write, until, &moved_on);
+        if (result || !moved_on || ready(t))
+            return result;
+    }
     int what = for_write ? WANT_SPACE : WANT_DATA;
     int efd = -1, xfd = -1;
     int lw = doorbell_enter_local(t, what, &efd, &xfd);
