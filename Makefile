@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/busyserv $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -99,6 +99,12 @@ $(BUILD)/bench/pingpong: bench/pingpong.c
 $(BUILD)/bench/busyserv: bench/busyserv.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# What each signal of a busy machine costs a waiting thread to read
+# (docs/architecture.md, "Waiting on a busy machine").
+$(BUILD)/bench/signal_cost: bench/signal_cost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
 
 # The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
 # ping-pong against memcpy").
