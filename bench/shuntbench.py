@@ -27,7 +27,7 @@ Tests, each run once per transport per round, transports alternating:
             100 B answered with 1 KiB after --work-us of CPU (a busy loop
             calibrated once per run, the same on every transport), driven
             by N client processes sending back to back, N = --clients
-            (1,2,4,8); requests/s, and the CPU and context switches of the
+            (1,2,4,8; --quick: 1,4); requests/s, and the CPU and context switches of the
             whole run per request
 
 Then the standard programs where installed (NPtcp, sockperf ping-pong,
@@ -90,7 +90,8 @@ def parse_args(argv):
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="about a minute: sizes 2^k only, short trials and runs, no standard tools")
+                   help="about a minute and a half: sizes 2^k only, short trials and runs, busy servers "
+                        "with 1 and 4 clients, no standard tools")
     p.add_argument("--out", metavar="DIR", help="where the results go (default ./shunt-bench-DATE-TIME)")
     p.add_argument("--rounds", type=int, help="repeats of every run; medians are over them (default 3)")
     p.add_argument("--max-size", type=parse_size, default=8 * 2**20, metavar="BYTES",
@@ -106,8 +107,9 @@ def parse_args(argv):
     p.add_argument("--pingpong", help="the measuring program (default: found beside shunt or this script)")
     p.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the shunt runs, e.g. SHUNT_RING_SIZE=256K (repeatable)")
-    p.add_argument("--clients", default="1,2,4,8", metavar="N,N,...",
-                   help="client processes of the busy servers (fork, threads), default 1,2,4,8")
+    p.add_argument("--clients", metavar="N,N,...",
+                   help="client processes of the busy servers (fork, threads), default 1,2,4,8 "
+                        "(1,4 with --quick)")
     p.add_argument("--work-us", type=float, default=30.0, metavar="US",
                    help="CPU work per request of the busy servers (default 30 µs)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (outputs and shunt logs)")
@@ -137,12 +139,12 @@ def parse_args(argv):
                                                      else ["-r", "3", "-T", "10"])
     a.stream_sizes = [65536] if a.quick else [1024, 65536, 1024 * 1024]
     try:
-        a.clients = [int(n) for n in a.clients.split(",") if n]
+        a.clients = [int(n) for n in (a.clients or ("1,4" if a.quick else "1,2,4,8")).split(",") if n]
     except ValueError:
         a.clients = []
     if not a.clients or min(a.clients) < 1 or max(a.clients) > 64 or not 0 < a.work_us <= 10000:
         p.error("--clients takes numbers from 1 to 64, --work-us a time up to 10000")
-    # the busy servers run --seconds too, 0.4 s with --quick (24 runs a round)
+    # the busy servers run --seconds too, 0.4 s with --quick (12 runs a round)
     a.busy_seconds = a.seconds if not a.quick or "--seconds" in argv else 0.4
     a.iterations = None      # the busy loop's, calibrated at the first busy run
     return a
