@@ -13,7 +13,10 @@
  *       once and passes -i to every run, so every transport does the same
  *       work per request)
  *   busyserv [-t tcp|unix] [-s fork|threads] [-c CLIENTS] [-i ITERATIONS]
- *            [-d SECONDS] [-q REQUEST_BYTES] [-r RESPONSE_BYTES]
+ *            [-d SECONDS] [-q REQUEST_BYTES] [-r RESPONSE_BYTES] [-p]
+ *       (-p: every recv, of the servers and the clients, waits in poll() for
+ *       POLLIN first, as a program with an event loop would: a wait shunt
+ *       sleeps through on the companion, with doorbells)
  *       prints  busy server=S clients=N requests=R total_ns=T cpu_ns=C
  *               nvcsw=V nivcsw=I
  *       (R requests completed in T ns after a warm-up of 0.2 s; C is the
@@ -38,6 +41,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -71,6 +75,7 @@ struct opts {
     double work_us;
     size_t req, resp;
     int calibrate;
+    int poll_first;     /* -p: wait in poll() before each recv, as event-driven code does */
 };
 
 /* One cache line per client, so that counting costs no sharing. */
@@ -149,6 +154,11 @@ static int recv_all(int fd, char *b, size_t n)
 {
     size_t got = 0;
     while (got < n) {
+        if (o.poll_first) {
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            if (poll(&p, 1, 120000) < 0 && errno != EINTR)
+                return -1;
+        }
         ssize_t r = recv(fd, b + got, n - got, 0);
         if (r < 0 && errno == EINTR)
             continue;
@@ -256,7 +266,7 @@ static long total_done(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: busyserv [-m calibrate] [-t tcp|unix] [-s fork|threads] [-c CLIENTS] "
-                    "[-i ITERATIONS] [-w WORK_US] [-d SECONDS] [-q BYTES] [-r BYTES]\n");
+                    "[-i ITERATIONS] [-w WORK_US] [-d SECONDS] [-q BYTES] [-r BYTES] [-p]\n");
     exit(2);
 }
 
@@ -265,7 +275,7 @@ int main(int argc, char **argv)
     o = (struct opts){ .transport = T_TCP, .server = S_FORK, .clients = 1, .seconds = 2.0, .work_us = 30,
                        .req = 100, .resp = 1024 };
     int c;
-    while ((c = getopt(argc, argv, "m:t:s:c:i:w:d:q:r:")) != -1) {
+    while ((c = getopt(argc, argv, "m:t:s:c:i:w:d:q:r:p")) != -1) {
         switch (c) {
         case 'm': o.calibrate = strcmp(optarg, "calibrate") == 0; if (!o.calibrate) usage(); break;
         case 't': o.transport = strcmp(optarg, "unix") == 0 ? T_UNIX : T_TCP; break;
@@ -276,6 +286,7 @@ int main(int argc, char **argv)
         case 'd': o.seconds = atof(optarg); break;
         case 'q': o.req = (size_t)atol(optarg); break;
         case 'r': o.resp = (size_t)atol(optarg); break;
+        case 'p': o.poll_first = 1; break;
         default: usage();
         }
     }

@@ -28,7 +28,8 @@ Tests, each run once per transport per round, transports alternating:
             calibrated once per run, the same on every transport), driven
             by N client processes sending back to back, N = --clients
             (1,2,4,8; --quick: 1,4); requests/s, and the CPU and context switches of the
-            whole run per request
+            whole run per request (--busy-poll: every recv waits in poll()
+            first)
 
 Then the standard programs where installed (NPtcp, sockperf ping-pong,
 throughput and under load, iperf3, redis-benchmark, wrk against nginx),
@@ -110,6 +111,9 @@ def parse_args(argv):
     p.add_argument("--clients", metavar="N,N,...",
                    help="client processes of the busy servers (fork, threads), default 1,2,4,8 "
                         "(1,4 with --quick)")
+    p.add_argument("--busy-poll", action="store_true",
+                   help="the busy servers' server and clients wait in poll() before each recv, as "
+                        "event-driven code does (default: blocking recv)")
     p.add_argument("--work-us", type=float, default=30.0, metavar="US",
                    help="CPU work per request of the busy servers (default 30 µs)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (outputs and shunt logs)")
@@ -204,7 +208,7 @@ def pingpong_argv(pingpong, test, transport, size, opts):
     if test in BUSY:
         busy = str(Path(pingpong).parent / "busyserv")
         return [busy, "-t", "unix" if transport == "unix" else "tcp", "-s", test, "-c", str(size),
-                "-i", str(opts.iterations), "-d", "%g" % opts.busy_seconds]
+                "-i", str(opts.iterations), "-d", "%g" % opts.busy_seconds] + (["-p"] if opts.busy_poll else [])
     t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep
@@ -619,7 +623,8 @@ def main(argv):
     if any(t in opts.tests for t in ("stream", "rr", "cc")):
         md += ["## Streaming, request-response, connections", ""] + other_table(res, opts.transports) + [""]
     if any(t in opts.tests for t in BUSY) and any(k[0] in BUSY for k in res.values):
-        md += ["## Busy servers: a process or a thread per connection, %g µs of CPU per request" % opts.work_us,
+        md += ["## Busy servers: a process or a thread per connection, %g µs of CPU per request%s"
+               % (opts.work_us, ", poll() before each recv" if opts.busy_poll else ""),
                ""] + busy_table(res, opts.transports, opts) + [""]
     if tools:
         md += ["## Standard tools, kernel TCP and under shunt", ""]
