@@ -1,20 +1,23 @@
 /* wait_futex: blocking recv and send between two processes, each alone holding its end, woken
  * as the kernel wakes them: by the peer's bytes (after short and long sleeps), by the reader
  * freeing space (a blocked send), by a signal (EINTR), by SO_RCVTIMEO shorter and longer than
- * shunt's first sleep, and by the peer's death while the reader sleeps.
+ * shunt's first sleep, and by the peer's death while the reader sleeps; and a poll() of the
+ * one socket, woken by the peer's bytes, its timeout, or a signal.
  * Accelerated: a blocking call of an end held by one process first sleeps on a futex in the
  * segment, woken by the peer with a futex call, not a doorbell byte (core/wait/sleep.c); so the
  * sender rings no doorbell for a reader that slept a few milliseconds (before the futex it
- * rang one for each), and a sleep longer than the futex's 20 ms moves on to the companion,
+ * rang one for each; a poll() of one socket sleeps there too), and a sleep longer than the futex's 20 ms moves on to the companion,
  * whose doorbell still wakes it. */
 #include "check.h"
 #include "net.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
 #define SHORT_SLEEPS 20
+#define POLL_SLEEPS 10
 #define LONG_SLEEPS 3
 
 static void on_alarm(int sig)
@@ -33,6 +36,11 @@ static void sender(int s, int ctl)
 	long long bells0 = shunt_counter(s, "doorbells");
 	/* 1: short sleeps of the reader: 3 ms each, well past its spin */
 	for (i = 0; i < SHORT_SLEEPS; i++) {
+		sleep_ms(3);
+		CHECK(send(s, &b, 1, 0), ==, 1);
+	}
+	/* 1b: the same, the reader waiting in poll() */
+	for (i = 0; i < POLL_SLEEPS; i++) {
 		sleep_ms(3);
 		CHECK(send(s, &b, 1, 0), ==, 1);
 	}
@@ -81,14 +89,19 @@ int main(void)
 	CHECK(read(ctl[0], &b, 1), ==, 1);
 
 	long long sleeps0 = shunt_counter(c, "sleeps");
-	for (i = 0; i < SHORT_SLEEPS + LONG_SLEEPS; i++) {
+	for (i = 0; i < SHORT_SLEEPS + POLL_SLEEPS + LONG_SLEEPS; i++) {
+		if (i >= SHORT_SLEEPS && i < SHORT_SLEEPS + POLL_SLEEPS) {
+			struct pollfd p = { .fd = c, .events = POLLIN };
+			CHECK(poll(&p, 1, -1), ==, 1);
+			CHECK(p.revents, ==, POLLIN);
+		}
 		CHECK(recv(c, &b, 1, 0), ==, 1);
 		CHECK(b, ==, 'x');
 	}
 	long long bells;
 	CHECK(read(ctl[0], &bells, sizeof bells), ==, (ssize_t)sizeof bells);
 	if (test_mode_accelerated()) {
-		/* it slept for each byte (a spin is 50 us at most) */
+		/* it slept for each byte it waited for in recv (a spin is 50 us at most) */
 		CHECK(shunt_counter(c, "sleeps") - sleeps0, >=, SHORT_SLEEPS + LONG_SLEEPS);
 		/* a doorbell only for a sleep that moved on to the companion */
 		CHECK(bells, <=, LONG_SLEEPS);
@@ -110,12 +123,21 @@ int main(void)
 	tv.tv_usec = 0;
 	CHECK_OK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
 
-	/* a signal without SA_RESTART 5 ms into the sleep: EINTR */
+	/* poll() with a timeout shorter than the futex's sleep: 0 when it runs out */
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	t0 = now_sec();
+	CHECK(poll(&p, 1, 10), ==, 0);
+	CHECK(now_sec() - t0, >=, 0.009);
+
+	/* a signal without SA_RESTART 5 ms into the sleep: EINTR, in recv and in poll */
 	struct sigaction sa = { .sa_handler = on_alarm };
 	CHECK_OK(sigaction(SIGALRM, &sa, NULL));
 	struct itimerval it = { .it_value = { 0, 5000 } };
 	CHECK_OK(setitimer(ITIMER_REAL, &it, NULL));
 	CHECK(recv(c, &b, 1, 0), ==, -1);
+	CHECK(errno, ==, EINTR);
+	CHECK_OK(setitimer(ITIMER_REAL, &it, NULL));
+	CHECK(poll(&p, 1, -1), ==, -1);
 	CHECK(errno, ==, EINTR);
 	signal(SIGALRM, SIG_DFL);
 	alarm(60);

@@ -189,36 +189,60 @@ static bool futex_sleep_fits(struct tcp_sock *t)
     return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed);
 }
 
-static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
-                       bool *moved_on)
+/* Announces the sleep, reads fwake, looks a last time and waits on the word
+ * for tmo at most: 0 woken (or ready at the last look), -ETIMEDOUT, -EINTR. */
+static int futex_sleep_armed(struct tcp_sock *t, int fd, ready_fn ready, int what, const struct timespec *tmo)
 {
-    int what = for_write ? WANT_SPACE : WANT_DATA;
-    int result = 0;
     doorbell_enter_futex(t, what);
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     unsigned seen = atomic_load(&t->ch.self->fwake);   /* before the last look */
+    int r = 0;
     if (!ready(t)) {
-        struct timespec tmo = { 0, FUTEX_SLEEP_NS };
-        int timed = call_timeout(t, fd, for_write, until, &tmo);
-        if (timed < 0) {
-            result = -EAGAIN;
-        } else {
-            bool cut = !timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS;
-            if (cut)
-                tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
-            unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
-            int r = futex_wait_shared(&t->ch.self->fwake, seen, &tmo);
-            turn_gave_way(clock_now_ns());
-            if (r == -EINTR)
-                result = shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
-            else if (r == -ETIMEDOUT)
-                *moved_on = cut;
-            if (r == -ETIMEDOUT && !cut)
-                result = -EAGAIN;   /* the socket's timeout */
-        }
+        r = futex_wait_shared(&t->ch.self->fwake, seen, tmo);
+        turn_gave_way(clock_now_ns());
+        if (r != -ETIMEDOUT && r != -EINTR)
+            r = 0;   /* woken, or the word had moved on already */
     }
     doorbell_leave_futex(t, tcp_call_fd(t, fd), what);
-    return result;
+    return r;
+}
+
+static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
+                       bool *moved_on)
+{
+    struct timespec tmo;
+    int timed = call_timeout(t, fd, for_write, until, &tmo);
+    if (timed < 0)
+        return -EAGAIN;
+    bool cut = !timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS;
+    if (cut)
+        tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    int r = futex_sleep_armed(t, fd, ready, for_write ? WANT_SPACE : WANT_DATA, &tmo);
+    if (r == -EINTR)
+        return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
+    if (r == -ETIMEDOUT) {
+        *moved_on = cut;
+        return cut ? 0 : -EAGAIN;   /* the time is up: on to the companion, or the socket's timeout */
+    }
+    return 0;
+}
+
+int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const struct timespec *left)
+{
+    if (!futex_sleep_fits(t))
+        return 0;
+    unsigned ran = shunt_sig_ran;
+    if (wait_spin(t, ready) || shunt_sig_ran != ran)
+        return 1;
+    struct timespec tmo = { 0, FUTEX_SLEEP_NS };
+    bool cut = !left || left->tv_sec > 0 || left->tv_nsec > (long)FUTEX_SLEEP_NS;
+    if (!cut)
+        tmo = *left;
+    int r = futex_sleep_armed(t, fd, ready, what, &tmo);
+    if (r == -EINTR)
+        return -EINTR;   /* poll and select are never restarted */
+    return r == -ETIMEDOUT && cut ? 0 : 1;
 }
 
 /* The one thread of this process that sleeps in the kernel for this
