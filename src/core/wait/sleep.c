@@ -170,12 +170,13 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
  * of a doorbell (a TCP send through the loopback stack), and the sleeper's
  * a futex wait instead of a ppoll and a recv to drain the byte: on the
  * busy servers of docs/benchmarks.md a sleep and its wake cost about what
- * a Unix socket's do.  Only shunt's own blocking calls sleep there: a
- * poll, select or epoll sleeps in the kernel on the companion (or on a set
- * shunt does not see) and keeps its doorbells.  The futex tells nothing of
- * the peer's death, so the wait is bounded: after FUTEX_SLEEP_NS the call
- * sleeps on the companion as before, whose end the kernel reports, so a
- * dead peer is seen within that time.  The word is the peer's to write
+ * a Unix socket's do.  Only shunt's own blocking calls, and a poll of one
+ * socket (wait_poll_one), sleep there: a poll of several fds, select or
+ * epoll sleeps in the kernel on the companion beside the program's other
+ * fds (or on a set shunt does not see) and keeps its doorbells.  The futex
+ * tells nothing of the peer's death, so the wait is bounded: after
+ * FUTEX_SLEEP_NS the call sleeps on the companion as before, whose end the
+ * kernel reports, so a dead peer is seen within that time.  The word is the peer's to write
  * and so anyone's: it is read once, a change only wakes us to look again,
  * and a scribble can cost a spurious wake or, at worst, FUTEX_SLEEP_NS.
  * Another thread's shutdown (wait_wake_local) and another holder's
