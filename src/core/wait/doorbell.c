@@ -149,10 +149,8 @@ void doorbell_wake_peer(struct tcp_sock *t, int fd, int what)
     }
     /* A blocking call of the peer asleep on its futex: one system call,
      * where a doorbell costs a TCP segment, the sleeper's poll and a drain. */
-    if (take_requests(&peer->fsleepers, &peer->fspace_sleepers, what)) {
-        atomic_fetch_add(&peer->fwake, 1);
-        futex_wake_shared(&peer->fwake);
-    }
+    if (take_requests(&peer->fsleepers, &peer->fspace_sleepers, what))
+        doorbell_wake_peer_futex(t);
 }
 
 bool doorbell_send(struct tcp_sock *t, int fd)
@@ -183,6 +181,12 @@ bool doorbell_send(struct tcp_sock *t, int fd)
     /* busy to counted in one step: a freeze never sees a sent byte uncounted */
     atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
     return r == 1;
+}
+
+void doorbell_wake_peer_futex(struct tcp_sock *t)
+{
+    atomic_fetch_add(&t->ch.peer->fwake, 1);
+    futex_wake_shared(&t->ch.peer->fwake);
 }
 
 void doorbell_ate(struct tcp_sock *t, size_t n)
@@ -297,10 +301,13 @@ void doorbell_enter_futex(struct tcp_sock *t, int what)
 
 /* Doorbells reach this socket while a futex sleeper is away from it only
  * when something else of ours asked for them (a poll or epoll sleeper, a
- * wait that moved on to the companion): the peer counts every byte it
- * sends, we count those we took, and the drain's system call is made only
- * when they differ (a scribbled count costs a drain too many, or leaves a
- * byte for the next companion sleeper, whose leave drains it). */
+ * wait that moved on to the companion) or the peer leaves for kernel TCP:
+ * the peer counts every byte it sends, we count those we took, and the
+ * drain's system call is made only when they differ (a scribbled count
+ * costs a drain too many, or leaves a byte for the next companion sleeper,
+ * whose leave drains it).  Once the peer leaves, its last doorbell is what
+ * wakes the companion sleep that follows (sleep.c), and the downgrade takes
+ * the doorbells (core/conn/downgrade.c): none is drained here then. */
 void doorbell_leave_futex(struct tcp_sock *t, int fd, int what)
 {
     if (what & WANT_DATA)
@@ -308,7 +315,8 @@ void doorbell_leave_futex(struct tcp_sock *t, int fd, int what)
     if (what & WANT_SPACE)
         retract(&t->ch.self->fspace_sleepers);
     int lk = doorbell_lock(t);
-    bool owed = (atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK) != atomic_load(&t->ch.self->bells_eaten);
+    bool owed = !atomic_load(&t->ch.hdr->down) &&
+                (atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK) != atomic_load(&t->ch.self->bells_eaten);
     if (waiters_leave(t) && lk >= 0 && owed)
         drain_locked(t, fd);
     doorbell_unlock(t, lk);

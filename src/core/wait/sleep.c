@@ -187,7 +187,8 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
 
 static bool futex_sleep_fits(struct tcp_sock *t)
 {
-    return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed);
+    return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed) &&
+           !atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed);
 }
 
 /* Announces the sleep, reads fwake, looks a last time and waits on the word

@@ -143,6 +143,10 @@ void backoff_fruitless(struct backoff *b);
  * word is frozen (the connection is moving back to TCP).  True if sent. */
 bool doorbell_send(struct tcp_sock *t, int fd);
 
+/* Wakes the peer's blocking call asleep on its end's futex (sleep.c), asked
+ * for or not: a downgrade's last doorbell goes with it. */
+void doorbell_wake_peer_futex(struct tcp_sock *t);
+
 /* n doorbell bytes were taken off this end's TCP socket. */
 void doorbell_ate(struct tcp_sock *t, size_t n);
 
