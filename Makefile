@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -98,6 +98,18 @@ $(BUILD)/bench/pingpong: bench/pingpong.c
 $(BUILD)/bench/zeropoll: bench/zeropoll.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The busy servers of `shunt bench` (a process or a thread per connection,
+# CPU work per request, N clients; issue 18).
+$(BUILD)/bench/busyserv: bench/busyserv.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# What each signal of a busy machine costs a waiting thread to read
+# (docs/architecture.md, "Waiting on a busy machine").
+$(BUILD)/bench/signal_cost: bench/signal_cost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
 
 # The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
 # ping-pong against memcpy").
@@ -205,6 +217,7 @@ install: lib tool bench
 	install -m 0755 $(BUILD)/shunt $(DESTDIR)$(PREFIX)/bin/shunt
 	install -m 0755 $(BUILD)/bench/pingpong $(DESTDIR)$(PREFIX)/lib/shunt/pingpong
 	install -m 0755 $(BUILD)/bench/zeropoll $(DESTDIR)$(PREFIX)/lib/shunt/zeropoll
+	install -m 0755 $(BUILD)/bench/busyserv $(DESTDIR)$(PREFIX)/lib/shunt/busyserv
 	install -m 0644 $(BENCH_PY) $(DESTDIR)$(PREFIX)/lib/shunt/
 
 clean:

@@ -35,7 +35,8 @@ def compile_pingpong(cc, build):
     out = build / "bench"
     out.mkdir(parents=True, exist_ok=True)
     exe = out / "pingpong"
-    subprocess.run([cc, "-O2", "-o", str(exe), str(REPO / "bench" / "pingpong.c")], check=True)
+    subprocess.run([cc, "-O2", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), str(REPO / "bench" / "pingpong.c")],
+                   check=True)
     return exe
 
 

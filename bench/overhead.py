@@ -89,7 +89,7 @@ def compile_pingpong(cc, build):
     outdir.mkdir(parents=True, exist_ok=True)
     exe = outdir / "pingpong"
     src = REPO / "bench" / "pingpong.c"
-    r = subprocess.run([cc, "-O2", "-Wall", "-o", str(exe), str(src), "-ldl"],
+    r = subprocess.run([cc, "-O2", "-Wall", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), str(src), "-ldl"],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         sys.exit("compiling %s failed:\n%s" % (src, r.stderr))

@@ -67,6 +67,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shunt_query.h"
+
 #define GIVE_UP_NS (120LL * 1000000000LL)
 #define FLOOR_RING (1u << 20)  /* as shunt's default ring: 1 MiB each way */
 #define FLOOR_PIECE (64u << 10) /* published piece by piece, so the reader copies out while the writer copies in */
@@ -279,30 +281,9 @@ static void must_send(struct conn *c, const void *b, size_t n, const char *what)
         die(what);
 }
 
-/* -1 without libshunt in the process, else what it says about fd. */
 static int accelerated(int fd)
 {
-    static int (*query)(int);
-    static int looked;
-    if (!looked) {
-        query = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
-        looked = 1;
-    }
-    return query ? query(fd) : -1;
-}
-
-static int libshunt_mapped(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096];
-    int found = 0;
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "libshunt.so"))
-            found = 1;
-    fclose(f);
-    return found;
+    return shunt_query_accelerated(fd);
 }
 
 static void socket_options(int fd, enum transport t)

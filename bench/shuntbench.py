@@ -31,6 +31,15 @@ Tests, each run once per transport per round, transports alternating:
             readable, then answers 1 byte; with poll, epoll_wait and select.
             One-way time, and the cost of a zero-timeout wait that finds
             nothing ready (kernel TCP, Unix socket, shunt only)
+  fork      busy servers (bench/busyserv.c; kernel TCP, Unix sockets and
+  threads   shunt only): a server forking a process per connection (fork)
+            or starting a thread per connection (threads), each request
+            100 B answered with 1 KiB after --work-us of CPU (a busy loop
+            calibrated once per run, the same on every transport), driven
+            by N client processes sending back to back, N = --clients
+            (1,2,4,8; --quick: 1,4); requests/s, and the CPU and context switches of the
+            whole run per request (--busy-poll: every recv waits in poll()
+            first)
 
 Then the standard programs where installed (NPtcp, sockperf ping-pong,
 throughput and under load, iperf3, redis-benchmark, wrk against nginx),
@@ -69,10 +78,12 @@ import stdtools
 HERE = Path(__file__).resolve().parent
 TRANSPORTS = ("tcp", "unix", "shunt", "floor", "memcpy")
 NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor", "memcpy": "memcpy"}
-TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll")
+TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll", "fork", "threads")
 CONNECTS = ("cc", "crr")   # a connection per transaction
 CRR_SIZE = 1024
 ZPOLL_WAITS = ("poll", "epoll", "select")   # bench/zeropoll.c's waits, in its order
+BUSY = ("fork", "threads")                 # bench/busyserv.c's tests; size = the number of clients
+BUSY_TRANSPORTS = ("tcp", "unix", "shunt")
 TOOL_ORDER = ("np", "pp", "tp", "tp64", "ul", "iperf", "redis", "wrk")
 SHOWN_SIZES = (1, 64, 1024, 64 * 1024, 1024 * 1024, 8 * 1024 * 1024)   # rows of the summary
 RUN_TIMEOUT = 600
@@ -93,7 +104,8 @@ def parse_args(argv):
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="about a minute: sizes 2^k only, short trials and runs, no standard tools")
+                   help="about a minute and a half: sizes 2^k only, short trials and runs, busy servers "
+                        "with 1 and 4 clients, no standard tools")
     p.add_argument("--out", metavar="DIR", help="where the results go (default ./shunt-bench-DATE-TIME)")
     p.add_argument("--rounds", type=int, help="repeats of every run; medians are over them (default 3)")
     p.add_argument("--max-size", type=parse_size, default=8 * 2**20, metavar="BYTES",
@@ -109,6 +121,14 @@ def parse_args(argv):
     p.add_argument("--pingpong", help="the measuring program (default: found beside shunt or this script)")
     p.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the shunt runs, e.g. SHUNT_RING_SIZE=256K (repeatable)")
+    p.add_argument("--clients", metavar="N,N,...",
+                   help="client processes of the busy servers (fork, threads), default 1,2,4,8 "
+                        "(1,4 with --quick)")
+    p.add_argument("--busy-poll", action="store_true",
+                   help="the busy servers' server and clients wait in poll() before each recv, as "
+                        "event-driven code does (default: blocking recv)")
+    p.add_argument("--work-us", type=float, default=30.0, metavar="US",
+                   help="CPU work per request of the busy servers (default 30 µs)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (outputs and shunt logs)")
     a = p.parse_args(argv)
     a.rounds = a.rounds if a.rounds is not None else 3
@@ -136,6 +156,15 @@ def parse_args(argv):
                                                      else ["-r", "3", "-T", "10"])
     a.stream_sizes = [65536] if a.quick else [1024, 65536, 1024 * 1024]
     a.zpoll = ["-n", "20000", "-e", "100"] if a.quick else ["-n", "100000", "-e", "500"]
+    try:
+        a.clients = [int(n) for n in (a.clients or ("1,4" if a.quick else "1,2,4,8")).split(",") if n]
+    except ValueError:
+        a.clients = []
+    if not a.clients or min(a.clients) < 1 or max(a.clients) > 64 or not 0 < a.work_us <= 10000:
+        p.error("--clients takes numbers from 1 to 64, --work-us a time up to 10000")
+    # the busy servers run --seconds too, 0.4 s with --quick (12 runs a round)
+    a.busy_seconds = a.seconds if not a.quick or "--seconds" in argv else 0.4
+    a.iterations = None      # the busy loop's, calibrated at the first busy run
     return a
 
 
@@ -146,6 +175,10 @@ def find_programs(opts):
     shunt = opts.shunt or os.environ.get("SHUNT_BENCH_SHUNT") or str(HERE.parent / "build" / "shunt")
     candidates = [opts.pingpong] if opts.pingpong else [HERE / "pingpong", Path(shunt).parent / "bench" / "pingpong"]
     pingpong = next((str(c) for c in candidates if c and os.access(str(c), os.X_OK)), None)
+    if pingpong and any(t in BUSY for t in opts.tests):
+        busy = Path(pingpong).parent / "busyserv"
+        if not os.access(str(busy), os.X_OK):
+            problems.append("the measuring program busyserv is missing (looked at %s; make builds it)" % busy)
     problems = []
     if not os.access(shunt, os.X_OK):
         problems.append("the shunt command %s is missing (make)" % shunt)
@@ -194,6 +227,10 @@ def pingpong_argv(pingpong, test, transport, size, opts):
     if test == "zpoll":
         return ([str(Path(pingpong).parent / "zeropoll"), "-t", "unix" if transport == "unix" else "tcp",
                  "-d", "%g" % opts.seconds] + opts.zpoll)
+    if test in BUSY:
+        busy = str(Path(pingpong).parent / "busyserv")
+        return [busy, "-t", "unix" if transport == "unix" else "tcp", "-s", test, "-c", str(size),
+                "-i", str(opts.iterations), "-d", "%g" % opts.busy_seconds] + (["-p"] if opts.busy_poll else [])
     t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep
@@ -212,6 +249,8 @@ def check_result(out, transport, test):
     In cc and crr the connections are short, and most of them are kernel
     TCP by design (SHUNT_SHORT_CONNS): libshunt must be loaded on both ends,
     and both must count the same accelerated ones (returned)."""
+    if test in BUSY:
+        return check_busy(out, transport)
     m = re.search(r"^result transport=\S+ libshunt=(yes|no) accel_parent=(-?\d+) accel_child=(-?\d+)$", out, re.M)
     if not m:
         raise RunError("pingpong printed no result line", out)
@@ -237,9 +276,49 @@ def check_result(out, transport, test):
                        % (parent, child, ""), out)
 
 
+def check_busy(out, transport):
+    """busyserv: every connection accelerated on both ends under shunt."""
+    m = re.search(r"^result transport=\S+ libshunt=(yes|no) accel_server=(-?\d+) accel_client=(-?\d+)$", out, re.M)
+    n = re.search(r"^busy server=\S+ clients=(\d+) ", out, re.M)
+    if not m or not n:
+        raise RunError("busyserv printed no result", out)
+    lib, server, client, want = m.group(1) == "yes", int(m.group(2)), int(m.group(3)), int(n.group(1))
+    if transport != "shunt":
+        if lib:
+            raise RunError("libshunt.so was loaded in a run meant to be without shunt (LD_PRELOAD?)", out)
+    elif not lib:
+        raise RunError("libshunt.so was not loaded in the shunt run", out)
+    elif server != want or client != want:
+        raise RunError("NOT ACCELERATED: shunt_fd_accelerated says %d of %d connections on the servers' side "
+                       "and %d on the clients'; the figure is refused" % (server, want, client), out)
+
+
+def calibrate(pingpong, opts, say):
+    """The busy loop's iterations for --work-us, measured once for the run."""
+    out = run_client([str(Path(pingpong).parent / "busyserv"), "-m", "calibrate", "-w", "%g" % opts.work_us],
+                     dict(os.environ), None, 60)[1]
+    m = re.search(r"^calibrate work_us=\S+ iterations=(\d+)$", out, re.M)
+    if not m:
+        raise RunError("busyserv could not calibrate its work", out)
+    opts.iterations = int(m.group(1))
+    say("  busy servers: %g µs of work per request = %d iterations of the busy loop"
+        % (opts.work_us, opts.iterations))
+
+
 def parse_run(out, test, size):
     """[(size, metric, value, unit)] from pingpong's output."""
     pts = []
+    if test in BUSY:
+        m = re.search(r"^busy server=\S+ clients=\d+ requests=(\d+) total_ns=(\d+) cpu_ns=(\d+) nvcsw=(\d+) "
+                      r"nivcsw=(\d+) all_requests=(\d+)", out, re.M)
+        if not m:
+            raise RunError("no result in busyserv's output", out)
+        req, ns, cpu, nv, niv, every = (int(g) for g in m.groups())
+        every = max(every, 1)
+        return [(size, "rate", req / (ns / 1e9), "requests/s"),
+                (size, "cpu_us_per_request", cpu / 1e3 / every, "us"),
+                (size, "voluntary_switches_per_request", nv / every, "switches"),
+                (size, "involuntary_switches_per_request", niv / every, "switches")]
     if test == "pingpong":
         for m in re.finditer(r"^point size=(\d+) repeats=\d+ rtt_ns=([\d.]+)$", out, re.M):
             n, one_way = int(m.group(1)), float(m.group(2)) / 2e9
@@ -273,9 +352,12 @@ def plan(opts):
     """(test, transport, size) in the order of one round."""
     steps = []
     for test in opts.tests:
-        sizes = opts.stream_sizes if test == "stream" else [{"rr": 1, "crr": CRR_SIZE}.get(test, 0)]
+        sizes = (opts.stream_sizes if test == "stream" else opts.clients if test in BUSY
+                 else [{"rr": 1, "crr": CRR_SIZE}.get(test, 0)])
         for size in sizes:
             for transport in opts.transports:
+                if test in BUSY and transport not in BUSY_TRANSPORTS:
+                    continue
                 if (test in CONNECTS and transport == "floor") or (test != "pingpong" and transport == "memcpy"):
                     continue
                 if test == "zpoll" and transport not in ("tcp", "unix", "shunt"):
@@ -290,13 +372,22 @@ def describe(test, size, opts):
             "rr": "request-response %s" % size_name(size),
             "cc": "connect/accept/close",
             "crr": "connect, %s request/answer, close" % size_name(size),
-            "zpoll": "zero-timeout polling 1 B"}[test]
+            "zpoll": "zero-timeout polling 1 B",
+            "fork": "process per connection, %d" % size,
+            "threads": "thread per connection, %d" % size}[test]
 
 
 def run_own(opts, shunt, pingpong, workdir, res, say):
     steps = plan(opts)
     total = len(steps) * opts.rounds
     k = 0
+    if any(t in BUSY for t, _, _ in steps):
+        try:
+            calibrate(pingpong, opts, say)
+        except RunError as e:
+            res.failures.append(("busy servers: %s" % e.what, e.output))
+            steps = [s for s in steps if s[0] not in BUSY]
+            total = len(steps) * opts.rounds
     for rnd in range(1, opts.rounds + 1):
         for test, transport, size in steps:
             k += 1
@@ -438,7 +529,7 @@ def other_table(res, transports):
     cols = [t for t in transports if t != "memcpy"]   # ping-pong only
     head = "| test | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP | Unix vs TCP | shunt / floor |"
     out = [head, "|---" + "|---:" * (len(cols) + 3) + "|"]
-    keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] not in ("pingpong", "zpoll")},
+    keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] not in ("pingpong", "zpoll") + BUSY},
                   key=lambda k: (TESTS.index(k[0]), k[1]))
     for test, size, metric in keys:
         vals = {t: res.median(test, t, size, metric) for t in cols}
@@ -450,6 +541,29 @@ def other_table(res, transports):
         cells += [fmt_x(ratio(vals.get("shunt"), vals.get("tcp"))), fmt_x(ratio(vals.get("unix"), vals.get("tcp"))),
                   fmt_pct(ratio(vals.get("shunt"), vals.get("floor"))) if test not in CONNECTS else "n/a"]
         out.append("| %s | %s |" % (label, " | ".join(cells)))
+    return out
+
+
+def busy_table(res, transports, opts):
+    """Markdown: the busy servers' requests/s by client count, ratios, and
+    the CPU per request."""
+    cols = [t for t in transports if t in BUSY_TRANSPORTS]
+    head = ("| server | clients | " + " | ".join(NAMES[t] for t in cols) +
+            " | shunt vs TCP | shunt vs Unix | Unix vs TCP | CPU µs/request (" +
+            ", ".join(NAMES[t] for t in cols) + ") |")
+    out = ["Requests per second, median; CPU: every process of the run over every request "
+           "(%g µs of it is the work)." % opts.work_us, "", head, "|---|---:" + "|---:" * (len(cols) + 4) + "|"]
+    for test in BUSY:
+        for n in sorted({k[2] for k in res.values if k[0] == test}):
+            vals = {t: res.median(test, t, n, "rate") for t in cols}
+            cpu = [res.median(test, t, n, "cpu_us_per_request") for t in cols]
+            cells = [fmt_rate(vals[t], "").strip() for t in cols]
+            cells += [fmt_x(ratio(vals.get("shunt"), vals.get("tcp"))),
+                      fmt_x(ratio(vals.get("shunt"), vals.get("unix"))),
+                      fmt_x(ratio(vals.get("unix"), vals.get("tcp"))),
+                      " / ".join("%.0f" % c if c is not None else "-" for c in cpu)]
+            out.append("| %s | %d | %s |" % ({"fork": "process per connection",
+                                              "threads": "thread per connection"}[test], n, " | ".join(cells)))
     return out
 
 
@@ -582,6 +696,10 @@ def main(argv):
     if "zpoll" in opts.tests:
         md += ["## Zero-timeout polling over {connection, idle pipe, idle Unix socket}", ""]
         md += zpoll_table(res, opts.transports) + [""]
+    if any(t in opts.tests for t in BUSY) and any(k[0] in BUSY for k in res.values):
+        md += ["## Busy servers: a process or a thread per connection, %g µs of CPU per request%s"
+               % (opts.work_us, ", poll() before each recv" if opts.busy_poll else ""),
+               ""] + busy_table(res, opts.transports, opts) + [""]
     if tools:
         md += ["## Standard tools, kernel TCP and under shunt", ""]
         rows = stdtools.build_table(topts, tool_res)

@@ -224,8 +224,8 @@ const struct setting_def shunt_setting_defs[] = {
       "A large send is published to the ring in pieces of this size, so the reader copies one piece "
       "out while the writer copies the next in", parse_chunk },
     { "SHUNT_SPIN_US", "50", "0..1000000",
-      "How long a waiting thread polls the ring before it sleeps in the kernel (never on one CPU, and "
-      "less when spinning stops paying)", parse_spin },
+      "How long a waiting thread polls the ring before it sleeps (never on one CPU, not for 2 ms after "
+      "a yield of its spin let another thread run, and less when spinning stops paying)", parse_spin },
     { "SHUNT_YIELD_US", "100", "0..1000000",
       "A thread that ran this long without sleeping, its waits finding data at once, lets the other "
       "threads queued on its CPU run (sched_yield) at its next epoll, poll or select that may block (a zero "

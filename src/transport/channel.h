@@ -26,7 +26,7 @@
 #include "transport/seg_lock.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 12u
+#define CHANNEL_VERSION 13u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -171,6 +171,13 @@ struct chan_side {
     atomic_uint doorbells_held;          /* doorbells put off while corked (MSG_MORE, TCP_CORK) */
     atomic_uint doorbell_owed;           /* one of them is still owed to the peer */
     atomic_uint corked;                  /* TCP_CORK as the program set it on this end */
+    /* A blocking recv or send of this end, while one process holds it,
+     * sleeps on fwake, a futex, for a while before it sleeps on its
+     * companion (core/wait/sleep.c): fsleepers and fspace_sleepers ask the
+     * peer, as sleepers and space_sleepers ask for a doorbell, to add one
+     * to fwake and wake it when it made progress (since CHANNEL_VERSION 13). */
+    atomic_uint fwake;
+    atomic_uint fsleepers, fspace_sleepers;
     struct zc_desc zc;
 };
 
@@ -206,6 +213,9 @@ CHAN_AT(chan_side, zc_off, 776);
 CHAN_AT(chan_side, doorbells_held, 780);
 CHAN_AT(chan_side, doorbell_owed, 784);
 CHAN_AT(chan_side, corked, 788);
+CHAN_AT(chan_side, fwake, 792);
+CHAN_AT(chan_side, fsleepers, 796);
+CHAN_AT(chan_side, fspace_sleepers, 800);
 CHAN_AT(chan_side, zc, 832);
 _Static_assert(sizeof(struct chan_side) == 1088, "chan_side resized: bump CHANNEL_VERSION");
 

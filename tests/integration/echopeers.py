@@ -89,7 +89,8 @@ class Builds:
             raise _Skip("static glibc (libc.a, Debian package libc6-dev) is not installed: "
                         "cannot build static_peer with cc -static")
         out = self.outdir / "static_peer"
-        r = _build([cc, "-static", "-O2", "-Wall", "-o", str(out), str(PROGRAMS / "static_peer.c")],
+        r = _build([cc, "-static", "-O2", "-Wall", "-I", str(PROGRAMS.parent / "lib"), "-o", str(out),
+                    str(PROGRAMS / "static_peer.c")],
                    None, base_env(), "static_peer")
         if r.returncode != 0:
             raise RuntimeError("cc -static failed:\n" + r.stderr.decode(errors="replace"))
@@ -98,7 +99,8 @@ class Builds:
     def _build_c(self):
         cc = self._cc()
         out = self.outdir / "dynamic_peer"
-        r = _build([cc, "-O2", "-Wall", "-o", str(out), str(PROGRAMS / "static_peer.c")],
+        r = _build([cc, "-O2", "-Wall", "-I", str(PROGRAMS.parent / "lib"), "-o", str(out),
+                    str(PROGRAMS / "static_peer.c")],
                    None, base_env(), "dynamic_peer")
         if r.returncode != 0:
             raise RuntimeError("cc failed:\n" + r.stderr.decode(errors="replace"))

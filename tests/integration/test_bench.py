@@ -54,11 +54,17 @@ def test_quick_run_outputs(shunt_build, tmp_path):
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
 
     pts = rows(out)
-    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc", "crr", "zpoll"}
+    assert {r["test"] for r in pts} == {"pingpong", "stream", "rr", "cc", "crr", "zpoll", "fork", "threads"}
     # the zero-timeout polling loop: kernel TCP, Unix socket and shunt, each wait's two figures
     assert {r["transport"] for r in pts if r["test"] == "zpoll"} == {"tcp", "unix", "shunt"}
     assert {r["metric"] for r in pts if r["test"] == "zpoll"} == {
         w + ":" + m for w in ("poll", "epoll", "select") for m in ("one_way_us", "empty_ns")}
+    # the busy servers: kernel TCP, Unix sockets and shunt, 1 and 4 clients with --quick
+    for test in ("fork", "threads"):
+        assert {r["transport"] for r in pts if r["test"] == test} == {"tcp", "unix", "shunt"}
+        assert {int(r["size_bytes"]) for r in pts if r["test"] == test} == {1, 4}
+        assert {r["metric"] for r in pts if r["test"] == test} == {
+            "rate", "cpu_us_per_request", "voluntary_switches_per_request", "involuntary_switches_per_request"}
     assert {r["transport"] for r in pts if r["test"] == "pingpong"} == TRANSPORTS
     assert {r["transport"] for r in pts if r["test"] == "cc"} == TRANSPORTS - {"floor", "memcpy"}
     assert {r["transport"] for r in pts if r["test"] == "crr"} == TRANSPORTS - {"floor", "memcpy"}
@@ -67,7 +73,7 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     # NetPIPE's perturbations: -3, 0 and +3 around each size
     sizes = {int(r["size_bytes"]) for r in pts if r["test"] == "pingpong" and r["transport"] == "shunt"}
     assert {61, 64, 67, 65533, 65536, 65539} <= sizes
-    assert all(float(r["value"]) > 0 for r in pts)
+    assert all(float(r["value"]) > 0 for r in pts if "switches" not in r["metric"])   # a spin may not switch
     assert all(r["accelerated"] == "yes" for r in pts if r["transport"] == "shunt" and r["test"] not in ("cc", "crr"))
     # cc and crr: short connections, most on kernel TCP by design; how many
     # were accelerated is counted on both ends and said
@@ -78,6 +84,7 @@ def test_quick_run_outputs(shunt_build, tmp_path):
         assert m and 0 <= int(m.group(1)) <= int(m.group(2)) and int(m.group(2)) > 0, r
 
     md = (out / "summary.md").read_text()
+    assert "## Busy servers" in md and "| process per connection | 4 |" in md and "| thread per connection | 1 |" in md
     assert ("| size | kernel TCP | Unix socket | shunt | floor | memcpy | shunt vs TCP | Unix vs TCP | shunt / floor"
             " | shunt / memcpy |") in md
     for label in ("| 1 B |", "| 64 KiB |", "| stream, 64 KiB messages", "| request-response, 1 B",
@@ -141,7 +148,7 @@ def test_installed_bench(shunt_build, tmp_path):
                        capture_output=True, text=True, timeout=300, env=base_env())
     assert r.returncode == 0, r.stdout + r.stderr
     libdir = dest / "opt/shunt/lib/shunt"
-    for f in ("shuntbench.py", "benchlib.py", "stdtools.py", "plots.py", "pingpong"):
+    for f in ("shuntbench.py", "benchlib.py", "stdtools.py", "plots.py", "pingpong", "busyserv"):
         assert (libdir / f).exists(), f
     out = tmp_path / "out"
     r = bench(shunt_build, out, "--rounds", "1", "--tests", "pingpong", "--transports", "tcp,shunt",

@@ -106,6 +106,8 @@ RULES = {
     "ring-indexes": "ring0.head,ring0.tail,ring0.fin,ring0.size,ring1.head,ring1.tail",
     "end-state": "side0.state,side1.state",
     "shared-locks": "side0.tx_lock+holders2,side0.rx_lock+holders2,side1.wait_lock+holders2",
+    "futex-words": "side0.fwake,side0.fsleepers,side0.fspace_sleepers,side1.fwake,side1.fsleepers,"
+                   "side1.fspace_sleepers",
 }
 
 

@@ -87,7 +87,7 @@ struct field {
 #define SIDE_FIELDS(X) X(sleepers) X(space_sleepers) X(waiters) X(holders) X(state) X(cpu) X(pid) X(tx_lock)  \
     X(rx_lock) X(wait_lock) X(bytes_out) X(sends) X(bytes_in) X(recvs) X(doorbells) X(spins_won)             \
     X(spins_lost) X(sleeps) X(bells) X(bells_eaten) X(draining) X(closed_copy) X(copy_from) X(copy_end)      \
-    X(zc_sends) X(zc_bytes) X(zc_off) X(doorbells_held) X(doorbell_owed) X(corked) X(zc.state) X(zc.pid)     \
+    X(zc_sends) X(zc_bytes) X(zc_off) X(doorbells_held) X(doorbell_owed) X(corked) X(fwake) X(fsleepers) X(fspace_sleepers) X(zc.state) X(zc.pid)     \
     X(zc.taker) X(zc.pidns) X(zc.pos) X(zc.len) X(zc.nseg) X(zc.seg) X(zc.done)
 #define RING_FIELDS(X) X(head) X(head_copy) X(tag) X(tail) X(tail_copy) X(fin) X(size) X(fin_copy) X(size_copy)
 

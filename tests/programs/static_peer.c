@@ -45,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shunt_query.h"
+
 #define PERIOD 65521
 
 static uint8_t table[PERIOD];
@@ -433,19 +435,6 @@ static int run_client(const char *host, int port, uint64_t nbytes, const char *m
     return 0;
 }
 
-static int libshunt_mapped(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096];
-    int found = 0;
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "libshunt.so"))
-            found = 1;
-    fclose(f);
-    return found;
-}
 
 static void usage(void)
 {

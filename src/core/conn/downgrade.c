@@ -407,6 +407,7 @@ static void leave_first(struct tcp_sock *t, int fd)
     wait_peer_drain(t, fd);
     atomic_fetch_or(&h->down, DOWN_READY);
     doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
+    doorbell_wake_peer_futex(t);   /* or on its end's futex: it then sleeps on its socket, and sees the byte */
     bells_freeze(&t->ch.self->bells);
     /* A closed peer reads nothing more: bytes sent to its socket would only
      * make its kernel reset the connection and drop the rest of its copy

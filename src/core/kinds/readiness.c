@@ -210,6 +210,28 @@ static bool kernel_left_out(const struct pollfd *k, nfds_t n, struct kernel_look
     return open && kernel_look_skip(*looks);
 }
 
+/* A poll of one accelerated socket (the fd and events of this thread's
+ * current one) waits as a blocking call does (wait_poll_one). */
+static _Thread_local struct pollfd poll_one;
+
+static bool poll_one_ready(struct tcp_sock *t)
+{
+    return stream_poll(t, poll_one.fd, poll_one.events) != 0;
+}
+
+/* 1: look again; 0: sleep on the companion; -EINTR.  Not with a signal
+ * mask to apply for the sleep (ppoll's), which only the kernel's wait sets
+ * atomically. */
+static int poll_one_wait(struct fdref *ref, struct pollfd *p, const sigset_t *mask, const struct deadline *dl)
+{
+    struct tcp_sock *t = p->fd >= 0 && !mask ? accelerated(ref) : NULL;
+    if (!t)
+        return 0;
+    poll_one = *p;
+    struct timespec left;
+    return wait_poll_one(t, p->fd, poll_one_ready, wants(p->events), deadline_left(dl, &left));
+}
+
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
     struct fdref stack_refs[STACK_FDS];
@@ -265,6 +287,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     static const struct timespec zero = { 0, 0 };
     struct backoff bo = { 0 };
     unsigned handlers_ran = shunt_sig_ran;
+    bool one_waited = n != 1;
     for (;;) {
         int count = 0;
         for (nfds_t i = 0; i < n; i++) {
@@ -298,6 +321,17 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
                     count++;
             result = count;
             goto out;
+        }
+
+        if (!one_waited) {
+            one_waited = true;
+            int w = poll_one_wait(&refs[0], &fds[0], mask, &dl);
+            if (w < 0) {
+                result = w;
+                goto out;
+            }
+            if (w > 0)
+                continue;
         }
 
         bool ready = false;

@@ -161,6 +161,7 @@ const struct sandbox_call sandbox_calls[] = {
     MUST("clock_gettime", SYS_clock_gettime, 0, CLOCK_MONOTONIC, BADPTR),
     MUST("sched_yield", SYS_sched_yield, 0, 0),
     MUST("getcpu", SYS_getcpu, 0, 0, 0, 0),
+    MUST("getrusage RUSAGE_THREAD", SYS_getrusage, A0, RUSAGE_THREAD, 0),   /* did a spin's yield give the CPU away */
     /* who we are, who lives, signals */
     MUST("getpid", SYS_getpid, 0, 0),
     MUST("gettid", SYS_gettid, 0, 0),

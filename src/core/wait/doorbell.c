@@ -121,6 +121,20 @@ void doorbell_leave_local(struct tcp_sock *t, int fd, int what, int lw, int xfd)
 }
 
 
+/* Takes the peer's requests for what we made happen (the counts of its
+ * sleepers for data and for space): true if there was one.  Only a peer
+ * waiting for that is woken: a reader is not woken because we freed space,
+ * nor a writer because we wrote. */
+static bool take_requests(atomic_uint *data, atomic_uint *space, int what)
+{
+    bool any = false;
+    if ((what & WANT_DATA) && atomic_load_explicit(data, memory_order_relaxed))
+        any |= atomic_exchange(data, 0) != 0;
+    if ((what & WANT_SPACE) && atomic_load_explicit(space, memory_order_relaxed))
+        any |= atomic_exchange(space, 0) != 0;
+    return any;
+}
+
 void doorbell_wake_peer(struct tcp_sock *t, int fd, int what)
 {
     /* seq_cst fence: our ring update is ordered before the load of the
@@ -128,18 +142,15 @@ void doorbell_wake_peer(struct tcp_sock *t, int fd, int what)
      * either the peer's last look sees the update or we see its request. */
     atomic_thread_fence(memory_order_seq_cst);
     struct chan_side *peer = t->ch.peer;
-    bool ring = false;
-    /* Only a peer waiting for what we made happen is woken: a reader is not
-     * woken because we freed space, nor a writer because we wrote. */
-    if ((what & WANT_DATA) && atomic_load_explicit(&peer->sleepers, memory_order_relaxed))
-        ring |= atomic_exchange(&peer->sleepers, 0) != 0;
-    if ((what & WANT_SPACE) && atomic_load_explicit(&peer->space_sleepers, memory_order_relaxed))
-        ring |= atomic_exchange(&peer->space_sleepers, 0) != 0;
     /* One byte wakes every sleeper of the peer: none of them consumes it. */
-    if (ring) {
+    if (take_requests(&peer->sleepers, &peer->space_sleepers, what)) {
         atomic_fetch_add_explicit(&t->ch.self->doorbells, 1, memory_order_relaxed);
         doorbell_send(t, fd);
     }
+    /* A blocking call of the peer asleep on its futex: one system call,
+     * where a doorbell costs a TCP segment, the sleeper's poll and a drain. */
+    if (take_requests(&peer->fsleepers, &peer->fspace_sleepers, what))
+        doorbell_wake_peer_futex(t);
 }
 
 bool doorbell_send(struct tcp_sock *t, int fd)
@@ -170,6 +181,12 @@ bool doorbell_send(struct tcp_sock *t, int fd)
     /* busy to counted in one step: a freeze never sees a sent byte uncounted */
     atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
     return r == 1;
+}
+
+void doorbell_wake_peer_futex(struct tcp_sock *t)
+{
+    atomic_fetch_add(&t->ch.peer->fwake, 1);
+    futex_wake_shared(&t->ch.peer->fwake);
 }
 
 void doorbell_ate(struct tcp_sock *t, size_t n)
@@ -262,6 +279,45 @@ void doorbell_leave(struct tcp_sock *t, int fd, int what)
     doorbell_disarm(t, what);
     int lk = doorbell_lock(t);
     if (waiters_leave(t) && lk >= 0)
+        drain_locked(t, fd);
+    doorbell_unlock(t, lk);
+}
+
+/* A blocking call's sleep on the end's futex (sleep.c): counted among the
+ * end's waiters like any sleeper, so that no other thread drains doorbells
+ * meant for it, but asking the peer for a futex wake, not a byte. */
+void doorbell_enter_futex(struct tcp_sock *t, int what)
+{
+    int lk = doorbell_lock(t);
+    waiters_enter(t);
+    /* seq_cst: ordered before the caller's load of fwake and re-check of
+     * the rings; pairs with the fence in doorbell_wake_peer */
+    if (what & WANT_DATA)
+        atomic_fetch_add(&t->ch.self->fsleepers, 1);
+    if (what & WANT_SPACE)
+        atomic_fetch_add(&t->ch.self->fspace_sleepers, 1);
+    doorbell_unlock(t, lk);
+}
+
+/* Doorbells reach this socket while a futex sleeper is away from it only
+ * when something else of ours asked for them (a poll or epoll sleeper, a
+ * wait that moved on to the companion) or the peer leaves for kernel TCP:
+ * the peer counts every byte it sends, we count those we took, and the
+ * drain's system call is made only when they differ (a scribbled count
+ * costs a drain too many, or leaves a byte for the next companion sleeper,
+ * whose leave drains it).  Once the peer leaves, its last doorbell is what
+ * wakes the companion sleep that follows (sleep.c), and the downgrade takes
+ * the doorbells (core/conn/downgrade.c): none is drained here then. */
+void doorbell_leave_futex(struct tcp_sock *t, int fd, int what)
+{
+    if (what & WANT_DATA)
+        retract(&t->ch.self->fsleepers);
+    if (what & WANT_SPACE)
+        retract(&t->ch.self->fspace_sleepers);
+    int lk = doorbell_lock(t);
+    bool owed = !atomic_load(&t->ch.hdr->down) &&
+                (atomic_load(&t->ch.peer->bells) & BELLS_COUNT_MASK) != atomic_load(&t->ch.self->bells_eaten);
+    if (waiters_leave(t) && lk >= 0 && owed)
         drain_locked(t, fd);
     doorbell_unlock(t, lk);
 }

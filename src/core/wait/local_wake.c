@@ -109,6 +109,7 @@ void wait_wake_local(struct tcp_sock *t)
     crit_unlock(&wait_lock);
     if (others)
         futex_wake_all(&t->wait_gen);
+    futex_wake_end(t);   /* the kernel sleeper, if it sleeps on the end's futex */
 }
 
 void wait_local_lost(int efd)

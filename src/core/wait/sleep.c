@@ -163,13 +163,105 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     return 0;
 }
 
+/*
+ * The first FUTEX_SLEEP_NS of a blocking call's sleep, while this process
+ * alone holds the end, are on the end's futex (chan_side.fwake) rather than
+ * on the companion.  The peer's wake is then one futex system call instead
+ * of a doorbell (a TCP send through the loopback stack), and the sleeper's
+ * a futex wait instead of a ppoll and a recv to drain the byte: on the
+ * busy servers of docs/benchmarks.md a sleep and its wake cost about what
+ * a Unix socket's do.  Only shunt's own blocking calls, and a poll of one
+ * socket (wait_poll_one), sleep there: a poll of several fds, select or
+ * epoll sleeps in the kernel on the companion beside the program's other
+ * fds (or on a set shunt does not see) and keeps its doorbells.  The futex
+ * tells nothing of the peer's death, so the wait is bounded: after
+ * FUTEX_SLEEP_NS the call sleeps on the companion as before, whose end the
+ * kernel reports, so a dead peer is seen within that time.  The word is the peer's to write
+ * and so anyone's: it is read once, a change only wakes us to look again,
+ * and a scribble can cost a spurious wake or, at worst, FUTEX_SLEEP_NS.
+ * Another thread's shutdown (wait_wake_local) and another holder's
+ * (xwake_send) add one to it and wake it too.  0: look again (woken, or
+ * the time is up: *moved_on); -EAGAIN, -EINTR as kernel_wait.
+ */
+#define FUTEX_SLEEP_NS 20000000u
+
+static bool futex_sleep_fits(struct tcp_sock *t)
+{
+    return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed) &&
+           !atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed);
+}
+
+/* Announces the sleep, reads fwake, looks a last time and waits on the word
+ * for tmo at most: 0 woken (or ready at the last look), -ETIMEDOUT, -EINTR. */
+static int futex_sleep_armed(struct tcp_sock *t, int fd, ready_fn ready, int what, const struct timespec *tmo)
+{
+    doorbell_enter_futex(t, what);
+    atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+    unsigned seen = atomic_load(&t->ch.self->fwake);   /* before the last look */
+    int r = 0;
+    if (!ready(t)) {
+        r = futex_wait_shared(&t->ch.self->fwake, seen, tmo);
+        turn_gave_way(clock_now_ns());
+        if (r != -ETIMEDOUT && r != -EINTR)
+            r = 0;   /* woken, or the word had moved on already */
+    }
+    doorbell_leave_futex(t, tcp_call_fd(t, fd), what);
+    return r;
+}
+
+static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
+                       bool *moved_on)
+{
+    struct timespec tmo;
+    int timed = call_timeout(t, fd, for_write, until, &tmo);
+    if (timed < 0)
+        return -EAGAIN;
+    bool cut = !timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS;
+    if (cut)
+        tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
+    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    int r = futex_sleep_armed(t, fd, ready, for_write ? WANT_SPACE : WANT_DATA, &tmo);
+    if (r == -EINTR)
+        return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
+    if (r == -ETIMEDOUT) {
+        *moved_on = cut;
+        return cut ? 0 : -EAGAIN;   /* the time is up: on to the companion, or the socket's timeout */
+    }
+    return 0;
+}
+
+int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const struct timespec *left)
+{
+    if (!futex_sleep_fits(t))
+        return 0;
+    unsigned ran = shunt_sig_ran;
+    if (wait_spin(t, ready) || shunt_sig_ran != ran)
+        return 1;
+    struct timespec tmo = { 0, FUTEX_SLEEP_NS };
+    bool cut = !left || left->tv_sec > 0 || left->tv_nsec > (long)FUTEX_SLEEP_NS;
+    if (!cut)
+        tmo = *left;
+    int r = futex_sleep_armed(t, fd, ready, what, &tmo);
+    if (r == -EINTR)
+        return -EINTR;   /* poll and select are never restarted */
+    return r == -ETIMEDOUT && cut ? 0 : 1;
+}
+
 /* The one thread of this process that sleeps in the kernel for this
  * endpoint: it asks for a doorbell, looks at the rings a last time and
  * waits in the kernel until a doorbell is queued, the peer goes away,
- * another thread shuts the socket down, a signal or the socket's timeout. */
+ * another thread shuts the socket down, a signal or the socket's timeout.
+ * A blocking call's first sleep of a while is on the end's futex
+ * (futex_sleep, above). */
 static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until)
 {
     int result = 0;
+    if (futex_sleep_fits(t)) {
+        bool moved_on = false;
+        result = futex_sleep(t, fd, ready, for_write, until, &moved_on);
+        if (result || !moved_on || ready(t))
+            return result;
+    }
     int what = for_write ? WANT_SPACE : WANT_DATA;
     int efd = -1, xfd = -1;
     int lw = doorbell_enter_local(t, what, &efd, &xfd);

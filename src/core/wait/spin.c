@@ -3,6 +3,7 @@
  * the peer runs, and how often spins on a socket found nothing.
  */
 #include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,10 +34,19 @@ bool wait_may_spin(void)
     return online_cpus >= 2 && shunt_settings.spin_us > 0;
 }
 
+/* The peer asleep waiting for us: for a doorbell, or on its futex. */
+static bool peer_asleep(struct tcp_sock *t)
+{
+    struct chan_side *p = t->ch.peer;
+    return atomic_load_explicit(&p->sleepers, memory_order_relaxed) ||
+           atomic_load_explicit(&p->space_sleepers, memory_order_relaxed) ||
+           atomic_load_explicit(&p->fsleepers, memory_order_relaxed) ||
+           atomic_load_explicit(&p->fspace_sleepers, memory_order_relaxed);
+}
+
 bool wait_peer_busy(struct tcp_sock *t)
 {
-    return !atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) &&
-           !atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed);
+    return !peer_asleep(t);
 }
 
 bool wait_peer_here(struct tcp_sock *t)
@@ -96,6 +106,21 @@ void wait_spin_paid(struct tcp_sock *t)
     fails_set(t, 0);
 }
 
+/* This thread's involuntary context switches so far: it rises across a
+ * sched_yield only if the yield gave the CPU to another runnable thread. */
+static long switches_taken(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) < 0)
+        return -1;
+    return ru.ru_nivcsw;
+}
+
+/* Until when this thread does not spin: a yield of its spin gave the CPU
+ * away and it was still not ready, so the CPU is wanted by others. */
+static _Thread_local uint64_t crowded_until;
+#define CROWDED_NS 2000000u
+
 bool wait_spin(struct tcp_sock *t, ready_fn ready)
 {
     unsigned handlers_ran = shunt_sig_ran;
@@ -110,8 +135,11 @@ bool wait_spin(struct tcp_sock *t, ready_fn ready)
         }
         fails_set(t, SPIN_GIVE_UP - 1);   /* one more chance */
     }
+    uint64_t start = clock_now_ns();
+    if (start < crowded_until)
+        return false;
     bool here = wait_peer_here(t);
-    uint64_t deadline = clock_now_ns() + (uint64_t)budget_us * 1000u;
+    uint64_t deadline = start + (uint64_t)budget_us * 1000u;
     for (unsigned i = 1;; i++) {
         if (ready(t)) {
             fails_set(t, 0);
@@ -122,11 +150,16 @@ bool wait_spin(struct tcp_sock *t, ready_fn ready)
         if ((i & 63) == 0 || here) {
             uint64_t now = clock_now_ns();
             if (now > deadline || shunt_sig_ran != handlers_ran ||
-                atomic_load_explicit(&t->close_waiting, memory_order_relaxed) ||
-                atomic_load_explicit(&t->ch.peer->sleepers, memory_order_relaxed) ||
-                atomic_load_explicit(&t->ch.peer->space_sleepers, memory_order_relaxed))
+                atomic_load_explicit(&t->close_waiting, memory_order_relaxed) || peer_asleep(t))
                 break;
+            long before = switches_taken();
             turn_spin_yield(now);
+            if (before >= 0 && switches_taken() != before) {
+                crowded_until = clock_now_ns() + CROWDED_NS;
+                if (ready(t))
+                    continue;
+                break;
+            }
         }
     }
     fails_set(t, fails_get(t) + 1);

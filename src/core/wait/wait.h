@@ -28,6 +28,14 @@ enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
  * when the kernel's call would have. */
 int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until);
 
+/* A poll of one accelerated socket, held by this process alone, about to
+ * sleep (core/kinds/readiness.c): spins as a blocking call does, then sleeps
+ * on the end's futex (sleep.c) for 20 ms or what is left of left (NULL:
+ * no bound), asking the peer for what (WANT_*).  1: look again (ready,
+ * woken, or the poll's time is up); 0: nothing came in the futex's time,
+ * or the socket is not one for it: sleep the usual way; -EINTR: a signal. */
+int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const struct timespec *left);
+
 /* Another thread of this process changed what this socket's waiters wait
  * for (shutdown): wakes every thread of ours blocked on it, in the kernel
  * (through the local wake, an eventfd) or on the futex. */
@@ -134,6 +142,10 @@ void backoff_fruitless(struct backoff *b);
 /* Sends one doorbell byte, counted in the end's bells word; none once the
  * word is frozen (the connection is moving back to TCP).  True if sent. */
 bool doorbell_send(struct tcp_sock *t, int fd);
+
+/* Wakes the peer's blocking call asleep on its end's futex (sleep.c), asked
+ * for or not: a downgrade's last doorbell goes with it. */
+void doorbell_wake_peer_futex(struct tcp_sock *t);
 
 /* n doorbell bytes were taken off this end's TCP socket. */
 void doorbell_ate(struct tcp_sock *t, size_t n);

@@ -33,7 +33,7 @@
 #include "base/real.h"
 #include "base/signals.h"
 #include "base/fd_place.h"
-#include "core/wait/wait.h"
+#include "core/wait/wait_shared.h"
 #include "core/wait/xwake.h"
 
 bool xwake_shared(struct tcp_sock *t)
@@ -70,6 +70,7 @@ void xwake_close(int xfd)
 
 void xwake_send(struct tcp_sock *t)
 {
+    futex_wake_end(t);   /* a sleeper on the end's futex (sleep.c), in whichever process */
     if (!xwake_shared(t))
         return;
     char path[128];
