@@ -418,33 +418,56 @@ out:
     return result;
 }
 
-static bool bit_isset(const fd_set *s, int fd)
-{
-    return s && (s->fds_bits[fd / (8 * (int)sizeof(long))] & (1UL << (fd % (8 * (int)sizeof(long)))));
-}
+/*
+ * select's sets, a word at a time: a zero-timeout select loop went through
+ * nfds bits five times (routing, counting, building, clearing three sets),
+ * a third of its cost.
+ */
+#define WORD_BITS (8 * (int)sizeof(long))
 
 static void bit_set(fd_set *s, int fd)
 {
-    s->fds_bits[fd / (8 * (int)sizeof(long))] |= 1UL << (fd % (8 * (int)sizeof(long)));
+    s->fds_bits[fd / WORD_BITS] |= 1UL << (fd % WORD_BITS);
+}
+
+static bool bit_isset(const fd_set *s, int fd)
+{
+    return s && (s->fds_bits[fd / WORD_BITS] & (1UL << (fd % WORD_BITS)));
+}
+
+/* The fds below nfds in word w of any of the three sets. */
+static unsigned long asked_in_word(const fd_set *r, const fd_set *w, const fd_set *e, int nfds, int word)
+{
+    unsigned long m = (r ? r->fds_bits[word] : 0) | (w ? w->fds_bits[word] : 0) | (e ? e->fds_bits[word] : 0);
+    int below = nfds - word * WORD_BITS;
+    return below >= WORD_BITS ? m : m & ((1UL << below) - 1);
+}
+
+static int words_of(int nfds)
+{
+    return (nfds + WORD_BITS - 1) / WORD_BITS;
 }
 
 bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
 {
-    bool any = false;
-    for (int fd = 0; fd < nfds && !any; fd++) {
-        if (!bit_isset(r, fd) && !bit_isset(w, fd) && !bit_isset(e, fd))
-            continue;
-        if (fdt_kernel_only(fd))
-            continue;   /* a pipe, a Unix socket, TCP for good: no lookup */
-        struct fdref f = fdt_get(fd);
-        any = accelerated(&f) != NULL || nested_epoll(&f) || offered(&f);
-        fdt_put(&f);
+    for (int word = 0; word < words_of(nfds); word++) {
+        for (unsigned long m = asked_in_word(r, w, e, nfds, word); m; m &= m - 1) {
+            int fd = word * WORD_BITS + __builtin_ctzl(m);
+            if (fdt_kernel_only(fd))
+                continue;   /* a pipe, a Unix socket, TCP for good: no lookup */
+            struct fdref f = fdt_get(fd);
+            bool any = accelerated(&f) != NULL || nested_epoll(&f) || offered(&f);
+            fdt_put(&f);
+            if (any)
+                return true;
+        }
     }
-    return any;
+    return false;
 }
 
 /* What select reports of the answers in p[count] (the sets cleared and
- * filled in); -EBADF for a closed fd. */
+ * filled in); -EBADF for a closed fd.  The kernel writes back whole words
+ * of each set, zero but for the ready fds: so do we. */
 static int select_bits(const struct pollfd *p, int count, int nfds, fd_set *r, fd_set *w, fd_set *e)
 {
     for (int i = 0; i < count; i++)
@@ -453,9 +476,8 @@ static int select_bits(const struct pollfd *p, int count, int nfds, fd_set *r, f
     fd_set *sets[3] = { r, w, e };
     for (int s = 0; s < 3; s++)
         if (sets[s])
-            for (int fd = 0; fd < nfds; fd++)
-                if (bit_isset(sets[s], fd))
-                    sets[s]->fds_bits[fd / (8 * (int)sizeof(long))] &= ~(1UL << (fd % (8 * (int)sizeof(long))));
+            for (int word = 0; word < words_of(nfds); word++)
+                sets[s]->fds_bits[word] = 0;
     int bits = 0;
     for (int i = 0; i < count; i++) {
         short rev = p[i].revents;
@@ -482,21 +504,22 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct tim
     if (nfds < 0 || !timeout_valid(tmo))
         return -EINVAL;
     int count = 0;
-    for (int fd = 0; fd < nfds; fd++)
-        if (bit_isset(r, fd) || bit_isset(w, fd) || bit_isset(e, fd))
-            count++;
+    for (int word = 0; word < words_of(nfds); word++)
+        count += __builtin_popcountl(asked_in_word(r, w, e, nfds, word));
     struct pollfd stack_p[STACK_FDS];   /* a zero-timeout loop makes no malloc */
     struct pollfd *p = count <= STACK_FDS ? stack_p : malloc((size_t)count * sizeof *p);
     if (!p)
         return -ENOMEM;
     int i = 0;
-    for (int fd = 0; fd < nfds; fd++) {
-        short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) | (bit_isset(e, fd) ? POLLPRI : 0));
-        if (ev)
+    for (int word = 0; word < words_of(nfds); word++) {
+        for (unsigned long m = asked_in_word(r, w, e, nfds, word); m; m &= m - 1) {
+            int fd = word * WORD_BITS + __builtin_ctzl(m);
+            short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) |
+                               (bit_isset(e, fd) ? POLLPRI : 0));
             p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+        }
     }
-    /* a zero timeout leaves nothing to count down: no clock read (two of
-     * them were a fifth of an empty zero-timeout select) */
+    /* a zero timeout leaves nothing to count down: no clock read */
     bool zero = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
     struct deadline dl;
     if (!zero)
