@@ -376,26 +376,12 @@ static int told_to_stop(int stop_fd)
     return read(stop_fd, &x, 1) == 0;
 }
 
-/* read until n bytes came, EOF or an error; what read() last said */
-static ssize_t read_n(int fd, char *b, size_t n)
-{
-    size_t got = 0;
-    ssize_t r = 1;
-    while (got < n && ((r = read(fd, b + got, n - got)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0)
-            got += (size_t)r;
-    return got == n ? (ssize_t)n : r;
-}
-
 /* cc: connect, wait for the server's close, close; until told to stop.
- * crr (size > 0): connect, a request of size bytes, its answer, close.  In
- * crr the client closes first, so TIME_WAIT stays with its own ports, which
- * connect then steps around: when the server closed first, its side of a
- * 4-tuple stayed in TIME_WAIT and a later SYN that reused the port was now
- * and then held up for a second (a run of kernel TCP's fell to 35
- * connections/s).  cc cannot do the same: with nothing to wait for, the
- * client would fill the listener's backlog.  Counts the connections made
- * and those that were accelerated. */
+ * crr (size > 0): connect, a request of size bytes, its answer, close: the
+ * client closes first, so TIME_WAIT stays with its own ports (a server's
+ * TIME_WAIT held a SYN that reused a port up for a second now and then);
+ * cc cannot, its client would fill the backlog.  Counts the connections
+ * made and those that were accelerated. */
 static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *buf, long *made, long *accel)
 {
     while (!told_to_stop(stop_fd)) {
@@ -409,9 +395,9 @@ static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *
                 return;
             die("child: connect");
         }
+        struct conn k = { .fd = fd };
         if (size > 0) {
-            ssize_t w = write(fd, buf, size);
-            if (w != (ssize_t)size || read_n(fd, buf, size) != (ssize_t)size) {
+            if (conn_send(&k, buf, size) < 0 || conn_recv(&k, buf, size) != 1) {
                 close(fd);
                 if (told_to_stop(stop_fd))
                     return;
@@ -743,15 +729,15 @@ int main(int argc, char **argv)
                 accel_parent++;
             else if (accelerated(fd) < 0)
                 accel_parent = -1;
-            if (o.mode == M_CRR && (read_n(fd, buf, o.size) != (ssize_t)o.size ||
-                                    write(fd, buf, o.size) != (ssize_t)o.size))
-                die("crr: request");
+            struct conn k = { .fd = fd };
             char b;
-            ssize_t r = o.mode == M_CRR ? read_n(fd, &b, 1) : 0;   /* crr: the client's close */
-            if (r != 0) {
-                fprintf(stderr, "pingpong: crr: expected the client's close, got %zd (%s)\n", r,
-                        r < 0 ? strerror(errno) : "data");
-                exit(1);
+            if (o.mode == M_CRR) {
+                must_recv(&k, buf, o.size, "crr: request");
+                must_send(&k, buf, o.size, "crr: answer");
+                if (conn_recv(&k, &b, 1) != 0) {   /* the client's close */
+                    fprintf(stderr, "pingpong: crr: expected the client's close\n");
+                    exit(1);
+                }
             }
             close(fd);
             accepted++;
