@@ -25,22 +25,10 @@ SHUNT_EXPORT int select(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set
 {
     int saved = errno;
     SANDBOX_PASS(shunt_real.select(nfds, r, w, e, tmo));
-    if (!readiness_select_accelerated(nfds, r, w, e))
+    struct select_time st = { .tv = tmo };
+    int res = readiness_select(nfds, r, w, e, &st, NULL);
+    if (res == READINESS_KERNELS)
         return shunt_real.select(nfds, r, w, e, tmo);
-    if (tmo && (tmo->tv_sec < 0 || tmo->tv_usec < 0 || tmo->tv_usec >= 1000000)) {
-        errno = EINVAL;
-        return -1;
-    }
-    struct timespec ts, left;
-    if (tmo) {
-        ts.tv_sec = tmo->tv_sec;
-        ts.tv_nsec = tmo->tv_usec * 1000;
-    }
-    int res = readiness_select(nfds, r, w, e, tmo ? &ts : NULL, NULL, tmo ? &left : NULL);
-    if (tmo) {   /* Linux's select reports the time it did not use */
-        tmo->tv_sec = left.tv_sec;
-        tmo->tv_usec = left.tv_nsec / 1000;
-    }
     return (int)wrap_finish(res, saved);
 }
 
@@ -49,7 +37,9 @@ SHUNT_EXPORT int pselect(int nfds, fd_set *restrict r, fd_set *restrict w, fd_se
 {
     int saved = errno;
     SANDBOX_PASS(shunt_real.pselect(nfds, r, w, e, tmo, mask));
-    if (!readiness_select_accelerated(nfds, r, w, e))
+    struct select_time st = { .ts = tmo };
+    int res = readiness_select(nfds, r, w, e, &st, mask);
+    if (res == READINESS_KERNELS)
         return shunt_real.pselect(nfds, r, w, e, tmo, mask);
-    return (int)wrap_finish(readiness_select(nfds, r, w, e, tmo, mask, NULL), saved);
+    return (int)wrap_finish(res, saved);
 }

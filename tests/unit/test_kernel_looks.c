@@ -10,6 +10,9 @@
  * either setting at 0 (and the count at 1) asks every time.  The per-thread
  * sets: a key finds its own bound, a fifth key pushes the oldest out (which
  * then starts with a question), and "os_polls_skipped" counts the skips.
+ * The time bound holds on the vDSO clock and again once the tick clock is
+ * calibrated from the questions' stamps (on an x86-64 CPU whose counter is
+ * invariant, which must then be calibrated after 2 ms).
  * Links core/wait and what it stands on.
  */
 #include <pthread.h>
@@ -20,6 +23,7 @@
 #include "base/clock.h"
 #include "base/self.h"
 #include "base/settings.h"
+#include "base/ticks.h"
 #include "core/fd/passthrough.h"
 #include "core/wait/kernel_looks.h"
 
@@ -33,7 +37,7 @@ static void set_bound(unsigned calls, unsigned us)
 static void ask_quiet(struct kernel_looks *r)
 {
     CHECK(kernel_look_skip(r), ==, false);
-    kernel_look_asked(r, clock_now_ns(), false);
+    kernel_look_asked(r, kernel_look_stamp(), false);
 }
 
 /* A set's bound under these settings, just asked (zeroed, the first wait asks). */
@@ -64,12 +68,12 @@ static void test_found(void)
     memset(&r, 0, sizeof r);
     set_bound(1000, 1000000);
     CHECK(kernel_look_skip(&r), ==, false);
-    kernel_look_asked(&r, clock_now_ns(), true);
+    kernel_look_asked(&r, kernel_look_stamp(), true);
     for (int i = 0; i < 5; i++) {   /* something was ready: every wait asks */
         CHECK(kernel_look_skip(&r), ==, false);
-        kernel_look_asked(&r, clock_now_ns(), true);
+        kernel_look_asked(&r, kernel_look_stamp(), true);
     }
-    kernel_look_asked(&r, clock_now_ns(), false);
+    kernel_look_asked(&r, kernel_look_stamp(), false);
     CHECK(kernel_look_skip(&r), ==, true);
 }
 
@@ -110,6 +114,29 @@ static void test_time(void)
     ask_quiet(&r);   /* 300 us > 200 us: asks, however few the calls */
 }
 
+/* Stamps 3 ms apart calibrate the tick clock; its rate is the clock's. */
+static void test_calibrated(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+    if (!(d & (1u << 8)))
+        return;   /* no invariant counter: the vDSO clock is all there is (test_time) */
+    uint64_t ns0 = clock_now_ns(), t0 = ticks_now();
+    kernel_look_stamp();
+    struct timespec pause = { 0, 3000000 };
+    nanosleep(&pause, NULL);
+    kernel_look_stamp();
+    uint64_t rate = ticks_per_ms();
+    CHECK(rate, >, 0);
+    /* against a rate measured here over the same span: within 5% */
+    uint64_t mine = (ticks_now() - t0) * 1000000u / (clock_now_ns() - ns0);
+    CHECK(rate * 100, >, mine * 95);
+    CHECK(rate * 100, <, mine * 105);
+    test_time();   /* the same bound, on the tick clock now */
+#endif
+}
+
 static void test_off(void)
 {
     unsigned bounds[][2] = { { 0, 1000000 }, { 1, 1000000 }, { 1000000, 0 } };
@@ -143,6 +170,7 @@ int main(void)
     test_touches();
     test_other_thread();
     test_time();
+    test_calibrated();
     test_off();
     test_thread_sets();
     PASS();

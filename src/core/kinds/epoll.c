@@ -568,7 +568,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
         kernel = false;
     else if (!kernel)
         kernel = ++ep->looks % KERNEL_EVERY == 0;
-    uint64_t asked = kernel ? clock_now_ns() : 0;
+    struct look_stamp asked = kernel ? kernel_look_stamp() : (struct look_stamp){ 0, 0 };
     int n = 0;
     bool woke = false;
     if (kernel_first && kernel && (ep->nhot > 0 || zero_wait)) {

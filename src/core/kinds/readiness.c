@@ -232,35 +232,30 @@ static int poll_one_wait(struct fdref *ref, struct pollfd *p, const sigset_t *ma
     return wait_poll_one(t, p->fd, poll_one_ready, wants(p->events), deadline_left(dl, &left));
 }
 
-int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+/* poll over fds with their fd table entries looked up already (refs, one
+ * reference each, which this call puts); any: one of them is accelerated or
+ * an epoll set with accelerated members. */
+static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool any, const struct timespec *tmo,
+                          const sigset_t *mask)
 {
-    struct fdref stack_refs[STACK_FDS];
     struct pollfd stack_k[2 * STACK_FDS + 1];
     int stack_lw[STACK_FDS];
-    struct fdref *refs = stack_refs;
     /* the fds as the kernel waits on them, the local wake, then the wakes
      * from other processes of the accelerated ones (xwake.c) */
     struct pollfd *k = stack_k;
     int *lw = stack_lw;
+    int result;
     if (n > STACK_FDS) {
-        refs = malloc(n * sizeof *refs);
         k = malloc((2 * n + 1) * sizeof *k);
         lw = malloc(n * sizeof *lw);
-        if (!refs || !k || !lw) {
-            free(refs);
+        if (!k || !lw) {
             free(k);
             free(lw);
-            return kernel_ppoll(fds, n, tmo, mask);
+            k = stack_k;   /* not to be freed below */
+            result = kernel_ppoll(fds, n, tmo, mask);
+            goto out;
         }
     }
-    bool any = false;
-    for (nfds_t i = 0; i < n; i++) {
-        refs[i] = fdt_get(fds[i].fd);
-        tcp_socket_watched(refs[i].sock, fds[i].fd);
-        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
-            any = true;
-    }
-    int result;
     if (!any) {
         uint64_t started = tmo ? clock_now_ns() : 0;
         result = kernel_ppoll(fds, n, tmo, mask);
@@ -295,20 +290,19 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
             fds[i].revents = rev > 0 ? (short)rev : 0;
             if (rev > 0)
                 count++;
+            /* the kernel is asked about the others only (below) */
+            k[i] = fds[i];
+            if (rev >= 0)
+                k[i].fd = -1;
         }
         if (count > 0 || zero_wait || deadline_passed(&dl)) {
             /* the other fds, without waiting */
-            for (nfds_t i = 0; i < n; i++) {
-                k[i] = fds[i];
-                if (accelerated(&refs[i]) || nested_epoll(&refs[i]))
-                    k[i].fd = -1;
-            }
             struct kernel_looks *looks = NULL;
             if (zero_wait && kernel_left_out(k, n, &looks)) {
                 result = count;
                 goto out;
             }
-            uint64_t asked = looks ? clock_now_ns() : 0;
+            struct look_stamp asked = looks ? kernel_look_stamp() : (struct look_stamp){ 0, 0 };
             int r = kernel_ppoll(k, n, &zero, NULL);
             if (looks)
                 kernel_look_asked(looks, asked, r != 0);
@@ -410,11 +404,29 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
 out:
     for (nfds_t i = 0; i < n; i++)
         fdt_put(&refs[i]);
-    if (refs != stack_refs) {
-        free(refs);
+    if (k != stack_k) {
         free(k);
         free(lw);
     }
+    return result;
+}
+
+int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    struct fdref stack_refs[STACK_FDS];
+    struct fdref *refs = n > STACK_FDS ? malloc(n * sizeof *refs) : stack_refs;
+    if (!refs)
+        return kernel_ppoll(fds, n, tmo, mask);
+    bool any = false;
+    for (nfds_t i = 0; i < n; i++) {
+        refs[i] = fdt_get(fds[i].fd);
+        tcp_socket_watched(refs[i].sock, fds[i].fd);
+        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
+            any = true;
+    }
+    int result = poll_looked_up(fds, refs, n, any, tmo, mask);
+    if (refs != stack_refs)
+        free(refs);
     return result;
 }
 
@@ -446,23 +458,6 @@ static unsigned long asked_in_word(const fd_set *r, const fd_set *w, const fd_se
 static int words_of(int nfds)
 {
     return (nfds + WORD_BITS - 1) / WORD_BITS;
-}
-
-bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
-{
-    for (int word = 0; word < words_of(nfds); word++) {
-        for (unsigned long m = asked_in_word(r, w, e, nfds, word); m; m &= m - 1) {
-            int fd = word * WORD_BITS + __builtin_ctzl(m);
-            if (fdt_kernel_only(fd))
-                continue;   /* a pipe, a Unix socket, TCP for good: no lookup */
-            struct fdref f = fdt_get(fd);
-            bool any = accelerated(&f) != NULL || nested_epoll(&f) || offered(&f);
-            fdt_put(&f);
-            if (any)
-                return true;
-        }
-    }
-    return false;
 }
 
 /* What select reports of the answers in p[count] (the sets cleared and
@@ -498,40 +493,88 @@ static int select_bits(const struct pollfd *p, int count, int nfds, fd_set *r, f
     return bits;
 }
 
-int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
-                     struct timespec *left)
+/* The timeout of a select (tv: written back with the time left, as Linux
+ * does) or a pselect (ts); EINVAL for one the kernel would refuse. */
+static int select_timeout(const struct select_time *st, struct timespec *ts, const struct timespec **tmo)
 {
-    if (nfds < 0 || !timeout_valid(tmo))
-        return -EINVAL;
+    *tmo = st->ts;
+    if (st->tv) {
+        if (st->tv->tv_sec < 0 || st->tv->tv_usec < 0 || st->tv->tv_usec >= 1000000)
+            return -EINVAL;
+        *ts = (struct timespec){ st->tv->tv_sec, st->tv->tv_usec * 1000 };
+        *tmo = ts;
+    }
+    return timeout_valid(*tmo) ? 0 : -EINVAL;
+}
+
+/* One pass over the sets makes the poll array and looks each fd up once:
+ * the lookups are the poll's too (a zero-timeout select loop is as cheap
+ * as poll's). */
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct select_time *st, const sigset_t *mask)
+{
+    if (nfds < 0)
+        return READINESS_KERNELS;
     int count = 0;
     for (int word = 0; word < words_of(nfds); word++)
         count += __builtin_popcountl(asked_in_word(r, w, e, nfds, word));
     struct pollfd stack_p[STACK_FDS];   /* a zero-timeout loop makes no malloc */
-    struct pollfd *p = count <= STACK_FDS ? stack_p : malloc((size_t)count * sizeof *p);
-    if (!p)
-        return -ENOMEM;
+    struct fdref stack_refs[STACK_FDS];
+    struct pollfd *p = stack_p;
+    struct fdref *refs = stack_refs;
+    if (count > STACK_FDS) {
+        p = malloc((size_t)count * sizeof *p);
+        refs = malloc((size_t)count * sizeof *refs);
+        if (!p || !refs) {
+            free(p);
+            free(refs);
+            return READINESS_KERNELS;   /* the kernel's answer is right, only slower */
+        }
+    }
+    bool any = false, offered_only = false;
     int i = 0;
     for (int word = 0; word < words_of(nfds); word++) {
         for (unsigned long m = asked_in_word(r, w, e, nfds, word); m; m &= m - 1) {
             int fd = word * WORD_BITS + __builtin_ctzl(m);
             short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) |
                                (bit_isset(e, fd) ? POLLPRI : 0));
-            p[i++] = (struct pollfd){ .fd = fd, .events = ev };
+            p[i] = (struct pollfd){ .fd = fd, .events = ev };
+            /* a pipe, a Unix socket, TCP for good: no lookup */
+            refs[i] = fdt_kernel_only(fd) ? (struct fdref){ .fd = fd } : fdt_get(fd);
+            if (refs[i].sock) {
+                tcp_socket_watched(refs[i].sock, fd);
+                any |= accelerated(&refs[i]) != NULL || nested_epoll(&refs[i]);
+                offered_only |= offered(&refs[i]);
+            }
+            i++;
         }
     }
-    /* a zero timeout leaves nothing to count down: no clock read */
-    bool zero = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
-    struct deadline dl;
-    if (!zero)
-        deadline_start(&dl, tmo);
-    int n = readiness_poll(p, (nfds_t)count, tmo, mask);
-    if (left && zero)
-        *left = *tmo;
-    else if (left && tmo)
-        deadline_left(&dl, left);
-    if (n >= 0)
-        n = select_bits(p, count, nfds, r, w, e);
-    if (p != stack_p)
+    int n = READINESS_KERNELS;
+    if (any || offered_only) {
+        struct timespec ts, left;
+        const struct timespec *tmo;
+        n = select_timeout(st, &ts, &tmo);
+        if (n == 0) {
+            /* a zero timeout leaves nothing to count down: no clock read */
+            bool zero = tmo && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+            struct deadline dl;
+            if (!zero)
+                deadline_start(&dl, tmo);
+            n = poll_looked_up(p, refs, (nfds_t)count, any, tmo, mask);
+            count = 0;   /* poll_looked_up put the references */
+            if (st->tv && !zero) {   /* Linux's select reports the time it did not use */
+                deadline_left(&dl, &left);
+                st->tv->tv_sec = left.tv_sec;
+                st->tv->tv_usec = left.tv_nsec / 1000;
+            }
+            if (n >= 0)
+                n = select_bits(p, i, nfds, r, w, e);
+        }
+    }
+    for (int j = 0; j < count; j++)
+        fdt_put(&refs[j]);
+    if (p != stack_p) {
         free(p);
+        free(refs);
+    }
     return n;
 }

@@ -7,17 +7,27 @@
 #ifndef SHUNT_READINESS_H
 #define SHUNT_READINESS_H
 
+#include <limits.h>
+
 #include "core/fd/sock.h"
 
 /* poll/ppoll: tmo NULL waits forever; returns a count or a negative errno. */
 int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask);
 
-/* Does the select set hold an accelerated socket?  If not, the call is the kernel's. */
-bool readiness_select_accelerated(int nfds, const fd_set *r, const fd_set *w, const fd_set *e);
+/* A select's timeout: tv for select (written back with the time not used,
+ * as Linux's select does), ts for pselect; NULL both: forever. */
+struct select_time {
+    struct timeval *tv;
+    const struct timespec *ts;
+};
 
-/* select/pselect over a set that holds one; *left (if given) receives the time not used, as Linux's select does. */
-int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, const sigset_t *mask,
-                     struct timespec *left);
+/* readiness_select's answer for a set without an accelerated socket (nor one
+ * waiting for its claim, nor an epoll fd with such members): nothing was
+ * done, the call is the kernel's, unchanged. */
+#define READINESS_KERNELS INT_MIN
+
+/* select/pselect: a count or a negative errno, or READINESS_KERNELS. */
+int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct select_time *st, const sigset_t *mask);
 
 /* Readiness of one managed fd from its channel: revents, or -1 when the
  * kernel must answer (not accelerated). */

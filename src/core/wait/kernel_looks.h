@@ -11,7 +11,8 @@
 
 /* One set's bound.  Zeroed: the next wait asks. */
 struct kernel_looks {
-    uint64_t asked_ns;       /* when the kernel was last asked about the others */
+    uint64_t asked_ns;       /* when the kernel was last asked about the others, */
+    uint64_t asked_ticks;    /* ...and then on the tick clock (base/ticks.h) */
     uint32_t skipped;        /* zero-timeout waits that left it out since */
     bool quiet;              /* that question found none of them ready */
     const void *thread;      /* who asked (its pt_kernel_touches' address), */
@@ -29,9 +30,15 @@ struct kernel_looks {
  */
 bool kernel_look_skip(struct kernel_looks *r);
 
-/* The kernel was asked about r's other members at at (clock_now_ns, taken
- * before the question); found: some of them were ready. */
-void kernel_look_asked(struct kernel_looks *r, uint64_t at, bool found);
+/* A moment on both clocks: taken before a question to the kernel. */
+struct look_stamp {
+    uint64_t ns, ticks;
+};
+struct look_stamp kernel_look_stamp(void);
+
+/* The kernel was asked about r's other members at at (kernel_look_stamp,
+ * taken before the question); found: some of them were ready. */
+void kernel_look_asked(struct kernel_looks *r, struct look_stamp at, bool found);
 
 /*
  * The calling thread's bound for a poll or select set, found by key: a hash
