@@ -51,8 +51,11 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
         if (path == PATH_TCP)
             reason = fallback_reason_key((enum fallback_reason)atomic_load(&t->reason));
     }
-    if (reason)
-        snprintf(r->reason, sizeof r->reason, "%s", reason);
+    if (reason) {   /* a copy, not snprintf: a tenth of its instructions, on every connection */
+        size_t n = strnlen(reason, sizeof r->reason - 1);
+        memcpy(r->reason, reason, n);
+        r->reason[n] = '\0';
+    }
 }
 
 static void put(struct tcp_sock *t, int fd)

@@ -52,10 +52,13 @@ struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
     atomic_init(&t->reason, FB_NOT_NEGOTIATED);
     atomic_init(&t->nonblock, nonblock);
     atomic_init(&t->own_fd, -1);
-    pthread_mutex_init(&t->lock, NULL);
-    pthread_mutex_init(&t->rx_lock, NULL);
-    pthread_mutex_init(&t->tx_lock, NULL);
-    pthread_mutex_init(&t->wait_turn, NULL);
+    /* the initializer, not pthread_mutex_init: the same default mutex
+     * for a store each, on every socket a program makes */
+    static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    t->lock = unlocked;
+    t->rx_lock = unlocked;
+    t->tx_lock = unlocked;
+    t->wait_turn = unlocked;
     return &t->base;
 }
 
