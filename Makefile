@@ -148,12 +148,15 @@ UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
 UNIT_LAYERS_test_settings    := base
 UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
+UNIT_LAYERS_test_fabric_engine := transport base
+# its getenv must be the one a library loaded later binds to, as libshunt.so's is
+UNIT_LDFLAGS_test_fabric_engine := -rdynamic
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
 $(BUILD)/tests/unit/%: tests/unit/%.c $$(call unit_objs,$$*) $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(call unit_objs,$*) -o $@ -ldl
+	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(call unit_objs,$*) -o $@ -ldl $(UNIT_LDFLAGS_$*)
 
 # Every unit test runs, even after one failed; 77 is a skip (tests/run_programs.py).
 test-unit: $(UNIT_BIN)

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 
+#include "base/env_override.h"
 #include "base/real.h"
 
 /* System calls this architecture lacks: the stand-in answers ENOSYS. */
@@ -82,6 +83,7 @@ static ssize_t boot_send(int fd, const void *buf, size_t n, int flags)
 {
     return shunt_syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
 }
+static char *boot_getenv(const char *name) { return env_lookup(name); }
 static void boot_closefrom(int lowfd) { shunt_syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0); }
 static int boot_fclose(FILE *f) { (void)f; return nosys(); }
 static FILE *boot_fdopen(int fd, const char *m) { (void)fd; (void)m; nosys(); return NULL; }

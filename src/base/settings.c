@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env_override.h"
 #include "base/settings.h"
 
 static int parse_bool(const char *v, bool *out, char *err, size_t errlen)
@@ -273,7 +274,7 @@ int settings_load(struct shunt_settings *out, char *err, size_t errlen)
     }
     for (size_t i = 0; i < shunt_setting_count; i++) {
         const struct setting_def *d = &shunt_setting_defs[i];
-        const char *v = getenv(d->name);
+        const char *v = env_lookup(d->name);
         if (v && d->parse(v, out, why, sizeof why) < 0) {
             snprintf(err, errlen, "shunt: bad setting %s=%s: %s", d->name, v, why);
             return -1;

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/env_override.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "base/self.h"
@@ -78,7 +79,7 @@ static bool system_preloads_shunt(void)
 /* execvp's search: the first executable file of that name along $PATH. */
 static bool search_path(const char *file, char *out, size_t len)
 {
-    const char *path = getenv("PATH");
+    const char *path = env_lookup("PATH");
     if (!path)
         path = "/bin:/usr/bin";
     while (*path) {

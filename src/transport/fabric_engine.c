@@ -1,0 +1,433 @@
+/*
+ * fabric_engine.c: UCX through dlopen (fabric_engine.h).
+ *
+ * Owns: the table of UCX functions found with dlsym, the one load per
+ * process, the memory hooks setting, and the context, worker, regions and
+ * endpoints made with them.
+ *
+ * The hooks: libucm (loaded with libucp) reads its options (UCX_MEM_EVENTS,
+ * UCX_MEM_MALLOC_HOOKS ...) with getenv when it is loaded, and its
+ * constructor then patches libc's mmap, munmap, brk ... (measured: the
+ * first bytes of mmap change at dlopen).  shunt never sets variables in the
+ * program's environment (another thread may read it meanwhile, a child
+ * would inherit it), so the loading thread's getenv answers "no" for them
+ * during the dlopen (base/env_override.h), and after it, before ucp_init,
+ * shunt turns them off with ucm_set_global_opts too (events off: no handler can be
+ * set, so nothing is hooked; the hook mode itself must stay, or UCM's own
+ * mmap wrapper, which the events would have used, calls itself), and asks
+ * for no registration cache: shunt's regions are made by UCX itself
+ * (UCP_MEM_MAP_ALLOCATE) and registered once.  Unless
+ * the program had loaded UCX itself before: then the hooks are the
+ * program's (an MPI library's registration cache depends on them) and are
+ * left as they are.
+ *
+ * UCX makes fds, threads and sockets of its own; whoever calls in here from
+ * inside libshunt.so must have made them invisible to the interposition of
+ * the calling thread first (not yet needed: no connection uses the engine).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ucm/api/ucm.h>
+#include <ucp/api/ucp.h>
+
+#include "base/env_override.h"
+#include "base/real.h"
+#include "transport/fabric_engine.h"
+
+#define DEFAULT_TLS "^tcp"
+
+/* The functions shunt calls, by the names libucp, libucs and libucm export
+ * (ucp_init is an inline calling ucp_init_version). */
+#define UCX_CALLS(X)                                                                                          \
+    X(ucp_config_read, ucs_status_t, (const char *, const char *, ucp_config_t **))                          \
+    X(ucp_config_modify, ucs_status_t, (ucp_config_t *, const char *, const char *))                         \
+    X(ucp_config_release, void, (ucp_config_t *))                                                            \
+    X(ucp_init_version, ucs_status_t,                                                                        \
+      (unsigned, unsigned, const ucp_params_t *, const ucp_config_t *, ucp_context_h *))                     \
+    X(ucp_cleanup, void, (ucp_context_h))                                                                    \
+    X(ucp_worker_create, ucs_status_t, (ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *))         \
+    X(ucp_worker_destroy, void, (ucp_worker_h))                                                              \
+    X(ucp_worker_get_efd, ucs_status_t, (ucp_worker_h, int *))                                               \
+    X(ucp_worker_arm, ucs_status_t, (ucp_worker_h))                                                          \
+    X(ucp_worker_progress, unsigned, (ucp_worker_h))                                                         \
+    X(ucp_worker_get_address, ucs_status_t, (ucp_worker_h, ucp_address_t **, size_t *))                      \
+    X(ucp_worker_release_address, void, (ucp_worker_h, ucp_address_t *))                                     \
+    X(ucp_worker_fence, ucs_status_t, (ucp_worker_h))                                                        \
+    X(ucp_ep_create, ucs_status_t, (ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *))                      \
+    X(ucp_ep_close_nbx, ucs_status_ptr_t, (ucp_ep_h, const ucp_request_param_t *))                           \
+    X(ucp_ep_flush_nbx, ucs_status_ptr_t, (ucp_ep_h, const ucp_request_param_t *))                           \
+    X(ucp_ep_print_info, void, (ucp_ep_h, FILE *))                                                           \
+    X(ucp_mem_map, ucs_status_t, (ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *))                 \
+    X(ucp_mem_unmap, ucs_status_t, (ucp_context_h, ucp_mem_h))                                               \
+    X(ucp_mem_query, ucs_status_t, (const ucp_mem_h, ucp_mem_attr_t *))                                      \
+    X(ucp_rkey_pack, ucs_status_t, (ucp_context_h, ucp_mem_h, void **, size_t *))                            \
+    X(ucp_rkey_buffer_release, void, (void *))                                                               \
+    X(ucp_ep_rkey_unpack, ucs_status_t, (ucp_ep_h, const void *, ucp_rkey_h *))                              \
+    X(ucp_rkey_destroy, void, (ucp_rkey_h))                                                                  \
+    X(ucp_put_nbx, ucs_status_ptr_t, (ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,                  \
+                                      const ucp_request_param_t *))                                          \
+    X(ucp_request_check_status, ucs_status_t, (void *))                                                      \
+    X(ucp_request_free, void, (void *))                                                                      \
+    X(ucp_request_cancel, void, (ucp_worker_h, void *))                                                      \
+    X(ucs_status_string, const char *, (ucs_status_t))                                                       \
+    X(ucm_set_global_opts, void, (const ucm_global_config_t *))
+
+static struct {
+#define FIELD(name, ret, args) ret(*name) args;
+    UCX_CALLS(FIELD)
+#undef FIELD
+} ucx;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_err;
+static char load_why[160];
+
+struct fabric_engine {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    int efd;
+};
+
+struct fabric_peer {
+    struct fabric_engine *e;
+    ucp_ep_h ep;
+    ucp_rkey_h rkey;
+    uint64_t remote_base;
+    bool detects_failure;   /* the endpoint reports a dead peer (UCP_ERR_HANDLING_MODE_PEER) */
+};
+
+static void say(char *why, size_t len, const char *what, const char *detail)
+{
+    if (why && len)
+        snprintf(why, len, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+}
+
+/* The libraries, in the order they depend on one another; libucp brings the
+ * others, which dlsym finds through its handle's dependencies. */
+static void load(void)
+{
+    bool had = dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD) != NULL;   /* the program's own UCX */
+    /* libucm patches libc's mmap and friends in its constructor, unless
+     * getenv says no then (env_override.h) */
+    static const char *const loading[] = {
+        "UCX_MEM_EVENTS=no", "UCX_MEM_MALLOC_HOOKS=no", "UCX_MEM_MALLOC_RELOC=no", "UCX_MEM_DYNAMIC_MMAP_THRESH=no",
+        /* nothing on the program's stderr: shunt says what failed, in its own log */
+        "UCX_LOG_LEVEL=fatal", "UCX_WARN_UNUSED_ENV_VARS=n", NULL
+    };
+    if (!had)
+        env_override_begin(loading);
+    void *h = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    env_override_end();
+    if (!h) {
+        load_err = -ENOENT;
+        say(load_why, sizeof load_why, "UCX is not installed (libucp.so.0)", dlerror());
+        return;
+    }
+#define FIND(name, ret, args)                                                              \
+    if (!(*(void **)&ucx.name = dlsym(h, #name))) {                                        \
+        load_err = -ENOSYS;                                                                \
+        say(load_why, sizeof load_why, "UCX lacks " #name, NULL);                          \
+        return;                                                                            \
+    }
+    UCX_CALLS(FIND)
+#undef FIND
+    /* the options UCX read from the environment, but for the hooks */
+    const ucm_global_config_t *now = dlsym(h, "ucm_global_opts");
+    if (!had && now) {
+        ucm_global_config_t off = *now;
+        off.enable_events = 0;   /* no handler can be set: nothing is ever hooked */
+        off.enable_malloc_hooks = 0;
+        off.enable_malloc_reloc = 0;
+        off.enable_dynamic_mmap_thresh = 0;
+        off.cuda_hook_modes = 0;
+        ucx.ucm_set_global_opts(&off);
+    }
+}
+
+static int failed(ucs_status_t s, const char *what, char *why, size_t len)
+{
+    say(why, len, what, ucx.ucs_status_string(s));
+    return s == UCS_ERR_NO_MEMORY ? -ENOMEM : s == UCS_ERR_UNREACHABLE || s == UCS_ERR_NO_DEVICE ? -ENETUNREACH : -EIO;
+}
+
+int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen)
+{
+    pthread_once(&load_once, load);
+    if (load_err) {
+        say(why, whylen, load_why, NULL);
+        return load_err;
+    }
+    struct fabric_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    ucp_config_t *cfg;
+    ucs_status_t s = ucx.ucp_config_read("SHUNT", NULL, &cfg);   /* SHUNT_UCX_*, never the program's UCX_* */
+    if (s != UCS_OK) {
+        free(e);
+        return failed(s, "UCX configuration", why, whylen);
+    }
+    s = ucx.ucp_config_modify(cfg, "TLS", tls ? tls : DEFAULT_TLS);
+    if (s == UCS_OK)
+        s = ucx.ucp_config_modify(cfg, "RCACHE_ENABLE", "n");
+    if (s == UCS_OK) {
+        ucp_params_t p = {
+            .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+            .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+            .mt_workers_shared = 0,
+        };
+        s = ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, cfg, &e->ctx);
+    }
+    ucx.ucp_config_release(cfg);
+    if (s != UCS_OK) {
+        free(e);
+        return failed(s, "UCX context", why, whylen);
+    }
+    /* serialized by shunt's own lock around every call into the worker */
+    ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                               .thread_mode = UCS_THREAD_MODE_SERIALIZED };
+    s = ucx.ucp_worker_create(e->ctx, &wp, &e->worker);
+    if (s == UCS_OK && (s = ucx.ucp_worker_get_efd(e->worker, &e->efd)) != UCS_OK)
+        ucx.ucp_worker_destroy(e->worker);
+    if (s != UCS_OK) {
+        ucx.ucp_cleanup(e->ctx);
+        free(e);
+        return failed(s, "UCX worker", why, whylen);
+    }
+    *out = e;
+    return 0;
+}
+
+void fabric_engine_close(struct fabric_engine *e)
+{
+    if (!e)
+        return;
+    ucx.ucp_worker_destroy(e->worker);
+    ucx.ucp_cleanup(e->ctx);
+    free(e);
+}
+
+int fabric_engine_efd(struct fabric_engine *e)
+{
+    return e->efd;
+}
+
+bool fabric_engine_arm(struct fabric_engine *e)
+{
+    return ucx.ucp_worker_arm(e->worker) == UCS_OK;   /* UCS_ERR_BUSY: events pending */
+}
+
+unsigned fabric_engine_progress(struct fabric_engine *e)
+{
+    return ucx.ucp_worker_progress(e->worker);
+}
+
+int fabric_engine_address(struct fabric_engine *e, void **addr, size_t *len)
+{
+    ucp_address_t *a;
+    if (ucx.ucp_worker_get_address(e->worker, &a, len) != UCS_OK)
+        return -EIO;
+    *addr = a;
+    return 0;
+}
+
+void fabric_engine_address_free(struct fabric_engine *e, void *addr)
+{
+    ucx.ucp_worker_release_address(e->worker, addr);
+}
+
+int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r)
+{
+    memset(r, 0, sizeof *r);
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = NULL,
+        .length = len,
+        .flags = UCP_MEM_MAP_ALLOCATE,   /* the engine's memory: remotely writable on shared-memory lanes too */
+    };
+    ucp_mem_h mem;
+    if (ucx.ucp_mem_map(e->ctx, &mp, &mem) != UCS_OK)
+        return -ENOMEM;
+    ucp_mem_attr_t ma = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH };
+    if (ucx.ucp_mem_query(mem, &ma) != UCS_OK || ma.length < len ||
+        ucx.ucp_rkey_pack(e->ctx, mem, &r->rkey, &r->rkey_len) != UCS_OK) {
+        ucx.ucp_mem_unmap(e->ctx, mem);
+        return -EIO;
+    }
+    r->base = ma.address;
+    r->len = len;
+    r->mem = mem;
+    return 0;
+}
+
+void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
+{
+    if (r->rkey)
+        ucx.ucp_rkey_buffer_release(r->rkey);
+    if (r->mem)
+        ucx.ucp_mem_unmap(e->ctx, r->mem);
+    memset(r, 0, sizeof *r);
+}
+
+/* How long a put or a flush may take: over a lane that needs the peer's
+ * progress (TCP) a peer that stopped driving its worker never completes
+ * one, and no wait of shunt's may be unbounded. */
+#define FINISH_NS (5ull * 1000 * 1000 * 1000)
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Waits for a request of the worker to end, driving progress, for at most
+ * FINISH_NS: then it is cancelled and the answer is -ETIMEDOUT. */
+static int finish(struct fabric_engine *e, ucs_status_ptr_t req)
+{
+    if (req == NULL)
+        return 0;
+    if (UCS_PTR_IS_ERR(req))
+        return -EIO;
+    ucs_status_t s;
+    uint64_t start = 0;
+    for (unsigned spins = 0; (s = ucx.ucp_request_check_status(req)) == UCS_INPROGRESS; spins++) {
+        ucx.ucp_worker_progress(e->worker);
+        if (spins % 1024 == 0) {   /* the clock now and then: a put is usually done at once */
+            uint64_t now = mono_ns();
+            if (!start)
+                start = now;
+            else if (now - start > FINISH_NS) {
+                ucx.ucp_request_cancel(e->worker, req);
+                while (ucx.ucp_request_check_status(req) == UCS_INPROGRESS)
+                    ucx.ucp_worker_progress(e->worker);
+                ucx.ucp_request_free(req);
+                return -ETIMEDOUT;
+            }
+        }
+    }
+    ucx.ucp_request_free(req);
+    return s == UCS_OK ? 0 : -EIO;
+}
+
+int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_len, const void *rkey,
+                        size_t rkey_len, uint64_t remote_base, struct fabric_peer **out, char *why,
+                        size_t whylen)
+{
+    (void)addr_len;   /* UCX reads its own length out of the address */
+    (void)rkey_len;
+    struct fabric_peer *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->e = e;
+    p->remote_base = remote_base;
+    /* A dead peer is an error, not a hang, where the lanes can tell; UCX
+     * 1.13's shared-memory lanes cannot (no peer failure handler: the
+     * endpoint is unreachable in that mode), and there the companion TCP
+     * socket tells of a dead peer as it does for shunt's own rings. */
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .address = addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+    };
+    ucs_status_t s = ucx.ucp_ep_create(e->worker, &ep, &p->ep);
+    if (s == UCS_ERR_UNREACHABLE) {
+        ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        s = ucx.ucp_ep_create(e->worker, &ep, &p->ep);
+    }
+    p->detects_failure = s == UCS_OK && ep.err_mode == UCP_ERR_HANDLING_MODE_PEER;
+    if (s != UCS_OK) {
+        free(p);
+        return failed(s, "UCX endpoint", why, whylen);
+    }
+    s = ucx.ucp_ep_rkey_unpack(p->ep, rkey, &p->rkey);
+    if (s != UCS_OK) {
+        fabric_peer_close(p);
+        return failed(s, "UCX remote key", why, whylen);
+    }
+    *out = p;
+    return 0;
+}
+
+void fabric_peer_close(struct fabric_peer *p)
+{
+    if (!p)
+        return;
+    if (p->rkey)
+        ucx.ucp_rkey_destroy(p->rkey);
+    ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
+    finish(p->e, ucx.ucp_ep_close_nbx(p->ep, &rp));
+    free(p);
+}
+
+int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len)
+{
+    ucp_request_param_t rp = { 0 };
+    return finish(p->e, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp));
+}
+
+int fabric_fence(struct fabric_peer *p)
+{
+    return ucx.ucp_worker_fence(p->e->worker) == UCS_OK ? 0 : -EIO;
+}
+
+int fabric_flush(struct fabric_peer *p)
+{
+    ucp_request_param_t rp = { 0 };
+    return finish(p->e, ucx.ucp_ep_flush_nbx(p->ep, &rp));
+}
+
+/* Whether lane is one of the comma-separated names in list. */
+static bool lane_listed(const char *list, const char *lane)
+{
+    size_t n = strlen(lane);
+    for (const char *l = list; *l; l += strcspn(l, ",") + (l[strcspn(l, ",")] == ',')) {
+        if (strncmp(l, lane, n) == 0 && (l[n] == ',' || l[n] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+/* ucp_ep_print_info's lines "lane[0]:  3:sysv/memory.0 md[2] ...": the
+ * transport/device of each, without the index. */
+bool fabric_peer_detects_failure(const struct fabric_peer *p)
+{
+    return p->detects_failure;
+}
+
+void fabric_peer_lanes(struct fabric_peer *p, char *out, size_t len)
+{
+    out[0] = '\0';
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    if (!f)
+        return;
+    ucx.ucp_ep_print_info(p->ep, f);
+    shunt_real.fclose(f);   /* not a socket's stream, but the layers call libc so */
+    size_t used = 0;
+    for (char *l = text ? strstr(text, "lane[") : NULL; l; l = strstr(l + 1, "lane[")) {
+        char *colon = strchr(l, ':');
+        if (!colon)
+            break;
+        char *name = colon + 1;
+        name += strspn(name, " ");
+        name += strspn(name, "0123456789");
+        if (*name == ':')
+            name++;
+        size_t n = strcspn(name, " .\n");
+        if (used + n + 2 > len)
+            break;
+        char lane[64];
+        snprintf(lane, sizeof lane, "%.*s", (int)n, name);
+        if (lane_listed(out, lane))
+            continue;   /* the same lane twice (active messages and puts) */
+        used += (size_t)snprintf(out + used, len - used, "%s%s", used ? "," : "", lane);
+    }
+    free(text);
+}

@@ -1,0 +1,86 @@
+/*
+ * fabric_engine.h: UCX, the engine under the fabric transport (DESIGN
+ * section 9), loaded with dlopen on first need: libshunt.so links nothing
+ * beyond libc, and a process that never reaches another namespace or host
+ * never loads it.
+ *
+ * What it gives the transport: one context and one worker per process
+ * (its start-up, about 10 ms, paid once), the worker's address to hand to a
+ * peer, memory regions a peer may write into (the rings: the fabric
+ * transport mirrors shunt's own ring protocol with one-sided puts, see
+ * docs/architecture.md "Between namespaces and hosts"), puts with a fence
+ * between data and the index that publishes it, and a wake-up fd for
+ * shunt's own waits.  Not yet used by connections: the discovery that pairs
+ * two sockets across namespaces comes first.
+ *
+ * Configured explicitly, never through the program's UCX_ variables: UCX
+ * reads SHUNT_UCX_* (so an MPI program's own UCX settings stay its own),
+ * its memory hooks are off in processes where shunt loaded it, and the
+ * lanes are those of `tls` (default "^tcp": UCX's TCP lanes are slower than
+ * kernel TCP; tests force "tcp").
+ */
+#ifndef SHUNT_TRANSPORT_FABRIC_ENGINE_H
+#define SHUNT_TRANSPORT_FABRIC_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fabric_engine;
+struct fabric_peer;
+
+/* Loads UCX (once per process) and makes this process's context and
+ * worker, with the lanes of tls (NULL: "^tcp").  0, or -errno with a line
+ * saying why in why (no UCX installed, no lane, an engine error). */
+int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen);
+void fabric_engine_close(struct fabric_engine *e);
+
+/* The worker's wake-up fd: readable when progress has work.  arm() before
+ * sleeping on it: false means events are pending, progress first. */
+int fabric_engine_efd(struct fabric_engine *e);
+bool fabric_engine_arm(struct fabric_engine *e);
+unsigned fabric_engine_progress(struct fabric_engine *e);
+
+/* The worker's address, to give the peer (freed with _address_free). */
+int fabric_engine_address(struct fabric_engine *e, void **addr, size_t *len);
+void fabric_engine_address_free(struct fabric_engine *e, void *addr);
+
+/* Memory of len bytes the peer may put into: base is ours to read, rkey
+ * (rkey_len bytes) is what the peer needs to write it. */
+struct fabric_region {
+    void *base;
+    size_t len;
+    void *rkey;
+    size_t rkey_len;
+    void *mem;   /* the engine's handle */
+};
+int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r);
+void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r);
+
+/* A peer: its worker address and the region it mapped for us (its rkey and
+ * its base address as the peer sees it).  0 or -errno with why. */
+int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_len, const void *rkey,
+                        size_t rkey_len, uint64_t remote_base, struct fabric_peer **out, char *why,
+                        size_t whylen);
+/* Closes without waiting for a peer that may be dead. */
+void fabric_peer_close(struct fabric_peer *p);
+
+/* Writes len bytes at offset of the peer's region; returns once src may be
+ * reused.  fence(): puts before it are seen by the peer before puts after
+ * it (data, then the index that publishes it).  flush(): every put so far
+ * has reached the peer's memory.  0, -EIO (the peer or the lane failed) or
+ * -ETIMEDOUT (not done in 5 s: over TCP lanes a put completes only while the
+ * peer drives its worker). */
+int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len);
+int fabric_fence(struct fabric_peer *p);
+int fabric_flush(struct fabric_peer *p);
+
+/* Whether the endpoint itself reports a dead peer (UCX 1.13's shared-memory
+ * lanes do not: the companion TCP socket must). */
+bool fabric_peer_detects_failure(const struct fabric_peer *p);
+
+/* The lanes the endpoint uses, as UCX names them ("sysv/memory,posix/memory"),
+ * for shunt stat and the tests. */
+void fabric_peer_lanes(struct fabric_peer *p, char *out, size_t len);
+
+#endif
