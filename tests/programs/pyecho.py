@@ -66,6 +66,15 @@ class Checker:
         self.off += len(data)
 
 
+def received(sock, size=65536):
+    """The pieces SOCK receives, until EOF."""
+    while True:
+        data = sock.recv(size)
+        if not data:
+            return
+        yield data
+
+
 def libshunt_mapped():
     try:
         with open("/proc/self/maps") as f:
@@ -85,10 +94,7 @@ def serve(conn, n):
     try:
         with conn:
             conn.settimeout(120)
-            while True:
-                data = conn.recv(65536)
-                if not data:
-                    break
+            for data in received(conn):
                 chk.feed(data)
                 conn.sendall(data)
             conn.shutdown(socket.SHUT_WR)
@@ -155,10 +161,7 @@ def client_bulk(sock, nbytes, chunk):
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     chk = Checker()
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            break
+    for data in received(sock):
         chk.feed(data)
         if chk.off > nbytes:
             raise Fail("received more than sent")
