@@ -58,7 +58,7 @@ TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itest
 all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
-tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN)
+tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
@@ -87,6 +87,12 @@ $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 $(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# Both ends of tests/integration/test_fabric_synopt.py: registry/synopt.c
+# reading real SYNs (it needs libc's own calls, base/real.h).
+$(BUILD)/tests/programs/synopt_peer: tests/programs/synopt_peer.c $(BUILD)/obj/registry/synopt.o $(call layer_objs,base)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) $< $(BUILD)/obj/registry/synopt.o $(call layer_objs,base) -o $@ -ldl
 
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
@@ -146,6 +152,7 @@ UNIT_LAYERS_test_registry_procs := registry transport base
 UNIT_LAYERS_test_fdtable     := core/fd registry transport base
 UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
+UNIT_LAYERS_test_synopt      := registry transport base
 UNIT_LAYERS_test_settings    := base
 UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 UNIT_LAYERS_test_fabric_engine := transport base

@@ -35,6 +35,9 @@ static void usage(FILE *out)
             "  bench [--quick] [--out DIR]\n"
             "                            kernel TCP, Unix sockets, shunt and a shared-memory floor\n"
             "                            measured side by side: tables, CSV, graphs (bench --help)\n"
+            "  fabric enable|disable|status\n"
+            "                            (root) mark SYNs so that shunt can find its peer in another\n"
+            "                            network namespace (fabric --help)\n"
             "\n"
             "options:\n"
             "  -h, --help      this text (shunt run --help lists the settings)\n"
@@ -174,6 +177,8 @@ int main(int argc, char **argv)
         return cmd_stat(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(cmd, "fabric"))
+        return cmd_fabric(argc - 2, argv + 2);
     fprintf(stderr, "shunt: unknown command '%s' (shunt --help lists them)\n", cmd);
     return 2;
 }

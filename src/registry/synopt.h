@@ -1,0 +1,55 @@
+/*
+ * synopt.h: the TCP option `shunt fabric enable` puts on the SYN of an
+ * active open (docs/fabric-discovery.md), and its reader.
+ *
+ * The option is RFC 6994's shared experimental kind 253 with shunt's 16-bit
+ * ExID, 16 bytes, every field in network byte order:
+ *
+ *   0      1      2      3      4           8                       16
+ *   +------+------+------+------+-----------+-----------------------+
+ *   | 253  |  16  |  ExID 0x5348 | boot tag  | client socket cookie  |
+ *   +------+------+------+------+-----------+-----------------------+
+ *
+ * The cookie is the client socket's SO_COOKIE (host-wide, unique across
+ * network namespaces); the boot tag is 32 bits of a hash of this boot's
+ * /proc/sys/kernel/random/boot_id.  Neither is a secret.
+ *
+ * The reader takes an accepted socket whose listener had TCP_SAVE_SYN set,
+ * and says what the SYN's option says, or that it has none.  Nothing here
+ * touches the byte stream.
+ */
+#ifndef SHUNT_SYNOPT_H
+#define SHUNT_SYNOPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SYNOPT_KIND 253    /* RFC 6994: experimental, with an ExID */
+#define SYNOPT_LEN 16      /* kind, length, ExID, tag, cookie */
+#define SYNOPT_EXID 0x5348 /* "SH"; see docs/fabric-discovery.md */
+
+struct synopt {
+    uint32_t boot_tag;
+    uint64_t cookie;
+};
+
+/* The tag of this boot: 32 bits of FNV-1a over boot_id.  0 with *tag set,
+ * or a negative errno (no /proc, an unreadable boot_id). */
+int synopt_boot_tag(uint32_t *tag);
+
+/* Parses a saved SYN as TCP_SAVED_SYN gives it: the IPv4 or IPv6 header,
+ * then the TCP header.  1 with *out set when it carries shunt's option, 0
+ * when it does not (or when anything in it is malformed: a bad length is
+ * "none", never a read out of bounds). */
+int synopt_parse(const uint8_t *syn, size_t len, struct synopt *out);
+
+/* The option on the SYN of fd, an accepted socket whose listener had
+ * TCP_SAVE_SYN: 1 with *out set, 0 for none (no option, no saved SYN,
+ * or it was read already: the kernel gives it once), or a negative errno. */
+int synopt_read(int fd, struct synopt *out);
+
+/* Asks the kernel to keep the SYN of every connection a listener fd will
+ * accept (TCP_SAVE_SYN; set before listen() or after).  0 or a negative errno. */
+int synopt_save_syns(int fd);
+
+#endif
