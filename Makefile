@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -116,6 +116,12 @@ $(BUILD)/bench/busyserv: bench/busyserv.c
 $(BUILD)/bench/signal_cost: bench/signal_cost.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@
+
+# What UCX gives two processes of one host (docs/architecture.md, "Between
+# namespaces and hosts"); links UCX, which libshunt.so never does.
+$(BUILD)/bench/ucx_probe: bench/ucx_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -lucp -lucs
 
 # The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
 # ping-pong against memcpy").
