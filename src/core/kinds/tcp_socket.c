@@ -25,6 +25,7 @@
 #include "core/fd/fdtable.h"
 #include "core/fd/passthrough.h"
 #include "core/fd/uring_watch.h"
+#include "core/kinds/tcp_sock_cache.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/wait/wait.h"
 #include "registry/procstat.h"
@@ -39,7 +40,7 @@ bool tcp_socket_wanted(int domain, int type, int protocol)
 
 struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
 {
-    struct tcp_sock *t = calloc(1, sizeof *t);
+    struct tcp_sock *t = tcp_sock_cache_get();
     if (!t) {
         shunt_log(LOG_WARN, "fd %d: no memory for socket state; it passes through", fd);
         return NULL;
@@ -358,7 +359,7 @@ static void tcp_destroy(struct shunt_sock *s)
     pthread_mutex_destroy(&t->rx_lock);
     pthread_mutex_destroy(&t->tx_lock);
     pthread_mutex_destroy(&t->wait_turn);
-    free(t);
+    tcp_sock_cache_put(t);
 }
 
 static const struct sock_ops tcp_ops = {
