@@ -29,21 +29,19 @@ netns.py's namespaces joined by veth pairs, both ends under `build/shunt run`
 Needs root, ip (iproute2), bpf: missing under CI is a failure (netns.py).
 """
 
-import hashlib
 import json
 import os
 import re
 import signal
-import socket
-import time
+import subprocess
 from collections import Counter
 
 import pytest
 
 from echopeers import CLIENT_TIMEOUT, check_client, check_server_log, client_args, listening_port
 from netns import Namespaces, need_namespaces
-from shunttest import PROGRAMS, PYTHON, REPO, missing, need_tool
-from test_netns import HOLD, REASON, Ends, host_port, no_connection, result_of, start_echo
+from shunttest import PROGRAMS, PYTHON, missing
+from test_netns import HOLD, REASON, Ends, host_port, no_connection, redis_session, result_of, start_echo
 
 FAMILIES = [4, 6]
 MIB = 1 << 20
@@ -52,7 +50,6 @@ ACCEL_SERVER = re.compile(r"accelerated \(server, channel (\S+?), \d+ bytes of T
 
 
 def fabric_cmd(shunt, what):
-    import subprocess
     return subprocess.run([shunt.bin, "fabric", what], capture_output=True, text=True, timeout=30)
 
 
@@ -160,26 +157,7 @@ def test_forking_server(fabric, nets, ends, family):
 def test_redis(fabric, nets, ends, family, tmp_path):
     """redis-server in a, redis-cli and redis-benchmark in b, all under shunt:
     accelerated, and a 3 MiB random value comes back whole."""
-    need_tool("redis-server", "redis-cli", "redis-benchmark", package="redis-server, redis-tools")
-    host = nets.addr("a", family)
-    port = 6379
-    srv = nets.start("a", ends.argv(["redis-server", "--bind", host, "--port", port, "--save", "",
-                                     "--appendonly", "no", "--protected-mode", "no", "--dir", tmp_path]),
-                     env=ends.env("server"), proc_name="redis")
-    cli = ["redis-cli", "-h", host, "-p", port]
-    deadline = time.monotonic() + 20
-    while nets.run("b", cli + ["ping"], timeout=10).stdout != b"PONG\n":
-        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.describe()
-        time.sleep(0.1)
-    blob = os.urandom(3 * MIB)
-    r = nets.run("b", ends.argv(cli + ["-x", "set", "blob"]), input=blob, env=ends.env("client"), timeout=60)
-    assert r.stdout == b"OK\n", r
-    r = nets.run("b", ends.argv(cli + ["--raw", "get", "blob"]), env=ends.env("client"), timeout=60)
-    assert r.returncode == 0 and r.stdout.endswith(b"\n"), r.stderr
-    assert hashlib.sha256(r.stdout[:-1]).hexdigest() == hashlib.sha256(blob).hexdigest(), len(r.stdout)
-    r = nets.run("b", ends.argv(["redis-benchmark", "-h", host, "-p", port, "-n", "2000", "-c", "4", "-t", "set,get",
-                                 "-d", "1000", "-q"]), env=ends.env("client"), timeout=60)
-    assert r.returncode == 0 and r.stdout.count(b"requests per second") == 2, r
+    redis_session(nets, ends, "a", "b", nets.addr("a", family), tmp_path)
     c, s = ends.pairs()
     # redis-cli twice, and the benchmark's 4 clients (and its config query) at least
     assert len(c & s) >= 6, (len(c), len(s), "\n".join(ends.log("server")[-20:]))
