@@ -30,16 +30,16 @@ static void copy_out(const struct reg_conn_ent *e, uint32_t state, struct reg_co
     }
 }
 
-int reg_conn_post(const struct reg_conn *c)
+int reg_conn_post_in(enum reg_scope scope, const struct reg_conn *c)
 {
     if (!c || c->client_inode == 0 || c->channel[0] == 0 ||
-        memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL)
+        memchr(c->channel, 0, CHANNEL_NAME_MAX) == NULL || (scope == REG_HOST) != (c->cookie != 0))
         return -EINVAL;
     int saved = errno;
     struct reg_owner owner = reg_owner_of(c->client_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
-    int r = reg_enter(&f, &old);
+    int r = reg_enter_in(scope, &f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -71,6 +71,11 @@ int reg_conn_post(const struct reg_conn *c)
     return r;
 }
 
+int reg_conn_post(const struct reg_conn *c)
+{
+    return reg_conn_post_in(REG_NS, c);
+}
+
 bool reg_conn_offers_maybe(void)
 {
     struct reg_file *f;
@@ -79,21 +84,43 @@ bool reg_conn_offers_maybe(void)
     return atomic_load_explicit(&f->hdr.offers, memory_order_acquire) != 0;
 }
 
-int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
+bool reg_host_offers_maybe(void)
 {
-    if (!client || !server)
-        return -EINVAL;
+    struct reg_file *f;
+    if (reg_get_in(REG_HOST, &f) < 0)
+        return false;   /* no host registry: nobody offered across namespaces */
+    return atomic_load_explicit(&f->hdr.offers, memory_order_acquire) != 0;
+}
+
+/* What an offer is looked up by: both addresses (a namespace's registry),
+ * or the client socket's cookie (the host's). */
+struct offer_key {
+    const struct reg_addr *client, *server;
+    uint64_t cookie;
+};
+
+static bool offer_matches(const struct reg_conn *c, const struct offer_key *k)
+{
+    if (k->cookie)
+        return c->cookie == k->cookie;
+    /* The client may have bound to a wildcard address before it learnt its
+     * port: such a record matches any client address with that port. */
+    return reg_addr_eq(&c->server, k->server) && c->client.port == k->client->port &&
+           (reg_in6_eq(&c->client.addr, &k->client->addr) || reg_in6_unspecified(&c->client.addr));
+}
+
+/* The newest offer that matches k (an older one is left over), copied to
+ * out; the header's count of offers is recounted on the way. */
+static int find_offer(enum reg_scope scope, const struct offer_key *k, struct reg_conn *out)
+{
     int saved = errno;
     struct reg_file *f;
     sigset_t old;
-    int r = reg_enter(&f, &old);
+    int r = reg_enter_in(scope, &f, &old);
     if (r < 0) {
         errno = saved;
         return r;
     }
-    /* The client may have bound to a wildcard address before it learnt its
-     * port: such a record matches any client address with that port.  When
-     * several match, the newest wins (an older one is left over). */
     struct reg_conn_ent *best = NULL;
     uint32_t hwm = reg_conn_hwm(f);
     uint32_t offers = 0;
@@ -102,11 +129,7 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
         if (reg_entry_state(&e->state) != REG_OFFER)
             continue;
         offers++;
-        if (e->c.client_inode == 0)
-            continue;
-        if (!reg_addr_eq(&e->c.server, server) || e->c.client.port != client->port)
-            continue;
-        if (!reg_in6_eq(&e->c.client.addr, &client->addr) && !reg_in6_unspecified(&e->c.client.addr))
+        if (e->c.client_inode == 0 || !offer_matches(&e->c, k))
             continue;
         if (!best || e->seq > best->seq)
             best = e;
@@ -121,7 +144,23 @@ int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *se
     return r;
 }
 
-int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
+int reg_host_find_cookie(uint64_t cookie, struct reg_conn *out)
+{
+    if (cookie == 0)
+        return -EINVAL;
+    struct offer_key k = { NULL, NULL, cookie };
+    return find_offer(REG_HOST, &k, out);
+}
+
+int reg_conn_find_offer(const struct reg_addr *client, const struct reg_addr *server, struct reg_conn *out)
+{
+    if (!client || !server)
+        return -EINVAL;
+    struct offer_key k = { client, server, 0 };
+    return find_offer(REG_NS, &k, out);
+}
+
+int reg_conn_claimed_in(enum reg_scope scope, uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
 {
     if (client_inode == 0 || server_inode == 0)
         return -EINVAL;
@@ -129,7 +168,7 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
     struct reg_owner owner = reg_owner_of(server_pid);   /* reads /proc: before the lock */
     struct reg_file *f;
     sigset_t old;
-    int r = reg_enter(&f, &old);
+    int r = reg_enter_in(scope, &f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -164,6 +203,11 @@ int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t serve
     return r;
 }
 
+int reg_conn_claimed(uint64_t client_inode, uint64_t server_inode, int32_t server_pid)
+{
+    return reg_conn_claimed_in(REG_NS, client_inode, server_inode, server_pid);
+}
+
 /* The record in which inode is a present end (the newest if several). */
 static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *side, uint32_t *state)
 {
@@ -190,14 +234,14 @@ static struct reg_conn_ent *find_end(struct reg_file *f, uint64_t inode, int *si
     return best;
 }
 
-int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
+int reg_conn_find_inode_in(enum reg_scope scope, uint64_t inode, struct reg_conn *out, int *side)
 {
     if (inode == 0)
         return -EINVAL;
     int saved = errno;
     struct reg_file *f;
     sigset_t old;
-    int r = reg_enter(&f, &old);
+    int r = reg_enter_in(scope, &f, &old);
     if (r < 0) {
         errno = saved;
         return r;
@@ -217,14 +261,19 @@ int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
     return r;
 }
 
-static bool conn_end(uint64_t inode, bool both)
+int reg_conn_find_inode(uint64_t inode, struct reg_conn *out, int *side)
+{
+    return reg_conn_find_inode_in(REG_NS, inode, out, side);
+}
+
+static bool conn_end(enum reg_scope scope, uint64_t inode, bool both)
 {
     if (inode == 0)
         return false;
     int saved = errno;
     struct reg_file *f;
     sigset_t old;
-    if (reg_enter(&f, &old) < 0) {
+    if (reg_enter_in(scope, &f, &old) < 0) {
         errno = saved;
         return false;
     }
@@ -259,12 +308,22 @@ static bool conn_end(uint64_t inode, bool both)
     return removed;
 }
 
+bool reg_conn_end_in(enum reg_scope scope, uint64_t inode)
+{
+    return conn_end(scope, inode, false);
+}
+
+bool reg_conn_end_all_in(enum reg_scope scope, uint64_t inode)
+{
+    return conn_end(scope, inode, true);
+}
+
 bool reg_conn_end(uint64_t inode)
 {
-    return conn_end(inode, false);
+    return conn_end(REG_NS, inode, false);
 }
 
 bool reg_conn_end_all(uint64_t inode)
 {
-    return conn_end(inode, true);
+    return conn_end(REG_NS, inode, true);
 }

@@ -8,6 +8,17 @@
 #include "base/log.h"
 #include "registry/registry_impl.h"
 
+/* Frees this process's entries for inode (lock held). */
+static void drop_own(struct reg_file *f, uint64_t inode, int32_t pid)
+{
+    uint32_t hwm = reg_listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (reg_entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
+            reg_entry_publish(&l->state, REG_FREE);
+    }
+}
+
 static int free_listener(struct reg_file *f, uint32_t skip)
 {
     for (uint32_t i = 0; i < REG_LISTENERS; i++)
@@ -76,7 +87,10 @@ int reg_listener_add(uint64_t inode, const struct reg_addr *bound, bool v6only)
     return r;
 }
 
-void reg_listener_remove(uint64_t inode)
+/* This process's own entries for inode go from scope's registry: a child
+ * closing the listening socket it inherited must not unregister the parent
+ * that still listens. */
+static void remove_own(enum reg_scope scope, uint64_t inode)
 {
     if (inode == 0)
         return;
@@ -85,41 +99,35 @@ void reg_listener_remove(uint64_t inode)
     reg_self_identity(&pid);
     struct reg_file *f;
     sigset_t old;
-    if (reg_enter(&f, &old) < 0) {
-        errno = saved;
-        return;
+    if (reg_enter_in(scope, &f, &old) == 0) {
+        drop_own(f, inode, pid);
+        reg_unlock(f, &old);
     }
-    /* Only this process's own entries: a child closing the listening socket
-     * it inherited must not unregister the parent that still listens. */
-    uint32_t hwm = reg_listener_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_listener *l = &f->listeners[i];
-        if (reg_entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
-            reg_entry_publish(&l->state, REG_FREE);
-    }
-    reg_unlock(f, &old);
     errno = saved;
 }
 
-int reg_listener_match(const struct reg_addr *dst)
+void reg_listener_remove(uint64_t inode)
 {
-    if (!dst)
-        return 0;
-    int saved = errno;
-    struct reg_file *f;
+    remove_own(REG_NS, inode);
+}
+
+/* Is there a live listener in f that takes dst (exact: listed addresses,
+ * as the host's registry keeps them; else the kernel's rules)?  Dead ones
+ * met on the way go.  1, 0, or a negative errno (the lock). */
+static int match_live(struct reg_file *f, const struct reg_addr *dst, bool exact)
+{
     sigset_t old;
-    int r = reg_enter(&f, &old);
-    if (r < 0) {
-        errno = saved;
+    int r = reg_lock(f, &old);
+    if (r < 0)
         return r;   /* the registry cannot be used now (its lock timed out, or is garbage) */
-    }
     bool found = false;
     struct reg_live_cache lc;
     reg_live_cache_init(&lc);
     uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm && !found; i++) {
         struct reg_listener *l = &f->listeners[i];
-        if (reg_entry_state(&l->state) != REG_USED || !reg_listener_covers(l, dst))
+        if (reg_entry_state(&l->state) != REG_USED ||
+            !(exact ? reg_addr_eq(&l->addr, dst) : reg_listener_covers(l, dst)))
             continue;
         if (reg_owner_alive(l->pid, &l->owner, &lc)) {
             found = true;
@@ -130,7 +138,94 @@ int reg_listener_match(const struct reg_addr *dst)
         }
     }
     reg_unlock(f, &old);
-    errno = saved;
     return found ? 1 : 0;
 }
 
+int reg_listener_match(const struct reg_addr *dst)
+{
+    if (!dst)
+        return 0;
+    int saved = errno;
+    struct reg_file *f;
+    int r = reg_get(&f);
+    if (r == 0)
+        r = match_live(f, dst, false);
+    errno = saved;
+    return r;
+}
+
+/* ---- the host's registry: listeners reachable from other namespaces ----- */
+
+int reg_host_listener_add(uint64_t inode, const struct reg_addr *addrs, unsigned n)
+{
+    if (inode == 0 || !addrs || n == 0 || n > REG_HOST_ADDRS)
+        return -EINVAL;
+    int saved = errno;
+    int32_t pid;
+    struct reg_owner owner = *reg_self_identity(&pid);   /* reads /proc: before the lock */
+    int r = reg_open_host(true);
+    struct reg_file *f;
+    sigset_t old;
+    if (r == 0)
+        r = reg_enter_in(REG_HOST, &f, &old);
+    if (r < 0) {
+        errno = saved;
+        return r;
+    }
+    /* listen() again: the old list goes first (a crash in between loses
+     * the entries, which costs acceleration, never a byte) */
+    drop_own(f, inode, pid);
+    int slots[REG_HOST_ADDRS];
+    unsigned got = 0;
+    for (uint32_t i = 0; i < REG_LISTENERS && got < n; i++)
+        if (reg_entry_state(&f->listeners[i].state) == REG_FREE)
+            slots[got++] = (int)i;
+    if (got < n) {
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        reg_sweep_listeners(f, &lc);
+        got = 0;
+        for (uint32_t i = 0; i < REG_LISTENERS && got < n; i++)
+            if (reg_entry_state(&f->listeners[i].state) == REG_FREE)
+                slots[got++] = (int)i;
+    }
+    if (got < n) {
+        r = -ENOSPC;
+    } else {
+        for (unsigned k = 0; k < n; k++) {
+            struct reg_listener *l = &f->listeners[slots[k]];
+            l->v6only = 1;   /* an address listed is matched exactly */
+            l->inode = inode;
+            l->pid = pid;
+            l->owner = owner;
+            l->addr = addrs[k];
+            if ((uint32_t)slots[k] + 1 > f->hdr.listener_hwm)
+                f->hdr.listener_hwm = (uint32_t)slots[k] + 1;
+            reg_entry_publish(&l->state, REG_USED);
+        }
+    }
+    reg_unlock(f, &old);
+    errno = saved;
+    return r;
+}
+
+void reg_host_listener_remove(uint64_t inode)
+{
+    remove_own(REG_HOST, inode);
+}
+
+int reg_host_listener_match(const struct reg_addr *dst)
+{
+    if (!dst)
+        return 0;
+    int saved = errno;
+    struct reg_file *f;
+    int r = 0;
+    /* no host registry: no listener of ours in any namespace; and the
+     * cheap look without the lock, which a client connecting to another
+     * host pays when nobody listens across namespaces */
+    if (reg_get_in(REG_HOST, &f) == 0 && reg_listener_hwm(f) != 0)
+        r = match_live(f, dst, true);
+    errno = saved;
+    return r;
+}

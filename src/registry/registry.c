@@ -616,39 +616,27 @@ static bool still_named(const char *path, const struct stat *mapped)
     return stat(path, &now) == 0 && now.st_ino == mapped->st_ino && now.st_dev == mapped->st_dev;
 }
 
-int reg_open_at(const char *dir)
+/* Maps the registry of netns (REG_HOST_NETNS: the host's) in directory d,
+ * creating it when create is set, and sweeps what dead processes left in
+ * it.  *sweep_files: a sweep of the files of /dev/shm is due.  0 or a
+ * negative errno (-ENOENT: none, and not to be created). */
+static int map_registry(const char *d, uid_t uid, uint64_t netns, bool create, struct reg_file **out,
+                        bool *sweep_files)
 {
-    if (atomic_load_explicit(&reg_map, memory_order_acquire))
-        return 0;
-    int saved = errno;
-    if (dir && dir != reg_dir)
-        snprintf(reg_dir, sizeof reg_dir, "%s", dir);
-    uid_t uid = geteuid();
-    uint64_t netns = reg_netns();
-    if (netns == 0) {
-        /* Without the namespace, processes of different namespaces could
-         * meet here: better no acceleration. */
-        shunt_log(LOG_WARN, "registry: the network namespace is unknown (/proc?)");
-        errno = saved;
-        return -ENOENT;
-    }
     char path[PATH_MAX];
-    int n = reg_name_of(path, sizeof path, dir ? dir : "/dev/shm", uid, netns);
-    if (n < 0 || (size_t)n >= sizeof path) {
-        errno = saved;
+    int n = reg_name_of(path, sizeof path, d, uid, netns);
+    if (n < 0 || (size_t)n >= sizeof path)
         return -ENAMETOOLONG;
-    }
-
-    const char *d = dir ? dir : "/dev/shm";
     struct reg_file *f = NULL;
     int r = -ENOENT;
-    bool sweep_files = false;
     /* Bounded: the name can only vanish between create and open if someone
      * removes registries by hand, or a sweep removed this one as unused. */
     for (int attempt = 0; attempt < 4 && r == -ENOENT; attempt++) {
         struct stat st;
         r = reg_map_file(path, uid, netns, &f, &st);
         if (r == -ENOENT) {
+            if (!create)
+                return r;
             r = reg_create(d, path, uid, netns);
             if (r == 0 || r == -EEXIST) {
                 shunt_log(LOG_DEBUG, "registry: %s %s", r == 0 ? "created" : "raced to create", path);
@@ -675,7 +663,8 @@ int reg_open_at(const char *dir)
             unsigned nl = reg_sweep_listeners(f, &lc);
             unsigned nc = reg_sweep_conns(f, &lc);
             unsigned np = reg_sweep_procs(f, &lc);
-            sweep_files = reg_files_sweep_due(f);
+            /* the host's registry has no files of its own to sweep */
+            *sweep_files = netns != REG_HOST_NETNS && reg_files_sweep_due(f);
             reg_unlock(f, &old);
             if (nl || nc || np)
                 shunt_log(LOG_DEBUG, "registry: reclaimed %u listeners, %u connection records, %u fd tables", nl,
@@ -684,6 +673,32 @@ int reg_open_at(const char *dir)
     }
     if (r < 0) {
         shunt_log(LOG_WARN, "registry: cannot open %s: %s", path, strerror(-r));
+        return r;
+    }
+    *out = f;
+    return 0;
+}
+
+int reg_open_at(const char *dir)
+{
+    if (atomic_load_explicit(&reg_map, memory_order_acquire))
+        return 0;
+    int saved = errno;
+    if (dir && dir != reg_dir)
+        snprintf(reg_dir, sizeof reg_dir, "%s", dir);
+    uint64_t netns = reg_netns();
+    if (netns == 0) {
+        /* Without the namespace, processes of different namespaces could
+         * meet here: better no acceleration. */
+        shunt_log(LOG_WARN, "registry: the network namespace is unknown (/proc?)");
+        errno = saved;
+        return -ENOENT;
+    }
+    const char *d = dir ? dir : "/dev/shm";
+    struct reg_file *f = NULL;
+    bool sweep_files = false;
+    int r = map_registry(d, geteuid(), netns, true, &f, &sweep_files);
+    if (r < 0) {
         errno = saved;
         return r;
     }
@@ -702,6 +717,59 @@ int reg_open_at(const char *dir)
         reg_sweep_files(f);
     errno = saved;
     return 0;
+}
+
+/* ---- the host's registry ------------------------------------------------ */
+
+static _Atomic(struct reg_file *) reg_host_map;
+/* CLOCK_MONOTONIC ns until which a missing host registry is not looked
+ * for again (a client's connect to another host pays one open a second) */
+static _Atomic uint64_t host_absent_until;
+
+int reg_open_host(bool create)
+{
+    if (atomic_load_explicit(&reg_host_map, memory_order_acquire))
+        return 0;
+    uint64_t now = clock_now_ns();
+    if (!create && now < atomic_load_explicit(&host_absent_until, memory_order_relaxed))
+        return -ENOENT;
+    int saved = errno;
+    struct reg_file *f = NULL;
+    bool unused = false;
+    int r = map_registry(reg_directory(), geteuid(), REG_HOST_NETNS, create, &f, &unused);
+    if (r < 0) {
+        if (r == -ENOENT)
+            atomic_store_explicit(&host_absent_until, now + 1000000000ull, memory_order_relaxed);
+        errno = saved;
+        return r;
+    }
+    struct reg_file *expected = NULL;
+    if (!atomic_compare_exchange_strong(&reg_host_map, &expected, f))
+        munmap(f, REG_FILE_SIZE);   /* another thread was quicker */
+    errno = saved;
+    return 0;
+}
+
+int reg_get_in(enum reg_scope scope, struct reg_file **out)
+{
+    if (scope == REG_NS)
+        return reg_get(out);
+    int r = reg_open_host(false);
+    if (r < 0)
+        return r;
+    *out = atomic_load_explicit(&reg_host_map, memory_order_acquire);
+    return 0;
+}
+
+int reg_enter_in(enum reg_scope scope, struct reg_file **f, sigset_t *old)
+{
+    int r = reg_get_in(scope, f);
+    return r < 0 ? r : reg_lock(*f, old);
+}
+
+struct reg_file *reg_host_mapped(void)
+{
+    return atomic_load_explicit(&reg_host_map, memory_order_acquire);
 }
 
 int reg_open(void)
@@ -733,6 +801,10 @@ void reg_close_for_test(void)
     struct reg_file *f = atomic_exchange(&reg_map, NULL);
     if (f)
         munmap(f, REG_FILE_SIZE);
+    f = atomic_exchange(&reg_host_map, NULL);
+    if (f)
+        munmap(f, REG_FILE_SIZE);
+    atomic_store(&host_absent_until, 0);
     channel_set_scope(0);
 }
 

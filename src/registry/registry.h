@@ -30,6 +30,10 @@ struct reg_addr {
 /* Normalises a sockaddr_in or sockaddr_in6; -EAFNOSUPPORT for others. */
 int reg_addr_from_sockaddr(struct reg_addr *out, const struct sockaddr *sa, socklen_t len);
 bool reg_addr_is_loopback(const struct reg_addr *a);
+bool reg_in6_eq(const struct in6_addr *a, const struct in6_addr *b);
+/* :: or ::ffff:0.0.0.0 */
+bool reg_in6_unspecified(const struct in6_addr *a);
+bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b);
 
 /* A connection record: an offer until the server claims it, then the
  * record through which either end (after exec, or in a process that
@@ -42,6 +46,7 @@ struct reg_conn {
     char channel[CHANNEL_NAME_MAX];
     int32_t client_pid;
     int32_t server_pid;
+    uint64_t cookie;                /* host registry: the client socket's SO_COOKIE (0 in a namespace's) */
 };
 
 /* Opens (creating if needed) this user's registry for this process's
@@ -82,6 +87,44 @@ bool reg_conn_end(uint64_t inode);
 /* The same, when the other end's processes are known to be gone (its TCP
  * socket reported EOF or a reset): the record goes now, with both ends. */
 bool reg_conn_end_all(uint64_t inode);
+
+/* ---- the host's registry: rendezvous across network namespaces ----------
+ *
+ * One more file per user, of the same format, under namespace id 0
+ * (REG_HOST_NETNS: no namespace's inode is 0), /dev/shm/shunt-<uid>-0-r<V>.reg.
+ * A listener reachable from other namespaces lists there the addresses it
+ * takes connections at; a client connecting to one of them posts its offer
+ * there with its socket's cookie, which the server finds by the cookie on
+ * the connection's SYN (docs/architecture.md, "Between namespaces and
+ * hosts").  Never swept as a namespace nobody is in (sweep.c skips id 0). */
+#define REG_HOST_NETNS 0u
+enum reg_scope { REG_NS, REG_HOST };
+
+/* Maps the host's registry, creating it only if create.  0, -ENOENT (none:
+ * not looked for again for a second unless create), or a negative errno. */
+int reg_open_host(bool create);
+/* Replaces this process's entries for the listener inode with one per
+ * address in addrs (at most REG_HOST_ADDRS); creates the file if need be.
+ * 0 or a negative errno. */
+#define REG_HOST_ADDRS 16
+int reg_host_listener_add(uint64_t inode, const struct reg_addr *addrs, unsigned n);
+void reg_host_listener_remove(uint64_t inode);
+/* Is there a live listener of this user in any namespace that listed dst?
+ * 0 at once, without the lock, when the host's registry has none at all.
+ * 1, 0, or a negative errno. */
+int reg_host_listener_match(const struct reg_addr *dst);
+/* False when no offer is posted in the host's registry (or there is none). */
+bool reg_host_offers_maybe(void);
+/* The offer posted with this client cookie (the newest if several): 0, or -ENOENT. */
+int reg_host_find_cookie(uint64_t cookie, struct reg_conn *out);
+
+/* The record operations above, in the registry of scope (the namespace's
+ * or the host's); the names without _in are the namespace's. */
+int reg_conn_post_in(enum reg_scope scope, const struct reg_conn *c);
+int reg_conn_claimed_in(enum reg_scope scope, uint64_t client_inode, uint64_t server_inode, int32_t server_pid);
+int reg_conn_find_inode_in(enum reg_scope scope, uint64_t inode, struct reg_conn *out, int *side);
+bool reg_conn_end_in(enum reg_scope scope, uint64_t inode);
+bool reg_conn_end_all_in(enum reg_scope scope, uint64_t inode);
 
 /* The inode of the network namespace of this process (0 if unknown). */
 uint64_t reg_netns(void);

@@ -40,7 +40,7 @@
 #include "transport/seg_lock.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   6u
+#define REG_VERSION   7u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -147,7 +147,8 @@ REG_AT(reg_conn, server, 36);
 REG_AT(reg_conn, channel, 56);
 REG_AT(reg_conn, client_pid, 120);
 REG_AT(reg_conn, server_pid, 124);
-_Static_assert(sizeof(struct reg_conn) == 128, "reg_conn resized: bump REG_VERSION");
+REG_AT(reg_conn, cookie, 128);
+_Static_assert(sizeof(struct reg_conn) == 136, "reg_conn resized: bump REG_VERSION");
 REG_AT(reg_header, magic, 0);
 REG_AT(reg_header, version, 8);
 REG_AT(reg_header, header_size, 12);
@@ -191,7 +192,7 @@ REG_AT(reg_conn_ent, seq, 8);
 REG_AT(reg_conn_ent, client_owner, 16);
 REG_AT(reg_conn_ent, server_owner, 32);
 REG_AT(reg_conn_ent, c, 48);
-_Static_assert(sizeof(struct reg_conn_ent) == 176, "reg_conn_ent resized: bump REG_VERSION");
+_Static_assert(sizeof(struct reg_conn_ent) == 184, "reg_conn_ent resized: bump REG_VERSION");
 REG_AT(reg_proc, state, 0);
 REG_AT(reg_proc, pid, 4);
 REG_AT(reg_proc, owner, 8);
@@ -200,9 +201,9 @@ _Static_assert(sizeof(struct reg_proc) == 32, "reg_proc resized: bump REG_VERSIO
 REG_AT(reg_file, hdr, 0);
 REG_AT(reg_file, listeners, 192);
 REG_AT(reg_file, conns, 65728);
-REG_AT(reg_file, procs, 2949312);
+REG_AT(reg_file, procs, 3080384);
 #undef REG_AT
-_Static_assert(sizeof(struct reg_file) == 3211456 && REG_FILE_SIZE == 3215360, "registry file resized: bump REG_VERSION");
+_Static_assert(sizeof(struct reg_file) == 3342528 && REG_FILE_SIZE == 3346432, "registry file resized: bump REG_VERSION");
 /* The state words and the magic are atomics that processes share: lock-free,
  * hence address-free (an atomic emulated with a lock would keep the lock in
  * each process's own memory). */

@@ -41,6 +41,11 @@ int reg_lock_within(struct reg_file *f, sigset_t *old, int ms);
  * reg_unlock ends it. */
 int reg_enter(struct reg_file **f, sigset_t *old);
 void reg_unlock(struct reg_file *f, const sigset_t *old);
+/* The same for the registry of scope (the host's is opened, never created). */
+int reg_get_in(enum reg_scope scope, struct reg_file **out);
+int reg_enter_in(enum reg_scope scope, struct reg_file **f, sigset_t *old);
+/* The host's registry if this process has mapped it, or NULL. */
+struct reg_file *reg_host_mapped(void);
 /* Publishes an entry's state word (release), after its fields. */
 void reg_entry_publish(_Atomic uint32_t *state, uint32_t value);
 /* An offer left REG_OFFER (under lock): one fewer in the header's count. */
@@ -84,10 +89,6 @@ void reg_live_cache_init(struct reg_live_cache *lc);
 
 /* ---- addresses (registry.c) --------------------------------------------- */
 
-bool reg_in6_eq(const struct in6_addr *a, const struct in6_addr *b);
-/* :: or ::ffff:0.0.0.0 */
-bool reg_in6_unspecified(const struct in6_addr *a);
-bool reg_addr_eq(const struct reg_addr *a, const struct reg_addr *b);
 /* Would the listener l take a connection to dst (the kernel's rules)? */
 bool reg_listener_covers(const struct reg_listener *l, const struct reg_addr *dst);
 

@@ -34,7 +34,9 @@
  *     can see is in that namespace.
  * Never: another user's files, a name this version does not make (old
  * formats, the tests' own directories), channels of scope 0 (a test's
- * private registry), anything younger than the grace.
+ * private registry), anything younger than the grace, the host's registry
+ * (namespace id 0: its dead entries go when a process opens it) and the
+ * segments its records name (connections between namespaces).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -292,6 +294,21 @@ static uint64_t table_hash(int32_t pid, uint64_t tag)
     return hash_bytes(&tag, sizeof tag, hash_bytes(&pid, sizeof pid, 0x84222325cbf29ce4ull));
 }
 
+/* The channels f's records name, into s (lock held). */
+static void add_channels(struct reg_file *f, struct hset *s)
+{
+    uint32_t nc = reg_conn_hwm(f);
+    for (uint32_t i = 0; i < nc; i++) {
+        struct reg_conn_ent *e = &f->conns[i];
+        if (reg_entry_state(&e->state) == REG_FREE)
+            continue;
+        char name[CHANNEL_NAME_MAX];
+        memcpy(name, e->c.channel, sizeof name);   /* copied once: another process may write it */
+        name[CHANNEL_NAME_MAX - 1] = 0;
+        hset_add(s, name_hash(name));
+    }
+}
+
 /* Marks the old candidates of namespace ns that f does not name (lock
  * held).  false if it could not tell (no memory): then nothing goes. */
 static bool mark_unnamed(struct reg_file *f, struct cands *c, uint64_t ns)
@@ -304,15 +321,7 @@ static bool mark_unnamed(struct reg_file *f, struct cands *c, uint64_t ns)
         free(chans.v);
         return false;
     }
-    for (uint32_t i = 0; i < nc; i++) {
-        struct reg_conn_ent *e = &f->conns[i];
-        if (reg_entry_state(&e->state) == REG_FREE)
-            continue;
-        char name[CHANNEL_NAME_MAX];
-        memcpy(name, e->c.channel, sizeof name);   /* copied once: another process may write it */
-        name[CHANNEL_NAME_MAX - 1] = 0;
-        hset_add(&chans, name_hash(name));
-    }
+    add_channels(f, &chans);
     for (uint32_t i = 0; i < np; i++) {
         struct reg_proc *p = &f->procs[i];
         if (reg_entry_state(&p->state) != REG_FREE)
@@ -330,6 +339,46 @@ static bool mark_unnamed(struct reg_file *f, struct cands *c, uint64_t ns)
     free(chans.v);
     free(tables.v);
     return true;
+}
+
+/* Segments of connections between namespaces carry their client's
+ * namespace but are recorded in the host's registry (REG_HOST_NETNS):
+ * those it names, and the files beside them, stay.  A host registry that
+ * cannot be read or locked now keeps every segment (for the next sweep). */
+static void keep_host_named(struct cands *c, const char *dir)
+{
+    bool any = false;
+    for (size_t i = 0; i < c->n && !any; i++)
+        any = c->v[i].drop && (c->v[i].kind == CAND_SEGMENT || c->v[i].kind == CAND_BESIDE);
+    if (!any)
+        return;
+    char path[4200];
+    reg_name_of(path, sizeof path, dir, geteuid(), REG_HOST_NETNS);
+    struct reg_file *f = NULL;
+    struct stat st;
+    int r = reg_map_file(path, geteuid(), REG_HOST_NETNS, &f, &st);
+    if (r == -ENOENT)
+        return;
+    struct hset chans = { NULL, 0 };
+    bool known = false;
+    sigset_t old;
+    if (r == 0 && reg_lock_within(f, &old, SWEEP_LOCK_MS) == 0) {
+        uint32_t nc = reg_conn_hwm(f);
+        if (hset_init(&chans, nc)) {
+            known = true;
+            add_channels(f, &chans);
+        }
+        reg_unlock(f, &old);
+    }
+    if (r == 0)
+        munmap(f, REG_FILE_SIZE);
+    for (size_t i = 0; i < c->n; i++) {
+        struct cand *k = &c->v[i];
+        if (k->drop && (k->kind == CAND_SEGMENT || k->kind == CAND_BESIDE) &&
+            (!known || hset_has(&chans, name_hash(k->segment))))
+            k->drop = false;
+    }
+    free(chans.v);
 }
 
 static bool registry_empty(struct reg_file *f)
@@ -442,6 +491,7 @@ void reg_sweep_files(struct reg_file *own)
         if (lstat(path, &st) < 0 && errno == ENOENT && !netns_in_use(&seen, k->netns, own_ns))
             k->drop = true;
     }
+    keep_host_named(&c, dir);
     drop_marked(&c, dir, &n);
     if (n.registries || n.files)
         shunt_log(LOG_DEBUG, "registry: swept %u registries of namespaces nobody is in and %u files nobody names",

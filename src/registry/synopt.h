@@ -21,6 +21,7 @@
 #ifndef SHUNT_SYNOPT_H
 #define SHUNT_SYNOPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,5 +52,16 @@ int synopt_read(int fd, struct synopt *out);
 /* Asks the kernel to keep the SYN of every connection a listener fd will
  * accept (TCP_SAVE_SYN; set before listen() or after).  0 or a negative errno. */
 int synopt_save_syns(int fd);
+
+/* `shunt fabric enable` writes this boot's tag ("%08x\n") here, as root,
+ * mode 0644, and disable removes it: how an unprivileged process knows
+ * that the SYNs of this host carry the option. */
+#define SYNOPT_MARKER_DIR "/run/shunt"
+#define SYNOPT_MARKER SYNOPT_MARKER_DIR "/fabric"
+
+/* Is the option on the SYNs of this host (the marker is root's, not
+ * writable by others, and holds this boot's tag)?  Asked of the file at
+ * most once a second per process; a fault reads as false. */
+bool synopt_fabric_on(void);
 
 #endif

@@ -233,6 +233,35 @@ static int load(uint32_t tag)
     return fd;
 }
 
+/* The marker the library reads to know the SYNs of this host carry the
+ * option (synopt_fabric_on): root's file, this boot's tag in it.  Made
+ * whole under another name, then renamed over. */
+static int write_marker(uint32_t tag)
+{
+    if (mkdir(SYNOPT_MARKER_DIR, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "shunt fabric: cannot make " SYNOPT_MARKER_DIR ": %s\n", strerror(errno));
+        return -1;
+    }
+    const char *tmp = SYNOPT_MARKER ".new";
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    char line[16];
+    int n = snprintf(line, sizeof line, "%08x\n", tag);
+    if (fd < 0 || write(fd, line, (size_t)n) != n || fchmod(fd, 0644) < 0 || close(fd) < 0 ||
+        rename(tmp, SYNOPT_MARKER) < 0) {
+        fprintf(stderr, "shunt fabric: cannot write " SYNOPT_MARKER ": %s\n", strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static void remove_marker(void)
+{
+    unlink(SYNOPT_MARKER);
+    rmdir(SYNOPT_MARKER_DIR); /* only if nothing else is in it */
+}
+
 static int enable(void)
 {
     char cgpath[4096];
@@ -251,7 +280,7 @@ static int enable(void)
         printf("shunt fabric: already enabled (program %u on %s)\n", id, cgpath);
         close(old);
         close(cg);
-        return 0;
+        return write_marker(tag) < 0 ? 1 : 0;
     }
     if (old >= 0) { /* pinned but not attached: what a crash between the two leaves */
         close(old);
@@ -287,6 +316,11 @@ static int enable(void)
         detach(cg, prog); /* nothing left behind that disable cannot find */
         goto out;
     }
+    if (write_marker(tag) < 0) {
+        detach(cg, prog);
+        unlink(PIN_PROG);
+        goto out;
+    }
     if (prog_id(prog, &id) < 0)
         id = 0;
     printf("shunt fabric: enabled (program %u on %s, boot tag %08x)\n", id, cgpath, tag);
@@ -300,6 +334,7 @@ out:
 static int disable(void)
 {
     char cgpath[4096];
+    remove_marker(); /* first: processes stop offering across namespaces */
     int prog, cg, e = open_pinned(&prog, &cg, cgpath, sizeof cgpath);
     if (e)
         return e == EXIT_NOT_ENABLED ? 0 : e; /* nothing to disable is no error */

@@ -84,8 +84,8 @@ class Namespaces:
         try:
             for name in self.names:
                 self._make_ns(name)
-            for i, (x, y) in enumerate(self.links, 1):
-                self._make_link(i, x, y)
+            for i, link in enumerate(self.links, 1):
+                self._make_link(i, *link)
         except BaseException:
             self.cleanup(fail=False)
             raise
@@ -109,8 +109,16 @@ class Namespaces:
         self.made_ns.append(self.ns(name))
         ip("-n", self.ns(name), "link", "set", "lo", "up")
 
-    def _make_link(self, i, x, y):
+    def _subnet(self, i):
+        """Link i's subnet number: i, or the one its (x, y, subnet) entry
+        names (two links may share one: namespaces with identical address
+        plans, as two containers have)."""
+        link = self.links[i - 1]
+        return link[2] if len(link) > 2 else i
+
+    def _make_link(self, i, x, y, *_):
         ends = [(x, self.veth(i, "x"), 1), (y, self.veth(i, "y"), 2)]
+        sub = self._subnet(i)
         ip("link", "add", ends[0][1], "type", "veth", "peer", "name", ends[1][1])
         self.made_veths.append((None, ends[0][1]))
         for name, dev, host in ends:
@@ -118,14 +126,14 @@ class Namespaces:
             self.made_veths[-1] = (self.ns(name), dev)      # deleting one end deletes the pair
             self.run(name, ["sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/%s/keep_addr_on_down" % dev],
                      timeout=IP_TIMEOUT, check=True)
-            ip("-n", self.ns(name), "addr", "add", "10.77.%d.%d/24" % (i, host), "dev", dev)
-            ip("-n", self.ns(name), "addr", "add", "fd00:77:0:%x::%d/64" % (i, host), "dev", dev, "nodad")
+            ip("-n", self.ns(name), "addr", "add", "10.77.%d.%d/24" % (sub, host), "dev", dev)
+            ip("-n", self.ns(name), "addr", "add", "fd00:77:0:%x::%d/64" % (sub, host), "dev", dev, "nodad")
             ip("-n", self.ns(name), "link", "set", dev, "up")
 
     # ------------------------------------------------------------ addresses
 
     def _link_of(self, name, peer):
-        for i, (x, y) in enumerate(self.links, 1):
+        for i, (x, y, *_) in enumerate(self.links, 1):
             if peer is None and name in (x, y) or {x, y} == {name, peer}:
                 return i, ("x" if x == name else "y")
         raise KeyError("no link of %s%s" % (name, " to %s" % peer if peer else ""))
@@ -134,8 +142,8 @@ class Namespaces:
         """NAME's address (family 4 or 6) on its link to PEER (default: its
         first link)."""
         i, end = self._link_of(name, peer)
-        host = 1 if end == "x" else 2
-        return "10.77.%d.%d" % (i, host) if family == 4 else "fd00:77:0:%x::%d" % (i, host)
+        host, sub = (1 if end == "x" else 2), self._subnet(i)
+        return "10.77.%d.%d" % (sub, host) if family == 4 else "fd00:77:0:%x::%d" % (sub, host)
 
     # ------------------------------------------------------------ running
 

@@ -59,6 +59,8 @@ REASON = reason_names()
 @pytest.fixture
 def nets(tmp_path):
     need_namespaces()
+    if os.path.exists("/run/shunt/fabric"):
+        pytest.fail("shunt fabric is enabled: these cases are for a host without it (test_netns_accel.py)")
     with Namespaces(["a", "b"], links=[("a", "b")], logdir=tmp_path) as n:
         yield n
 
@@ -236,32 +238,38 @@ time.sleep(60)
 
 # ------------------------------------------------------------------ real servers
 
+def redis_session(nets, ends, server_ns, client_ns, host, tmp_path):
+    """redis-server in SERVER_NS on HOST, redis-cli and redis-benchmark in
+    CLIENT_NS (ENDS decide whether under shunt): a 3 MiB random value set and
+    read back (sha256), then a short benchmark."""
+    need_tool("redis-server", "redis-cli", "redis-benchmark", package="redis-server, redis-tools")
+    port = 6379
+    srv = nets.start(server_ns, ends.argv(["redis-server", "--bind", host, "--port", port, "--save", "",
+                                           "--appendonly", "no", "--protected-mode", "no", "--dir", tmp_path]),
+                     env=ends.env("server"), proc_name="redis")
+    cli = ["redis-cli", "-h", host, "-p", port]
+    deadline = time.monotonic() + 20
+    while nets.run(client_ns, cli + ["ping"], timeout=10).stdout != b"PONG\n":
+        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.describe()
+        time.sleep(0.1)
+    blob = os.urandom(3 * MIB)
+    r = nets.run(client_ns, ends.argv(cli + ["-x", "set", "blob"]), input=blob, env=ends.env("client"), timeout=60)
+    assert r.stdout == b"OK\n", r
+    r = nets.run(client_ns, ends.argv(cli + ["--raw", "get", "blob"]), env=ends.env("client"), timeout=60)
+    assert r.returncode == 0 and r.stdout.endswith(b"\n"), r.stderr
+    assert hashlib.sha256(r.stdout[:-1]).hexdigest() == hashlib.sha256(blob).hexdigest(), len(r.stdout)
+    r = nets.run(client_ns, ends.argv(["redis-benchmark", "-h", host, "-p", port, "-n", "2000", "-c", "4", "-t",
+                                       "set,get", "-d", "1000", "-q"]), env=ends.env("client"), timeout=60)
+    assert r.returncode == 0 and r.stdout.count(b"requests per second") == 2, r
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("mode", MODES)
 def test_redis_across(nets, ends_of, mode, family, tmp_path):
     """redis-server in b, redis-cli and redis-benchmark in a: a 3 MiB random
     value set and read back (sha256), then a short benchmark."""
-    need_tool("redis-server", "redis-cli", "redis-benchmark", package="redis-server, redis-tools")
     ends = ends_of(mode)
-    host = nets.addr("b", family)
-    port = 6379
-    srv = nets.start("b", ends.argv(["redis-server", "--bind", host, "--port", port, "--save", "",
-                                     "--appendonly", "no", "--protected-mode", "no", "--dir", tmp_path]),
-                     env=ends.env("server"), proc_name="redis")
-    cli = ["redis-cli", "-h", host, "-p", port]
-    deadline = time.monotonic() + 20
-    while nets.run("a", cli + ["ping"], timeout=10).stdout != b"PONG\n":
-        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.describe()
-        time.sleep(0.1)
-    blob = os.urandom(3 * MIB)
-    r = nets.run("a", ends.argv(cli + ["-x", "set", "blob"]), input=blob, env=ends.env("client"), timeout=60)
-    assert r.stdout == b"OK\n", r
-    r = nets.run("a", ends.argv(cli + ["--raw", "get", "blob"]), env=ends.env("client"), timeout=60)
-    assert r.returncode == 0 and r.stdout.endswith(b"\n"), r.stderr
-    assert hashlib.sha256(r.stdout[:-1]).hexdigest() == hashlib.sha256(blob).hexdigest(), len(r.stdout)
-    r = nets.run("a", ends.argv(["redis-benchmark", "-h", host, "-p", port, "-n", "2000", "-c", "4", "-t", "set,get",
-                                 "-d", "1000", "-q"]), env=ends.env("client"), timeout=60)
-    assert r.returncode == 0 and r.stdout.count(b"requests per second") == 2, r
+    redis_session(nets, ends, "b", "a", nets.addr("b", family), tmp_path)
     # the pings above were plain: a connection of each redis-cli and benchmark client at least
     ends.check_fell_back(6, exact=False)
 

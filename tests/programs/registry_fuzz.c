@@ -51,7 +51,7 @@
 /* A field added to the file must be listed below (and fuzzed). */
 _Static_assert(sizeof(struct reg_header) == 192, "struct reg_header changed: list its fields in registry_fuzz.c");
 _Static_assert(sizeof(struct reg_listener) == 64, "struct reg_listener changed: list its fields");
-_Static_assert(sizeof(struct reg_conn_ent) == 176, "struct reg_conn_ent changed: list its fields");
+_Static_assert(sizeof(struct reg_conn_ent) == 184, "struct reg_conn_ent changed: list its fields");
 _Static_assert(sizeof(struct reg_proc) == 32, "struct reg_proc changed: list its fields");
 
 #define CONNS_PER_CASE 2
@@ -147,6 +147,7 @@ static void list_fields(void)
     ADD(T_CONN, reg_conn_ent, c.channel);
     ADD(T_CONN, reg_conn_ent, c.client_pid);
     ADD(T_CONN, reg_conn_ent, c.server_pid);
+    ADD(T_CONN, reg_conn_ent, c.cookie);
     add("reg_conn_ent.*", T_CONN, 0, sizeof(struct reg_conn_ent));
     ADD(T_PROC, reg_proc, state);
     ADD(T_PROC, reg_proc, pid);

@@ -34,6 +34,9 @@ static const char *const reason_names[] = {
     [FB_NOT_OURS] = "a file shunt needs in /dev/shm is another user's (the log names it)",
     [FB_URING] = "io_uring in this process: its I/O bypasses shunt",
     [FB_SHORT] = "short: this destination's last connections were too short to pay for a channel",
+    [FB_CROSS_VERIFY] = "across namespaces: the offer the SYN names does not match the connection",
+    [FB_SAVED_SYN] = "across namespaces: the program reads the listener's saved SYNs itself",
+    [FB_NO_COOKIE] = "across namespaces: the socket's cookie could not be read",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -63,6 +66,9 @@ static const char *const reason_keys[] = {
     [FB_NOT_OURS] = "not_ours",
     [FB_URING] = "io_uring",
     [FB_SHORT] = "short",
+    [FB_CROSS_VERIFY] = "cross_verify",
+    [FB_SAVED_SYN] = "saved_syn",
+    [FB_NO_COOKIE] = "no_cookie",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -13,8 +13,18 @@
  * prefix); the claim freezes the count and the server delivers that many
  * TCP bytes before it reads the ring.  A server that never claims leaves
  * the connection on TCP, byte for byte what it would have been.
+ *
+ * Across network namespaces (when `shunt fabric enable` puts the client
+ * socket's cookie on every non-loopback SYN, registry/synopt.h) the same,
+ * in the host's registry: a listener lists the addresses it is reached at
+ * and saves SYNs; a client connecting to one posts its offer with its
+ * cookie; accept reads the SYN's cookie, finds the offer by it and checks
+ * that the offer's addresses are this connection's (the cookie is the
+ * proof sock_diag gives inside a namespace: another namespace's socket is
+ * out of its reach).
  */
 #include <netinet/in.h>
+#include <ifaddrs.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <string.h>
@@ -27,6 +37,7 @@
 #include "base/self.h"
 #include "base/settings.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/short_conns.h"
 #include "core/conn/sockstat.h"
@@ -36,6 +47,14 @@
 #include "core/wait/wait.h"
 #include "registry/registry.h"
 #include "registry/sockdiag.h"
+#include "registry/synopt.h"
+
+#ifndef TCP_SAVE_SYN
+#define TCP_SAVE_SYN 27
+#endif
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
 
 static uint64_t fd_inode(int fd)
 {
@@ -64,6 +83,86 @@ static void companion_nodelay(int fd)
 {
     int one = 1;
     shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static enum reg_scope scope_of(const struct tcp_sock *t)
+{
+    return t->host_rec ? REG_HOST : REG_NS;
+}
+
+/* Where a listener bound to bound is reached from other namespaces: bound
+ * itself, or for a wildcard the namespace's addresses now (of the families
+ * the bind takes; not loopback, not IPv6 link-local, which needs a scope). */
+static unsigned reachable_at(const struct reg_addr *bound, bool v6only, struct reg_addr *out)
+{
+    if (!reg_in6_unspecified(&bound->addr)) {
+        out[0] = *bound;
+        return 1;
+    }
+    bool v4 = IN6_IS_ADDR_V4MAPPED(&bound->addr) || !v6only;
+    bool v6 = !IN6_IS_ADDR_V4MAPPED(&bound->addr);
+    struct ifaddrs *list;
+    if (getifaddrs(&list) < 0)
+        return 0;
+    unsigned n = 0;
+    for (struct ifaddrs *i = list; i && n < REG_HOST_ADDRS; i = i->ifa_next) {
+        if (!i->ifa_addr || (i->ifa_addr->sa_family == AF_INET ? !v4 : i->ifa_addr->sa_family == AF_INET6 ? !v6 : true))
+            continue;
+        struct reg_addr a;
+        socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        if (reg_addr_from_sockaddr(&a, i->ifa_addr, len) < 0 || reg_addr_is_loopback(&a) ||
+            IN6_IS_ADDR_LINKLOCAL(&a.addr) || reg_in6_unspecified(&a.addr))
+            continue;
+        a.port = bound->port;
+        bool dup = false;
+        for (unsigned k = 0; k < n && !dup; k++)
+            dup = reg_addr_eq(&out[k], &a);
+        if (!dup)
+            out[n++] = a;
+    }
+    freeifaddrs(list);
+    return n;
+}
+
+/* A listener reached from other namespaces: listed in the host's registry,
+ * its SYNs saved for shunt, unless the program saves them itself. */
+static void cross_listen(struct tcp_sock *t, int fd, const struct reg_addr *bound, bool v6only)
+{
+    if (reg_addr_is_loopback(bound) || !synopt_fabric_on())
+        return;
+    if (t->syn_program) {
+        shunt_log_sock(LOG_INFO, t, fd, "listener on port %u not offered to other namespaces: %s", bound->port,
+                       fallback_reason_name(FB_SAVED_SYN));
+        return;
+    }
+    struct reg_addr addrs[REG_HOST_ADDRS];
+    unsigned n = reachable_at(bound, v6only, addrs);
+    if (n == 0)
+        return;
+    bool set_now = false;
+    if (!t->syn_ours) {
+        int one = 1;
+        if (shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof one) < 0) {
+            shunt_log_sock(LOG_WARN, t, fd, "listener on port %u not offered to other namespaces: TCP_SAVE_SYN: %s",
+                           bound->port, strerror(errno));
+            return;
+        }
+        t->program_save_syn = 0;
+        t->syn_ours = set_now = true;
+    }
+    int r = reg_host_listener_add(t->inode, addrs, n);
+    if (r < 0) {
+        if (set_now) {
+            int zero = 0;
+            shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &zero, sizeof zero);
+            t->syn_ours = false;
+        }
+        shunt_log_sock(LOG_WARN, t, fd, "listener on port %u not offered to other namespaces: %s", bound->port,
+                       strerror(-r));
+        return;
+    }
+    t->cross_listener = true;
+    shunt_log_sock(LOG_INFO, t, fd, "listener on port %u offered to other namespaces (%u addresses)", bound->port, n);
 }
 
 void negotiate_listen(struct tcp_sock *t, int fd)
@@ -95,6 +194,19 @@ void negotiate_listen(struct tcp_sock *t, int fd)
     _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
     memcpy(t->bound, &bound, sizeof bound);
     shunt_log_sock(LOG_INFO, t, fd, "accelerated listener on port %u", bound.port);
+    cross_listen(t, fd, &bound, v6only != 0);
+}
+
+void negotiate_syn_program(struct tcp_sock *t, int fd)
+{
+    t->syn_program = true;
+    t->syn_ours = false;
+    if (t->cross_listener) {
+        t->cross_listener = false;
+        reg_host_listener_remove(t->inode);
+        shunt_log_sock(LOG_INFO, t, fd, "listener no longer offered to other namespaces: %s",
+                       fallback_reason_name(FB_SAVED_SYN));
+    }
 }
 
 /* The wildcard address of the socket's family, port 0: the kernel picks the
@@ -138,7 +250,10 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     struct reg_addr dst;
     if (reg_addr_from_sockaddr(&dst, dst_sa, len) < 0)
         return;   /* AF_UNSPEC and friends: the kernel will answer */
-    if (!reg_addr_is_loopback(&dst)) {
+    /* another namespace's listener is found only when the SYN will carry
+     * this socket's cookie (`shunt fabric enable`) */
+    bool cross = !reg_addr_is_loopback(&dst);
+    if (cross && !synopt_fabric_on()) {
         fallback_record(t, fd, FB_NOT_LOOPBACK, false);
         return;
     }
@@ -153,7 +268,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         fallback_record(t, fd, FB_SHORT, false);
         return;
     }
-    int m = reg_listener_match(&dst);
+    int m = cross ? reg_host_listener_match(&dst) : reg_listener_match(&dst);
     if (m <= 0) {
         fallback_record(t, fd, m < 0 ? FB_REGISTRY : FB_NO_LISTENER, false);
         return;
@@ -163,6 +278,14 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     if (uring_look(fd)) {
         fallback_record(t, fd, FB_URING, false);
         return;
+    }
+    uint64_t cookie = 0;
+    if (cross) {
+        socklen_t cl = sizeof cookie;
+        if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || cl != sizeof cookie || !cookie) {
+            fallback_record(t, fd, FB_NO_COOKIE, true);
+            return;
+        }
     }
     struct reg_addr self;
     if (local_addr(fd, &self) < 0 || (self.port == 0 && (bind_any(fd, t->base.domain) < 0 || local_addr(fd, &self) < 0))) {
@@ -184,10 +307,12 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     offer.client = self;
     offer.server = dst;
     offer.client_pid = (int32_t)getpid();
+    offer.cookie = cookie;
     snprintf(offer.channel, sizeof offer.channel, "%s", t->ch.name);
     atomic_store(&t->ch.self->holders, 1);
     atomic_store(&t->ch.self->pid, (int)getpid());
-    r = reg_conn_post(&offer);
+    t->host_rec = cross;
+    r = reg_conn_post_in(scope_of(t), &offer);
     if (r < 0) {
         channel_unlink(t->ch.name);
         /* unmapped at once: path never left PATH_TCP, so no other thread
@@ -197,14 +322,15 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
         return;
     }
     atomic_store(&t->path, PATH_OFFERED);
-    shunt_log_sock(LOG_DEBUG, t, fd, "offered channel %s to port %u", t->ch.name, dst.port);
+    shunt_log_sock(LOG_DEBUG, t, fd, "offered channel %s to port %u%s", t->ch.name, dst.port,
+                   cross ? " across namespaces" : "");
 }
 
 void negotiate_withdraw(struct tcp_sock *t, int fd)
 {
     crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_OFFERED) {
-        if (reg_conn_end(t->inode))
+        if (reg_conn_end_in(scope_of(t), t->inode))
             channel_unlink(t->ch.name);
         /* the mapping stays until tcp_destroy: see negotiate_observe_slow */
         atomic_store(&t->path, PATH_TCP);
@@ -225,7 +351,79 @@ void negotiate_withdraw(struct tcp_sock *t, int fd)
 #define CLAIM_WAIT_NS (20u * 1000u * 1000u)
 #define CLAIM_YIELDS 64
 
-void negotiate_claim(struct tcp_sock *t, int fd)
+/* The boot tag SYNs of this host carry (0 if it cannot be read: then no
+ * SYN is taken for ours). */
+static uint32_t our_boot_tag(void)
+{
+    static _Atomic uint64_t cached;   /* tag | 1 << 32 once read */
+    uint64_t c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!(c >> 32)) {
+        uint32_t tag = 0;
+        if (synopt_boot_tag(&tag) < 0)
+            return 0;
+        c = (1ull << 32) | tag;
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return (uint32_t)c;
+}
+
+bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *out)
+{
+    if (!listener->syn_ours)
+        return false;
+    int saved = errno;
+    /* Read always, once: the kernel hands a saved SYN out once and keeps it
+     * until then, so a program that asks TCP_SAVED_SYN finds none, as
+     * without shunt; and the accepted socket inherited the listener's
+     * TCP_SAVE_SYN, which the program did not set. */
+    int got = synopt_read(fd, out);
+    int zero = 0;
+    shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &zero, sizeof zero);
+    errno = saved;
+    uint32_t tag = our_boot_tag();
+    return got == 1 && tag != 0 && out->boot_tag == tag && out->cookie != 0;
+}
+
+static void claim_offer(struct tcp_sock *t, int fd, const struct reg_conn *offer, enum reg_scope scope);
+
+/* Across namespaces: the offer posted with the cookie the SYN carried, if
+ * its addresses are this connection's. */
+static void claim_cross(struct tcp_sock *t, int fd, uint64_t cookie)
+{
+    if (!reg_host_offers_maybe()) {
+        fallback_record(t, fd, uring_seen() ? FB_URING : FB_NO_OFFER, false);
+        return;
+    }
+    struct reg_conn offer;
+    int found = reg_host_find_cookie(cookie, &offer);
+    if (found < 0) {
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? FB_NO_OFFER
+                                   : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
+        return;
+    }
+    struct reg_addr client, server;
+    if (peer_addr(fd, &client) < 0 || local_addr(fd, &server) < 0) {
+        fallback_record(t, fd, FB_CROSS_VERIFY, false);
+        return;
+    }
+    /* The cookie pairs; the addresses must agree too (a forged option
+     * names some socket of ours, not this connection).  The client's
+     * address may be the wildcard it bound to learn its port. */
+    if (!reg_addr_eq(&offer.server, &server) || offer.client.port != client.port ||
+        !(reg_in6_eq(&offer.client.addr, &client.addr) || reg_in6_unspecified(&offer.client.addr))) {
+        shunt_log_sock(LOG_WARN, t, fd, "offer of cookie %llu (pid %d) is for port %u to port %u, this connection "
+                       "is from port %u to port %u", (unsigned long long)cookie, (int)offer.client_pid,
+                       offer.client.port, offer.server.port, client.port, server.port);
+        fallback_record(t, fd, FB_CROSS_VERIFY, true);
+        return;
+    }
+    shunt_log_sock(LOG_DEBUG, t, fd, "offer from pid %d across namespaces (cookie %llu, client sock %llu, channel %s)",
+                   (int)offer.client_pid, (unsigned long long)cookie, (unsigned long long)offer.client_inode,
+                   offer.channel);
+    claim_offer(t, fd, &offer, REG_HOST);
+}
+
+void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn)
 {
     t->negotiated = true;
     if (!shunt_settings.accel) {
@@ -236,10 +434,16 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         fallback_record(t, fd, FB_SANDBOX, false);
         return;
     }
+    /* A SYN with this host's option came from a non-loopback active open:
+     * its offer, if any, is in the host's registry. */
+    if (syn) {
+        claim_cross(t, fd, syn->cookie);
+        return;
+    }
     /* No offer posted at all (the common case for a client without shunt
      * or one that chose TCP): nothing to look up, without a system call. */
     if (!reg_conn_offers_maybe()) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : FB_NO_OFFER, false);
+        fallback_record(t, fd, uring_seen() ? FB_URING : listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER, false);
         return;
     }
     struct reg_addr client, server;
@@ -249,7 +453,7 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     int found = reg_conn_find_offer(&client, &server, &offer);
     if (found < 0) {
         /* no offer, or no registry to look in (another user's file at its name) */
-        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? FB_NO_OFFER
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? (listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER)
                                    : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
@@ -270,6 +474,14 @@ void negotiate_claim(struct tcp_sock *t, int fd)
         fallback_record(t, fd, FB_OTHER_USER, false);
         return;
     }
+    claim_offer(t, fd, &offer, REG_NS);
+}
+
+/* Maps the offer's channel and claims it; the record is in scope's registry. */
+static void claim_offer(struct tcp_sock *t, int fd, const struct reg_conn *offer_in, enum reg_scope scope)
+{
+    struct reg_conn offer = *offer_in;
+    int r;
     r = channel_attach(&t->ch, offer.channel, 1);
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "cannot map channel %s: %s", offer.channel, strerror(-r));
@@ -324,14 +536,15 @@ void negotiate_claim(struct tcp_sock *t, int fd)
     t->inode = fd_inode(fd);
     atomic_store(&t->ch.self->holders, 1);
     atomic_store(&t->ch.self->pid, (int)getpid());
-    reg_conn_claimed(offer.client_inode, t->inode, (int32_t)getpid());
+    t->host_rec = scope == REG_HOST;
+    reg_conn_claimed_in(scope, offer.client_inode, t->inode, (int32_t)getpid());
     companion_nodelay(fd);
     atomic_store(&t->path, PATH_SHM);
     /* One doorbell: a client blocked in the kernel on the TCP path wakes up
      * and sees the claim. */
     doorbell_send(t, fd);
-    shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix)", offer.channel,
-                   (unsigned long long)atomic_load(&t->prefix_left));
+    shunt_log_sock(LOG_INFO, t, fd, "accelerated (server, channel %s, %llu bytes of TCP prefix%s)", offer.channel,
+                   (unsigned long long)atomic_load(&t->prefix_left), t->host_rec ? ", across namespaces" : "");
     if (uring_seen())
         uring_request();   /* seen by another thread during the claim: its fail-safe may have passed us */
 }
@@ -360,7 +573,7 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
              * mapped at that address next (issue 16, threads_offer_shutdown).
              * Taking t->lock in every reader instead would put a lock on
              * each call of a pending client for a case that ends once. */
-            if (reg_conn_end(t->inode))
+            if (reg_conn_end_in(scope_of(t), t->inode))
                 channel_unlink(t->ch.name);
             atomic_store(&t->reason, FB_REFUSED);
             path = PATH_TCP;
@@ -369,7 +582,8 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
         } else {
             companion_nodelay(fd);
             path = PATH_SHM;
-            shunt_log_sock(LOG_INFO, t, fd, "accelerated (client, channel %s)", t->ch.name);
+            shunt_log_sock(LOG_INFO, t, fd, "accelerated (client, channel %s%s)", t->ch.name,
+                           t->host_rec ? ", across namespaces" : "");
             if (uring_seen())
                 uring_request();   /* offered before io_uring was seen: the fail-safe moves it back */
         }
@@ -441,7 +655,11 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
         return;
     struct reg_conn rec;
     int side;
-    if (reg_conn_find_inode(inode, &rec, &side) < 0)
+    if (reg_conn_find_inode(inode, &rec, &side) == 0)
+        t->host_rec = false;
+    else if (reg_conn_find_inode_in(REG_HOST, inode, &rec, &side) == 0)
+        t->host_rec = true;   /* a connection between namespaces */
+    else
         return;
     t->inode = inode;
     t->negotiated = true;
@@ -487,6 +705,8 @@ void negotiate_listener_closed(struct tcp_sock *t)
     if (sockdiag_lookup(&bound, &none, &inode, &uid) == 0 && inode == t->inode)
         return;
     reg_listener_remove(t->inode);
+    if (t->cross_listener)
+        reg_host_listener_remove(t->inode);
 }
 
 void negotiate_unlisten(struct tcp_sock *t)
@@ -495,6 +715,10 @@ void negotiate_unlisten(struct tcp_sock *t)
         return;
     t->listener_pid = 0;
     reg_listener_remove(t->inode);
+    if (t->cross_listener) {
+        t->cross_listener = false;
+        reg_host_listener_remove(t->inode);
+    }
 }
 
 void negotiate_forget(struct tcp_sock *t)
@@ -504,7 +728,8 @@ void negotiate_forget(struct tcp_sock *t)
          * record: the last one out removes both, so that nothing of the
          * connection outlives its processes. */
         bool gone = atomic_load(&t->peer_gone);
-        if (gone ? reg_conn_end_all(t->inode) : reg_conn_end(t->inode))
+        enum reg_scope scope = scope_of(t);
+        if (gone ? reg_conn_end_all_in(scope, t->inode) : reg_conn_end_in(scope, t->inode))
             channel_unlink(t->ch.name);
     }
 }

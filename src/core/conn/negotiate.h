@@ -6,6 +6,7 @@
 #define SHUNT_NEGOTIATE_H
 
 #include "core/kinds/tcp_socket.h"
+#include "registry/synopt.h"
 
 /* listen(): registers an accelerated listener. */
 void negotiate_listen(struct tcp_sock *t, int fd);
@@ -17,8 +18,18 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst, soc
 /* connect() failed for good: withdraws the offer. */
 void negotiate_withdraw(struct tcp_sock *t, int fd);
 
-/* accept(): looks for this connection's offer, verifies and claims it. */
-void negotiate_claim(struct tcp_sock *t, int fd);
+/* accept(), on a listener whose SYNs shunt saves (syn_ours): reads the
+ * accepted socket's SYN (always, so the program never finds it) and gives
+ * back whether it carried this host's option, into *out. */
+bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *out);
+
+/* accept(): looks for this connection's offer, verifies and claims it.
+ * syn: the option on its SYN (negotiate_take_syn), or NULL. */
+void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn);
+
+/* The program set TCP_SAVE_SYN on this socket: its SYNs are the program's,
+ * and a listener stops being offered to other namespaces. */
+void negotiate_syn_program(struct tcp_sock *t, int fd);
 
 /* A client that offered: has the server claimed or refused since?  And a
  * channel whose other end left for a program without shunt (downgrade.c)

@@ -51,6 +51,9 @@ enum fallback_reason {
     FB_NOT_OURS,            /* a file shunt needs in /dev/shm is another user's (base/own_file.h) */
     FB_URING,               /* io_uring in the process (core/fd/uring_watch.h, core/process/uring_failsafe.c) */
     FB_SHORT,               /* this destination's connections were too short to pay for a channel (core/conn/short_conns.c) */
+    FB_CROSS_VERIFY,        /* across namespaces: the offer the SYN's cookie names is not this connection's */
+    FB_SAVED_SYN,           /* across namespaces: the program reads the listener's saved SYNs itself */
+    FB_NO_COOKIE,           /* across namespaces: the socket's cookie (SO_COOKIE) could not be read */
 };
 
 /* Kept in the socket object: what does not change with its path. */
@@ -74,6 +77,11 @@ struct tcp_sock {
     unsigned char bound[24];            /* listener: its address (struct reg_addr) */
     uint64_t inode;                     /* the socket's, once known (tcp_sock_id) */
     struct reg_addr dest;               /* client: where it offered a channel to (core/conn/short_conns.c) */
+    bool host_rec;                      /* its connection record is in the host's registry (across namespaces) */
+    bool cross_listener;                /* listener: listed in the host's registry by this process */
+    bool syn_ours;                      /* TCP_SAVE_SYN is set by shunt, not the program: the SYNs are shunt's */
+    bool syn_program;                   /* the program set TCP_SAVE_SYN: its SYNs are the program's */
+    int program_save_syn;               /* TCP_SAVE_SYN as the program set it (answered while syn_ours) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */

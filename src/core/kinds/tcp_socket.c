@@ -30,6 +30,10 @@
 #include "core/wait/wait.h"
 #include "registry/procstat.h"
 
+#ifndef TCP_SAVE_SYN
+#define TCP_SAVE_SYN 27
+#endif
+
 static const struct sock_ops tcp_ops;
 
 bool tcp_socket_wanted(int domain, int type, int protocol)
@@ -232,11 +236,18 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
     if (fd < 0)
         return fd;
+    struct synopt syn;
+    bool has_syn = negotiate_take_syn(listener, fd, &syn);
     struct shunt_sock *s = tcp_socket_new(fd, f->sock->domain, (flags & SOCK_NONBLOCK) != 0);
+    if (s && listener->syn_program) {
+        /* the program's TCP_SAVE_SYN, which the socket inherited */
+        tcp_of(s)->syn_program = true;
+        tcp_of(s)->program_save_syn = listener->program_save_syn;
+    }
     /* a listener withdrawn for io_uring may still have offers posted before:
      * the claim refuses them (and records why) */
     if (s && (listener->listener_pid == shunt_pid || uring_seen())) {
-        negotiate_claim(tcp_of(s), fd);
+        negotiate_claim(tcp_of(s), fd, listener, has_syn ? &syn : NULL);
         if (tcp_of(s)->strict_failed) {
             sock_put(s);
             shunt_real.close(fd);
@@ -266,6 +277,16 @@ static int tcp_shutdown(struct fdref *f, int how)
 static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, socklen_t *len)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    if (level == IPPROTO_TCP && name == TCP_SAVE_SYN && t->syn_ours && val && len) {
+        /* shunt's, not the program's: the program's own value, the kernel's way
+         * (at most an int's bytes; a negative length is EINVAL) */
+        if ((int)*len < 0)
+            return -EINVAL;
+        socklen_t n = *len < (socklen_t)sizeof(int) ? *len : (socklen_t)sizeof(int);
+        memcpy(val, &t->program_save_syn, n);
+        *len = n;
+        return 0;
+    }
     int path = negotiate_observe(t, f->fd);
     if (path == PATH_TCP || !val || !len || *len < (socklen_t)sizeof(int))
         return pt_getsockopt(f, level, name, val, len);
@@ -288,6 +309,21 @@ static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, sockl
 static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val, socklen_t len)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    if (level == IPPROTO_TCP && name == TCP_SAVE_SYN && val && len >= (socklen_t)sizeof(int)) {
+        int v;
+        memcpy(&v, val, sizeof v);
+        if (t->syn_ours && v == 0) {
+            t->program_save_syn = 0;   /* shunt's stays set: its SYNs are still shunt's */
+            return 0;
+        }
+        int r = pt_setsockopt(f, level, name, val, len);
+        if (r == 0) {
+            t->program_save_syn = v;
+            if (v != 0)
+                negotiate_syn_program(t, f->fd);   /* the program reads its SYNs: shunt no longer does */
+        }
+        return r;
+    }
     if (level == IPPROTO_TCP && name == TCP_NODELAY && val && len >= (socklen_t)sizeof(int)) {
         int v;
         memcpy(&v, val, sizeof v);

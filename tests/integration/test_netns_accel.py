@@ -1,0 +1,337 @@
+"""Connections between network namespaces accelerated with shunt's own rings
+when the host is fabric-enabled (issue 19 item 3; docs/architecture.md,
+"Between namespaces and hosts").
+
+netns.py's namespaces joined by veth pairs, both ends under `build/shunt run`
+(each side's log in a folder of its own), `shunt fabric enable` for the test and
+`shunt fabric disable` after it, always. Checked, over IPv4 and IPv6:
+
+- echo across namespaces: the connection is accelerated at both ends (both logs
+  name the same channel, "across namespaces"), every byte echoed checked (8 MiB
+  each way); a shunt'd decoy listener on the same port in the client's own
+  namespace gets nothing; `shunt stat --json` shows a held connection on `shm` in
+  each namespace;
+- static_peer's forking server, three request/answer connections, each
+  accelerated and checked;
+- redis-server and redis-cli / redis-benchmark across namespaces: accelerated,
+  a 3 MiB random value back with its sha256;
+- a client without shunt: kernel TCP, `no_offer` at the server; fabric disabled:
+  today's behaviour exactly, `not_loopback` / `no_offer`;
+- a program that sets TCP_SAVE_SYN on its listener reads its own saved SYNs and
+  reads back its own value before and after a connection (reason `saved_syn`);
+  one that does not set it finds none and reads 0, as without shunt;
+- two client namespaces with identical addresses (b1, b2) connecting at once to
+  two server namespaces with identical addresses (a1, a2): each connection pairs
+  with its own server (channels per pair), every byte checked;
+- kill -9 of the server, or of the client, mid-transfer: the other end ends as
+  kernel TCP's does, after an exact prefix, nothing hangs.
+
+Needs root, ip (iproute2), bpf: missing under CI is a failure (netns.py).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+from collections import Counter
+
+import pytest
+
+from echopeers import CLIENT_TIMEOUT, check_client, check_server_log, client_args, listening_port
+from netns import Namespaces, need_namespaces
+from shunttest import PROGRAMS, PYTHON, missing
+from test_netns import HOLD, REASON, Ends, host_port, no_connection, redis_session, result_of, start_echo
+
+FAMILIES = [4, 6]
+MIB = 1 << 20
+ACCEL_CLIENT = re.compile(r"accelerated \(client, channel (\S+?), across namespaces\)")
+ACCEL_SERVER = re.compile(r"accelerated \(server, channel (\S+?), \d+ bytes of TCP prefix, across namespaces\)")
+
+
+def fabric_cmd(shunt, what):
+    return subprocess.run([shunt.bin, "fabric", what], capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def fabric(shunt):
+    """`shunt fabric enable` for the test; disabled after it, whatever happened."""
+    need_namespaces()
+    r = fabric_cmd(shunt, "enable")
+    try:
+        if r.returncode != 0:
+            missing("shunt fabric enable failed: %s%s" % (r.stdout, r.stderr))
+        yield shunt
+    finally:
+        d = fabric_cmd(shunt, "disable")
+        assert d.returncode == 0, d.stderr
+        assert not os.path.exists("/run/shunt/fabric")
+
+
+@pytest.fixture
+def nets(tmp_path):
+    need_namespaces()
+    with Namespaces(["a", "b"], links=[("a", "b")], logdir=tmp_path) as n:
+        yield n
+
+
+class CrossEnds(Ends):
+    def pairs(self, client_side="client", server_side="server"):
+        """Channels accelerated across namespaces: (client's, server's)."""
+        c = set(ACCEL_CLIENT.findall("\n".join(self.log(client_side))))
+        s = set(ACCEL_SERVER.findall("\n".join(self.log(server_side))))
+        return c, s
+
+    def reasons(self, side):
+        return Counter(re.findall(r"kernel TCP: (.*)$", "\n".join(self.log(side)), re.M))
+
+    def check_cross(self, conns, client_side="client", server_side="server"):
+        """CONNS connections whose both ends logged the same channel across
+        namespaces, and no fallback at either end."""
+        c, s = self.pairs(client_side, server_side)
+        summary = "\n".join(self.log(client_side)[-20:] + self.log(server_side)[-20:])
+        assert not self.reasons(client_side) and not self.reasons(server_side), "fell back:\n" + summary
+        assert len(c) == len(s) == len(c & s) == conns, "want %d pairs, got %s %s:\n%s" % (conns, c, s, summary)
+        return c
+
+
+@pytest.fixture
+def ends(shunt, builds, tmp_path):
+    return CrossEnds(shunt, builds, "shunt", tmp_path)
+
+
+# ------------------------------------------------------------------ accelerated
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_echo_accelerated(fabric, nets, ends, family):
+    """Server in a, client in b: 8 MiB each way through the ring, checked;
+    the decoy in b on the same port gets nothing."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    decoy, _ = start_echo(nets, ends, "b", "::", port, side="decoy")
+    r = nets.run("b", ends.echo() + client_args(port, "bulk", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "bulk", expect_mapped=True)
+    check_server_log(srv, "bulk")
+    no_connection(decoy)
+    ends.check_cross(1)
+    assert not ACCEL_SERVER.search("\n".join(ends.log("decoy")))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_stat_shows_shm(fabric, nets, ends, family):
+    """A held connection: `shunt stat --json` in each namespace shows its end
+    on shm, the client's and the server's with each other's addresses."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    held = nets.start("b", ends.argv([PYTHON, "-c", HOLD, host, port]), env=ends.env("client"), proc_name="held")
+    local = held.wait_for(r"^HELD (.*)$").group(1)
+
+    def mine(name, pid):
+        r = nets.run(name, [fabric.bin, "stat", "--json"], timeout=30, check=True)
+        conns = json.loads(r.stdout)["connections"]
+        return [c for c in conns if any(h["pid"] == pid for h in c["holders"])]
+
+    (c,) = mine("b", held.pid)
+    assert c["role"] == "client" and c["path"] == "shm" and c["peer"] == host_port(host, port), c
+    (s,) = [x for x in mine("a", srv.pid) if x["role"] == "server"]
+    assert s["path"] == "shm" and s["local"] == host_port(host, port) and s["peer"] == local, s
+    ends.check_cross(1, client_side="client")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forking_server(fabric, nets, ends, family):
+    """static_peer's server forks a child per connection: three pingpong
+    connections from b (each waits for its answers, so the server accepts
+    before the client could withdraw), each accelerated and checked."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host, kind="c")
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    check_server_log(srv, "small")
+    ends.check_cross(3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_redis(fabric, nets, ends, family, tmp_path):
+    """redis-server in a, redis-cli and redis-benchmark in b, all under shunt:
+    accelerated, and a 3 MiB random value comes back whole."""
+    redis_session(nets, ends, "a", "b", nets.addr("a", family), tmp_path)
+    c, s = ends.pairs()
+    # redis-cli twice, and the benchmark's 4 clients (and its config query) at least
+    assert len(c & s) >= 6, (len(c), len(s), "\n".join(ends.log("server")[-20:]))
+    assert not ends.reasons("client"), ends.reasons("client")
+    # the pings were plain clients: no_offer, nothing else
+    assert set(ends.reasons("server")) <= {REASON["no_offer"]}, ends.reasons("server")
+
+
+# ------------------------------------------------------------------ not accelerated
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_client_without_shunt(fabric, nets, ends, family):
+    """Fabric on, the client not under shunt: kernel TCP, bytes exact,
+    no_offer at the server."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    plain = Ends(ends.shunt, ends.builds, "plain", ends.dir)
+    r = nets.run("b", plain.echo() + client_args(port, "bulk", host=host), env=plain.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "bulk", expect_mapped=False)
+    check_server_log(srv, "bulk")
+    assert ends.reasons("server") == Counter({REASON["no_offer"]: 1}), ends.log("server")
+    assert not ends.pairs()[1]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fabric_disabled_is_today(nets, ends, shunt, family):
+    """Fabric off (disabled first, whatever it was): both ends under shunt,
+    kernel TCP with not_loopback / no_offer, as before this change."""
+    need_namespaces()
+    assert fabric_cmd(shunt, "disable").returncode == 0
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    r = nets.run("b", ends.echo() + client_args(port, "bulk", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "bulk", expect_mapped=True)
+    check_server_log(srv, "bulk")
+    ends.check_fell_back(1)
+    assert "offered to other namespaces" not in "\n".join(ends.log("server"))
+
+
+# ------------------------------------------------------------------ the program's own saved SYNs
+
+SAVE_SYN_SERVER = r'''
+import socket, struct, sys
+TCP_SAVE_SYN, TCP_SAVED_SYN = 27, 28
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+def listener(own):
+    l = socket.socket(fam, socket.SOCK_STREAM)
+    if own:
+        l.setsockopt(6, TCP_SAVE_SYN, 1)
+    l.bind((sys.argv[1], 0))
+    l.listen(8)
+    return l
+mine, theirs = listener(True), listener(False)
+print("PORTS %d %d" % (mine.getsockname()[1], theirs.getsockname()[1]), flush=True)
+def one(l, want):
+    assert l.getsockopt(6, TCP_SAVE_SYN) == want, ("before", l.getsockopt(6, TCP_SAVE_SYN), want)
+    c, _ = l.accept()
+    syn = c.getsockopt(6, TCP_SAVED_SYN, 1024)
+    assert l.getsockopt(6, TCP_SAVE_SYN) == want, ("after", l.getsockopt(6, TCP_SAVE_SYN), want)
+    assert c.getsockopt(6, TCP_SAVE_SYN) == want, ("accepted", c.getsockopt(6, TCP_SAVE_SYN), want)
+    data = c.recv(5)
+    c.sendall(data)
+    c.close()
+    print("SYN %d %s" % (len(syn), data.decode()), flush=True)
+one(mine, 1)
+one(theirs, 0)
+theirs.setsockopt(6, TCP_SAVE_SYN, 0)   # the program says 0: shunt's stays, the program reads 0
+one(theirs, 0)
+theirs.setsockopt(6, TCP_SAVE_SYN, 1)   # now the program wants them: its own from here on
+one(theirs, 1)
+print("DONE", flush=True)
+'''
+
+SAVE_SYN_CLIENT = r'''
+import socket, sys
+for port in sys.argv[2:]:
+    s = socket.create_connection((sys.argv[1], int(port)), timeout=20)
+    s.sendall(b"hello")
+    assert s.recv(5) == b"hello"
+    s.close()
+print("CLIENT DONE", flush=True)
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_program_saves_syn(fabric, nets, ends, family):
+    """The program's TCP_SAVE_SYN is its own under shunt: its listener's
+    SYNs are its to read (and that listener is not paired across namespaces:
+    saved_syn); a listener where it did not ask hands out none and answers 0,
+    before and after a connection."""
+    host = nets.addr("a", family)
+    srv = nets.start("a", ends.argv([PYTHON, "-c", SAVE_SYN_SERVER, host]), env=ends.env("server"), proc_name="syn")
+    mine, theirs = srv.wait_for(r"^PORTS (\d+) (\d+)$").groups()
+    r = nets.run("b", ends.argv([PYTHON, "-c", SAVE_SYN_CLIENT, host, mine, theirs, theirs, theirs]),
+                 env=ends.env("client"), timeout=60)
+    assert r.returncode == 0 and b"CLIENT DONE" in r.stdout, r.stderr.decode()
+    srv.wait_for(r"^DONE$", timeout=30)
+    lines = srv.wait_lines(r"^SYN ", 4)
+    sizes = [int(l.split()[1]) for l in lines]
+    assert sizes[0] > 0 and sizes[1] == 0 and sizes[2] == 0 and sizes[3] > 0, lines
+    assert all(l.endswith(" hello") for l in lines), lines
+    reasons = ends.reasons("server")
+    # the program's listener: saved_syn; the other: accelerated twice, then the program's (saved_syn)
+    assert reasons == Counter({REASON["saved_syn"]: 2}), (reasons, ends.log("server"))
+    assert len(ends.pairs()[1]) == 2, ends.log("server")
+
+
+# ------------------------------------------------------------------ identical address plans
+
+def test_identical_namespaces_pair_with_their_own(fabric, shunt, builds, tmp_path):
+    """a1-b1 and a2-b2 on separate veth pairs with the same addresses
+    (10.77.1.1 and .2 on both): servers on the same address and port in a1
+    and a2, clients in b1 and b2 at once; each client's channel is its own
+    server's, every byte checked."""
+    need_namespaces()
+    with Namespaces(["a1", "b1", "a2", "b2"], links=[("a1", "b1", 1), ("a2", "b2", 1)], logdir=tmp_path) as n:
+        assert n.addr("a1", 4) == n.addr("a2", 4) == "10.77.1.1"
+        e = CrossEnds(shunt, builds, "shunt", tmp_path)
+        host = n.addr("a1", 4)
+        s1, port = start_echo(n, e, "a1", host, side="server1")
+        s2, _ = start_echo(n, e, "a2", host, port, side="server2")
+        clients = [n.start(b, e.echo() + client_args(port, "bulk", host=host), env=e.env("client" + b[1]),
+                           proc_name="client" + b[1]) for b in ("b1", "b2")]
+        for c in clients:
+            c.proc.wait(timeout=CLIENT_TIMEOUT)
+            assert c.proc.returncode == 0 and "CLIENT OK conns=1" in c.stdout(), c.describe()
+        check_server_log(s1, "bulk")
+        check_server_log(s2, "bulk")
+        one = e.check_cross(1, "client1", "server1")
+        two = e.check_cross(1, "client2", "server2")
+        assert one != two
+
+
+# ------------------------------------------------------------------ a peer killed
+
+PACED = 256 * MIB
+
+
+def paced(nets, ends, name, host, port):
+    return nets.start(name, ends.argv([PYTHON, PROGRAMS / "paced_client.py", host, port, PACED, 65536, 2, 20]),
+                      env=ends.env("client"), proc_name="paced")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_server_killed_mid_transfer(fabric, nets, ends, family):
+    """kill -9 of the server once 4 MiB have gone: the client ends as kernel
+    TCP's does (ECONNRESET, EOF or EPIPE), what it got is an exact prefix."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    client = paced(nets, ends, "b", host, port)
+    client.wait_for(r"^SENT %d$" % (4 * MIB), timeout=30)
+    os.kill(srv.pid, signal.SIGKILL)
+    res = result_of(client)
+    assert res["end"] in ("ECONNRESET", "EPIPE", "eof"), res
+    assert 0 < res["received"] < res["sent"] < PACED, res
+    assert len(ends.pairs()[0]) == 1, ends.log("client")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_client_killed_mid_transfer(fabric, nets, ends, family):
+    """kill -9 of the client once 4 MiB have gone: the server's connection
+    ends (its CONN line says so) without a wrong byte, and it takes the next
+    connection, accelerated."""
+    host = nets.addr("a", family)
+    srv, port = start_echo(nets, ends, "a", host)
+    client = paced(nets, ends, "b", host, port)
+    client.wait_for(r"^SENT %d$" % (4 * MIB), timeout=30)
+    os.kill(client.pid, signal.SIGKILL)
+    (line,) = srv.wait_lines(r"^CONN 1 ", 1, timeout=30)
+    assert "BAD" not in line, line
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client2"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    c, s = ends.pairs("client2")
+    assert len(c & s) == 3, ends.log("server")[-20:]
