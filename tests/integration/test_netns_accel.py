@@ -23,6 +23,9 @@ netns.py's namespaces joined by veth pairs, both ends under `build/shunt run`
 - two client namespaces with identical addresses (b1, b2) connecting at once to
   two server namespaces with identical addresses (a1, a2): each connection pairs
   with its own server (channels per pair), every byte checked;
+- a listener shunt saved SYNs on, passed by exec to a program without shunt:
+  TCP_SAVE_SYN reads 0 there and the next connection has no saved SYN, as when
+  nothing ran under shunt (the reference);
 - kill -9 of the server, or of the client, mid-transfer: the other end ends as
   kernel TCP's does, after an exact prefix, nothing hangs.
 
@@ -41,7 +44,7 @@ import pytest
 from echopeers import CLIENT_TIMEOUT, check_client, check_server_log, client_args, listening_port
 from netns import Namespaces, need_namespaces
 from shunttest import PROGRAMS, PYTHON, missing
-from test_netns import HOLD, REASON, Ends, host_port, no_connection, redis_session, result_of, start_echo
+from test_netns import HOLD, REASON, Ends, ends_of, host_port, no_connection, redis_session, result_of, start_echo
 
 FAMILIES = [4, 6]
 MIB = 1 << 20
@@ -265,6 +268,63 @@ def test_program_saves_syn(fabric, nets, ends, family):
     # the program's listener: saved_syn; the other: accelerated twice, then the program's (saved_syn)
     assert reasons == Counter({REASON["saved_syn"]: 2}), (reasons, ends.log("server"))
     assert len(ends.pairs()[1]) == 2, ends.log("server")
+
+
+# ------------------------------------------------------------------ a listener that goes on without shunt
+
+EXEC_SERVER = r'''
+import os, socket, sys
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+l = socket.socket(fam, socket.SOCK_STREAM)
+l.bind((sys.argv[1], 0))
+l.listen(8)
+l.set_inheritable(True)
+print("PORT %d" % l.getsockname()[1], flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # a program without shunt
+os.execve(sys.executable, [sys.executable, "-c", sys.argv[2], str(l.fileno()), sys.argv[1]], env)
+'''
+
+EXEC_AFTER = r'''
+import socket, sys
+TCP_SAVE_SYN, TCP_SAVED_SYN = 27, 28
+fam = socket.AF_INET6 if ":" in sys.argv[2] else socket.AF_INET
+l = socket.socket(fam, socket.SOCK_STREAM, 0, int(sys.argv[1]))
+print("SAVE %d" % l.getsockopt(6, TCP_SAVE_SYN), flush=True)
+c, _ = l.accept()
+print("SYN %d" % len(c.getsockopt(6, TCP_SAVED_SYN, 1024)), flush=True)
+data = c.recv(5)
+c.sendall(data)
+c.close()
+print("DONE %s" % data.decode(), flush=True)
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_listener_exec_without_shunt(fabric, nets, ends_of, family):
+    """A listener shunt saved SYNs on, passed by exec to a program without
+    shunt: that program reads TCP_SAVE_SYN 0 and finds no saved SYN on the
+    connection it accepts, as it does when the first program ran without shunt
+    too (the reference); the client under shunt connects over kernel TCP,
+    its bytes echoed."""
+    host = nets.addr("a", family)
+    seen = {}
+    for mode in ("plain", "shunt"):
+        e = ends_of(mode)
+        srv = nets.start("a", e.argv([PYTHON, "-c", EXEC_SERVER, host, EXEC_AFTER]), env=e.env("server"),
+                         proc_name="exec-" + mode)
+        port = srv.wait_for(r"^PORT (\d+)$").group(1)
+        save = srv.wait_for(r"^SAVE (\d+)$").group(1)
+        r = nets.run("b", e.argv([PYTHON, "-c", SAVE_SYN_CLIENT, host, port]), env=e.env("client"), timeout=60)
+        assert r.returncode == 0 and b"CLIENT DONE" in r.stdout, r.stderr.decode()
+        syn = srv.wait_for(r"^SYN (\d+)$").group(1)
+        srv.wait_for(r"^DONE hello$", timeout=30)
+        seen[mode] = (save, syn)
+        if e.shunted:
+            log, client_log = "\n".join(e.log("server")), "\n".join(e.log("client"))
+    assert seen["shunt"] == seen["plain"] == ("0", "0"), seen
+    assert "offered to other namespaces (" in log, log          # shunt did save them before the exec
+    assert "no longer offered to other namespaces: exec" in log, log
+    assert not ACCEL_CLIENT.search(client_log), client_log
 
 
 # ------------------------------------------------------------------ identical address plans

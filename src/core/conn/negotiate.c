@@ -209,6 +209,20 @@ void negotiate_syn_program(struct tcp_sock *t, int fd)
     }
 }
 
+void negotiate_listener_leaves(struct tcp_sock *t, int fd)
+{
+    if (t->syn_ours) {
+        int v = t->program_save_syn;
+        if (shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &v, sizeof v) == 0)
+            t->syn_ours = false;
+    }
+    if (t->cross_listener) {
+        t->cross_listener = false;
+        reg_host_listener_remove(t->inode);
+        shunt_log_sock(LOG_INFO, t, fd, "listener no longer offered to other namespaces: exec of a program without shunt");
+    }
+}
+
 /* The wildcard address of the socket's family, port 0: the kernel picks the
  * port now instead of at connect, so the offer can name it. */
 static int bind_any(int fd, int domain)

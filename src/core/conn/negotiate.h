@@ -31,6 +31,11 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
  * and a listener stops being offered to other namespaces. */
 void negotiate_syn_program(struct tcp_sock *t, int fd);
 
+/* The listener's fd goes on in a program without shunt (an exec): its
+ * TCP_SAVE_SYN back to what the program set, and no longer offered to other
+ * namespaces. */
+void negotiate_listener_leaves(struct tcp_sock *t, int fd);
+
 /* A client that offered: has the server claimed or refused since?  And a
  * channel whose other end left for a program without shunt (downgrade.c)
  * is left here.  Returns the path now. */

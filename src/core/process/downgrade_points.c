@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/negotiate.h"
 #include "core/conn/private_fds.h"
 #include "core/fd/fdtable.h"
 #include "core/process/downgrade_points.h"
@@ -34,6 +35,8 @@ static void leave_if_survives(int fd, void *arg)
         int fl = shunt_real.fcntl(fd, F_GETFD);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && fl >= 0 && !(fl & FD_CLOEXEC))
             downgrade_leave(t, fd);
+        if ((t->syn_ours || t->cross_listener) && fl >= 0 && !(fl & FD_CLOEXEC))
+            negotiate_listener_leaves(t, fd);   /* its SYNs would be nobody's */
     }
     fdt_put(&f);
 }
