@@ -8,6 +8,17 @@
 #include "base/log.h"
 #include "registry/registry_impl.h"
 
+/* Lowers the table's high-water mark past free entries at its end (lock
+ * held): what a look without the lock goes through (listed_unlocked) stays
+ * as long as the listeners are, not as long as the most there ever were. */
+static void shrink_hwm(struct reg_file *f)
+{
+    uint32_t hwm = reg_listener_hwm(f);
+    while (hwm > 0 && reg_entry_state(&f->listeners[hwm - 1].state) == REG_FREE)
+        hwm--;
+    f->hdr.listener_hwm = hwm;
+}
+
 /* Frees this process's entries for inode (lock held). */
 static void drop_own(struct reg_file *f, uint64_t inode, int32_t pid)
 {
@@ -17,6 +28,7 @@ static void drop_own(struct reg_file *f, uint64_t inode, int32_t pid)
         if (reg_entry_state(&l->state) == REG_USED && l->inode == inode && l->pid == pid)
             reg_entry_publish(&l->state, REG_FREE);
     }
+    shrink_hwm(f);
 }
 
 static int free_listener(struct reg_file *f, uint32_t skip)
@@ -214,6 +226,25 @@ void reg_host_listener_remove(uint64_t inode)
     remove_own(REG_HOST, inode);
 }
 
+/* Whether some entry names dst exactly, read without the lock: a hint.
+ * Another process may write anything here; each address is copied once and
+ * a torn or scribbled one costs a look under the lock, or this connection's
+ * acceleration, never more. */
+static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst)
+{
+    uint32_t hwm = reg_listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (reg_entry_state(&l->state) != REG_USED)
+            continue;
+        struct reg_addr a;
+        memcpy(&a, (const void *)&l->addr, sizeof a);
+        if (reg_addr_eq(&a, dst))
+            return true;
+    }
+    return false;
+}
+
 int reg_host_listener_match(const struct reg_addr *dst)
 {
     if (!dst)
@@ -222,9 +253,10 @@ int reg_host_listener_match(const struct reg_addr *dst)
     struct reg_file *f;
     int r = 0;
     /* no host registry: no listener of ours in any namespace; and the
-     * cheap look without the lock, which a client connecting to another
-     * host pays when nobody listens across namespaces */
-    if (reg_get_in(REG_HOST, &f) == 0 && reg_listener_hwm(f) != 0)
+     * look without the lock, which a client connecting to another host (or
+     * to a namespace whose server does not run shunt) pays: the lock, which
+     * blocks signals and asks for the pid and thread, only for a candidate */
+    if (reg_get_in(REG_HOST, &f) == 0 && listed_unlocked(f, dst))
         r = match_live(f, dst, true);
     errno = saved;
     return r;

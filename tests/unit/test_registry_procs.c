@@ -5,6 +5,7 @@
  * registry must refuse.  The tables one at a time are test_registry.c's.
  */
 #include "registry_fixture.h"
+#include "registry/registry_impl.h"
 
 /* ---- processes at once -------------------------------------------------- */
 
@@ -351,6 +352,55 @@ static void test_refusals(void)
     printf("ok: refused files\n");
 }
 
+/* The host registry's lock held by a live process, as a server's listen()
+ * holds it a moment: a client's connect to an address no listener of any
+ * namespace lists must not wait for it (a client of another host would
+ * pay the lock, which blocks signals and asks for the pid, on every
+ * connection); one to a listed address waits, boundedly, as before.  After
+ * the listeners are gone the table's high-water mark is back to 0. */
+static void hold_host_lock(void *arg)
+{
+    int *ready = arg;
+    struct reg_file *f;
+    sigset_t old;
+    CHECK(reg_enter_in(REG_HOST, &f, &old), ==, 0);
+    char c = 1;
+    CHECK(write(ready[1], &c, 1), ==, 1);
+    for (;;)
+        pause();
+}
+
+static void test_host_hint_never_waits(void)
+{
+    fresh();
+    struct reg_addr listed = A("10.77.1.1", 8080), other = A("10.77.1.1", 8081), far = A("192.0.2.7", 80);
+    CHECK(reg_host_listener_add(900, &listed, 1), ==, 0);
+    CHECK(reg_host_listener_match(&listed), ==, 1);
+    CHECK(reg_host_listener_match(&other), ==, 0);
+    reg_host_listener_remove(900);
+    CHECK(reg_host_mapped()->hdr.listener_hwm, ==, 0);
+    CHECK(reg_host_listener_add(901, &listed, 1), ==, 0);   /* one listed again */
+
+    int ready[2];
+    CHECK(pipe(ready), ==, 0);
+    pid_t pid = child(hold_host_lock, ready);
+    char c;
+    CHECK(read(ready[0], &c, 1), ==, 1);
+    int saved_timeout = reg_lock_timeout_ms;
+    reg_lock_timeout_ms = 300;
+    CHECK(reg_host_listener_match(&other), ==, 0);   /* not -ETIMEDOUT: no wait */
+    CHECK(reg_host_listener_match(&far), ==, 0);
+    CHECK(reg_host_listener_match(&listed), ==, -ETIMEDOUT);
+    reg_lock_timeout_ms = saved_timeout;
+    CHECK(kill(pid, SIGKILL), ==, 0);
+    CHECK(waitpid(pid, NULL, 0), ==, pid);
+    reg_host_listener_remove(901);
+    CHECK(reg_host_mapped()->hdr.listener_hwm, ==, 0);
+    close(ready[0]);
+    close(ready[1]);
+    printf("ok: the host registry's hint takes no lock\n");
+}
+
 int main(void)
 {
     fixture_begin();
@@ -358,6 +408,7 @@ int main(void)
     test_concurrent_create(false);
     test_concurrent_create(true);
     test_owner_dead();
+    test_host_hint_never_waits();
     test_refusals();
     fixture_end();
     PASS();
