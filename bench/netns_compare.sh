@@ -8,12 +8,17 @@
 #   sockperf ping-pong, 64 B: the median latency (one-way, µs)
 #   iperf3, 3 s, 64 KiB writes: the receiver's Gbit/s
 # then one NetPIPE run of each (1 B to 8 MiB): the sizes where shunt is below
-# kernel TCP, and six sizes side by side.
+# kernel TCP, and six sizes side by side; then, against a server WITHOUT shunt,
+# the connect rate of a client without shunt and of one under shunt (3000
+# connect/close each, 4 x ROUNDS rounds, the order alternating): what a client
+# under shunt pays to find that nobody in any namespace listens accelerated.
 #
 #   bench/netns_compare.sh [ROUNDS] [BUILD]      (defaults: 3, build)
 set -euo pipefail
 ROUNDS=${1:-3}
-S=$(realpath "${2:-build}")/shunt
+BUILD=$(realpath "${2:-build}")
+S=$BUILD/shunt
+PEER=$BUILD/tests/programs/synopt_peer   # its "serve" and "rate" modes
 NS_A=shunt-cmp-a-$$ NS_B=shunt-cmp-b-$$ VA=scmpa$$ VB=scmpb$$
 OUT=$(mktemp -d)
 cleanup() {
@@ -72,6 +77,15 @@ netpipe() {
     wait "$srv" 2>/dev/null || true
 }
 
+connect_rate() {   # $1: "" or shunt (the client only), $2: port
+    local p; p=$(prefix "$1")
+    ip netns exec "$NS_A" "$PEER" serve 10.99.0.1 "$2" 3000 >/dev/null &
+    local srv=$!
+    sleep 0.3
+    ip netns exec "$NS_B" $p "$PEER" rate 10.99.0.1 "$2" 3000 | awk '{printf "%.0f", $2/$3}'
+    wait "$srv" 2>/dev/null || true
+}
+
 for r in $(seq "$ROUNDS"); do
     echo "round $r: ping-pong 64 B median µs: kernel $(pingpong kernel) shunt $(pingpong shunt);" \
          "stream Gbit/s: kernel $(stream kernel) shunt $(stream shunt)"
@@ -91,3 +105,19 @@ for want in (1, 64, 1024, 65536, 1048576, 8388608):
     n = min(sizes, key=lambda x: abs(x - want))
     print("  %8d B: kernel TCP %9.0f Mbit/s, shunt %9.0f Mbit/s, %6.1fx" % (n, k[n], s[n], s[n] / k[n]))
 PY
+port=13000
+for r in $(seq $((4 * ROUNDS))); do
+    port=$((port + 2))
+    if [ $((r % 2)) = 0 ]; then
+        a=$(connect_rate kernel $port); b=$(connect_rate shunt $((port + 1)))
+    else
+        b=$(connect_rate shunt $((port + 1))); a=$(connect_rate kernel $port)
+    fi
+    echo "$a $b"
+done | python3 -c "
+import statistics, sys
+rows = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
+r = sorted(b / a for a, b in rows)
+print('connect rate to a server without shunt, %d rounds: client without shunt %.0f/s, under shunt %.0f/s (medians);'
+      ' ratio median %.3f, quartiles %.3f to %.3f' % (len(rows), statistics.median(a for a, b in rows),
+      statistics.median(b for a, b in rows), statistics.median(r), r[len(r) // 4], r[3 * len(r) // 4]))"
