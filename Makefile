@@ -241,8 +241,15 @@ clean:
 
 # The demonstration: the same real programs (sockperf, NetPIPE) over kernel
 # TCP and under shunt, side by side (bench/README.md).
-.PHONY: demo
+.PHONY: demo demo-netns
 demo:
 	scripts/install-deps --demo     # first: a fresh machine may not even have a compiler
 	$(MAKE) lib tool
 	python3 bench/demo.py --build $(BUILD)
+
+# The same between two network namespaces of this host (root; the host is
+# fabric-enabled for the run and disabled after it): bench/netns_compare.sh.
+demo-netns:
+	scripts/install-deps --bench
+	$(MAKE) lib tool tests
+	bench/netns_compare.sh 3 $(BUILD)
