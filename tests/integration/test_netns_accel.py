@@ -16,7 +16,9 @@ netns.py's namespaces joined by veth pairs, both ends under `build/shunt run`
 - redis-server and redis-cli / redis-benchmark across namespaces: accelerated,
   a 3 MiB random value back with its sha256;
 - a client without shunt: kernel TCP, `no_offer` at the server; fabric disabled:
-  today's behaviour exactly, `not_loopback` / `no_offer`;
+  today's behaviour exactly, `not_loopback` / `no_offer`; a server whose
+  namespace has a /dev/shm of its own (a container's): kernel TCP, `no_listener`
+  at the client, `no_offer` at the server;
 - a program that sets TCP_SAVE_SYN on its listener reads its own saved SYNs and
   reads back its own value before and after a connection (reason `saved_syn`);
   one that does not set it finds none and reads 0, as without shunt;
@@ -200,6 +202,28 @@ def test_fabric_disabled_is_today(nets, ends, shunt, family):
     check_server_log(srv, "bulk")
     ends.check_fell_back(1)
     assert "offered to other namespaces" not in "\n".join(ends.log("server"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_private_dev_shm_falls_back(fabric, nets, ends, family):
+    """Fabric on, both ends under shunt, but the server's namespace has a
+    /dev/shm of its own (a container's tmpfs): the registries are not
+    shared, so nothing pairs: kernel TCP, bytes exact, no_listener at the
+    client (nobody it can see lists that address) and no_offer at the server."""
+    host = nets.addr("a", family)
+    own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
+    srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
+                     proc_name="server")
+    port = listening_port(srv)
+    r = nets.run("b", ends.echo() + client_args(port, "bulk", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "bulk", expect_mapped=True)
+    check_server_log(srv, "bulk")
+    assert ends.reasons("client") == Counter({REASON["no_listener"]: 1}), ends.log("client")
+    assert ends.reasons("server") == Counter({REASON["no_offer"]: 1}), ends.log("server")
+    assert ends.pairs() == (set(), set())
+    # the server listed its listener, in its own /dev/shm only
+    assert "offered to other namespaces (" in "\n".join(ends.log("server"))
 
 
 # ------------------------------------------------------------------ the program's own saved SYNs
