@@ -101,7 +101,7 @@ $(BUILD)/bench/pingpong: bench/pingpong.c
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
 # The zero-timeout polling ping-pong of `shunt bench` (its zpoll test).
-$(BUILD)/bench/zeropoll: bench/zeropoll.c
+$(BUILD)/bench/zeropoll: bench/zeropoll.c bench/bench_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 

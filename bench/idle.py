@@ -38,7 +38,8 @@ def compile_bench(build, name):
     out = build / "bench" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     src = REPO / "bench" / (name + ".c")
-    newest = max(src.stat().st_mtime, (REPO / "bench" / "idle_common.h").stat().st_mtime)
+    newest = max(src.stat().st_mtime, (REPO / "bench" / "idle_common.h").stat().st_mtime,
+                 (REPO / "bench" / "bench_util.h").stat().st_mtime)
     if not out.exists() or out.stat().st_mtime < newest:
         subprocess.run(["cc", "-O2", "-Wall", "-o", str(out), str(src), "-ldl"], check=True)
     return out

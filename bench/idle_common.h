@@ -11,21 +11,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define MSG 64
 #define BATCH 1000
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {

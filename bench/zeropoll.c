@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #define WARMUP 1000
 #define BATCH 1000
 
@@ -57,19 +59,6 @@ struct set {
     int conn, pipe_rd, unix_end;
     int ep;
 };
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static long long skipped(int fd)
 {

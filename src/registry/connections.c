@@ -76,20 +76,24 @@ int reg_conn_post(const struct reg_conn *c)
     return reg_conn_post_in(REG_NS, c);
 }
 
-bool reg_conn_offers_maybe(void)
+/* The count of offers posted in scope's registry, read without the lock;
+ * if_none: the answer when that registry cannot be had. */
+static bool offers_maybe(enum reg_scope scope, bool if_none)
 {
     struct reg_file *f;
-    if (reg_get(&f) < 0)
-        return true;   /* the lookup will say why */
+    if (reg_get_in(scope, &f) < 0)
+        return if_none;
     return atomic_load_explicit(&f->hdr.offers, memory_order_acquire) != 0;
+}
+
+bool reg_conn_offers_maybe(void)
+{
+    return offers_maybe(REG_NS, true);   /* the lookup will say why */
 }
 
 bool reg_host_offers_maybe(void)
 {
-    struct reg_file *f;
-    if (reg_get_in(REG_HOST, &f) < 0)
-        return false;   /* no host registry: nobody offered across namespaces */
-    return atomic_load_explicit(&f->hdr.offers, memory_order_acquire) != 0;
+    return offers_maybe(REG_HOST, false);   /* no host registry: nobody offered across namespaces */
 }
 
 /* What an offer is looked up by: both addresses (a namespace's registry),

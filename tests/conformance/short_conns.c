@@ -24,6 +24,13 @@ static struct conn open_conn(int lfd, int port)
 }
 
 /* rounds request/response exchanges, then both ends close. */
+/* both ends, each check naming the caller's line */
+#define expect_both_accelerated(k)            \
+	do {                                  \
+		expect_accelerated((k).c);    \
+		expect_accelerated((k).s);    \
+	} while (0)
+
 static void use_and_close(struct conn k, int rounds)
 {
 	for (int i = 0; i < rounds; i++) {
@@ -44,8 +51,7 @@ int main(void)
 	/* four short ones: each accelerated, each judged short at its close */
 	for (int i = 0; i < STREAK; i++) {
 		k = open_conn(lfd, port);
-		expect_accelerated(k.c);
-		expect_accelerated(k.s);
+		expect_both_accelerated(k);
 		use_and_close(k, 1);
 	}
 	/* the next two stay on TCP, their bytes intact */
@@ -59,19 +65,16 @@ int main(void)
 	}
 	/* another listener has no history: accelerated */
 	k = open_conn(lfd2, port2);
-	expect_accelerated(k.c);
-	expect_accelerated(k.s);
+	expect_both_accelerated(k);
 	use_and_close(k, 1);
 	/* the sample: accelerated, and long this time */
 	k = open_conn(lfd, port);
-	expect_accelerated(k.c);
-	expect_accelerated(k.s);
+	expect_both_accelerated(k);
 	use_and_close(k, 20);
 	/* it paid: the next ones are accelerated again */
 	for (int i = 0; i < 2; i++) {
 		k = open_conn(lfd, port);
-		expect_accelerated(k.c);
-		expect_accelerated(k.s);
+		expect_both_accelerated(k);
 		use_and_close(k, 1);
 	}
 	CHECK_OK(close(lfd));
