@@ -123,6 +123,27 @@ void reg_listener_remove(uint64_t inode)
     remove_own(REG_NS, inode);
 }
 
+/* Whether some entry would take dst (exact: names it, as the host's
+ * registry lists addresses; else the kernel's rules), read without the
+ * lock: a hint.  Another process may write anything here; each entry's
+ * address is copied once and a torn or scribbled one costs a look under
+ * the lock, or this connection's acceleration, never more. */
+static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst, bool exact)
+{
+    uint32_t hwm = reg_listener_hwm(f);
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct reg_listener *l = &f->listeners[i];
+        if (reg_entry_state(&l->state) != REG_USED)
+            continue;
+        struct reg_listener copy;
+        memcpy(&copy.addr, (const void *)&l->addr, sizeof copy.addr);
+        copy.v6only = *(volatile uint32_t *)&l->v6only;
+        if (exact ? reg_addr_eq(&copy.addr, dst) : reg_listener_covers(&copy, dst))
+            return true;
+    }
+    return false;
+}
+
 /* Is there a live listener in f that takes dst (exact: listed addresses,
  * as the host's registry keeps them; else the kernel's rules)?  Dead ones
  * met on the way go.  1, 0, or a negative errno (the lock). */
@@ -159,9 +180,12 @@ int reg_listener_match(const struct reg_addr *dst)
         return 0;
     int saved = errno;
     struct reg_file *f;
+    /* the lock, which blocks signals, asks for the pid and takes a word
+     * other processes share, only for a candidate: a client of a server
+     * without shunt pays a look through the table */
     int r = reg_get(&f);
     if (r == 0)
-        r = match_live(f, dst, false);
+        r = listed_unlocked(f, dst, false) ? match_live(f, dst, false) : 0;
     errno = saved;
     return r;
 }
@@ -226,25 +250,6 @@ void reg_host_listener_remove(uint64_t inode)
     remove_own(REG_HOST, inode);
 }
 
-/* Whether some entry names dst exactly, read without the lock: a hint.
- * Another process may write anything here; each address is copied once and
- * a torn or scribbled one costs a look under the lock, or this connection's
- * acceleration, never more. */
-static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst)
-{
-    uint32_t hwm = reg_listener_hwm(f);
-    for (uint32_t i = 0; i < hwm; i++) {
-        struct reg_listener *l = &f->listeners[i];
-        if (reg_entry_state(&l->state) != REG_USED)
-            continue;
-        struct reg_addr a;
-        memcpy(&a, (const void *)&l->addr, sizeof a);
-        if (reg_addr_eq(&a, dst))
-            return true;
-    }
-    return false;
-}
-
 int reg_host_listener_match(const struct reg_addr *dst)
 {
     if (!dst)
@@ -256,7 +261,7 @@ int reg_host_listener_match(const struct reg_addr *dst)
      * look without the lock, which a client connecting to another host (or
      * to a namespace whose server does not run shunt) pays: the lock, which
      * blocks signals and asks for the pid and thread, only for a candidate */
-    if (reg_get_in(REG_HOST, &f) == 0 && listed_unlocked(f, dst))
+    if (reg_get_in(REG_HOST, &f) == 0 && listed_unlocked(f, dst, true))
         r = match_live(f, dst, true);
     errno = saved;
     return r;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -134,6 +135,8 @@ static inline pid_t child(void (*fn)(void *), void *arg)
     pid_t pid = fork();
     CHECK(pid, >=, 0);
     if (pid == 0) {
+        /* a child holding a lock for ever must not outlive a test that failed */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         fn(arg);
         _exit(0);
     }
