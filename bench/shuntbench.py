@@ -89,6 +89,7 @@ HERE = Path(__file__).resolve().parent
 TRANSPORTS = ("tcp", "unix", "shunt", "floor", "memcpy")
 NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor", "memcpy": "memcpy"}
 ENDS = {"shunt": "both"}    # transport -> which ends run under shunt: "both", or the "client" only
+ACCEL_FIELD = {"both": "yes", "client": "no"}   # results.csv's accelerated, checked, by ENDS
 TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll", "fork", "threads")
 CONNECTS = ("cc", "crr")   # a connection per transaction
 CRR_SIZE = 1024
@@ -235,7 +236,7 @@ class Measured:
         """accelerated: for a shunt cc or crr run, "N of M" connections"""
         self.rows.append({"test": test, "transport": transport, "round": rnd, "size_bytes": size,
                           "metric": metric, "value": "%.6g" % value, "unit": unit,
-                          "accelerated": accelerated or {"both": "yes", "client": "no"}.get(ENDS.get(transport), "n/a")})
+                          "accelerated": accelerated or ACCEL_FIELD.get(ENDS.get(transport), "n/a")})
         self.values.setdefault((test, transport, size, metric), []).append(value)
 
     def median(self, test, transport, size, metric):
@@ -773,7 +774,8 @@ def main(argv):
                "TCP in the ratios is kernel TCP across the veth" % opts.namespaces_described,
                "- UCX columns %s" % netnsbench.pending_note()]
         if res.client_runs:
-            md.append("- shunt client, plain server (the client under shunt, the server without): %d runs, every connection kernel TCP on both ends "
+            md.append("- shunt client, plain server (the client under shunt, the server without): %d runs, "
+                      "every connection kernel TCP on both ends "
                       "(checked with shunt_fd_accelerated)" % res.client_runs)
     for test in CONNECTS:
         counts = [(a, n) for t, a, n in res.short_accel if t == test]
