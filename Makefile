@@ -225,7 +225,7 @@ $(BUILD)/tests/tsan/clocklock.so: tests/tsan/clocklock.c
 	$(CC) $(TESTFLAGS) -fPIC -shared $< -o $@
 
 # `shunt bench` runs PREFIX/lib/shunt/shuntbench.py, which finds pingpong beside it.
-BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py
+BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py bench/netnsbench.py
 
 install: lib tool bench
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/shunt
@@ -247,9 +247,10 @@ demo:
 	$(MAKE) lib tool
 	python3 bench/demo.py --build $(BUILD)
 
-# The same between two network namespaces of this host (root; the host is
-# fabric-enabled for the run and disabled after it): bench/netns_compare.sh.
+# The same between two network namespaces of this host joined by a veth pair
+# (root): `shunt bench --netns` (bench/netnsbench.py); the host is
+# fabric-enabled if it was not (and left so: `shunt fabric disable` undoes it).
 demo-netns:
-	scripts/install-deps --bench
-	$(MAKE) lib tool tests
-	bench/netns_compare.sh 3 $(BUILD)
+	scripts/install-deps --demo     # the compiler, and matplotlib for the graphs
+	$(MAKE) lib tool $(BUILD)/bench/pingpong
+	$(BUILD)/shunt bench --netns --enable-fabric --out $(BUILD)/demo-netns

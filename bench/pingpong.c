@@ -31,6 +31,15 @@
  *              TCP_CRR);
  *              prints  crr size=S connections=N total_ns=T
  *
+ * Between two network namespaces (shunt bench --netns): -a ADDR makes the
+ * parent listen on ADDR instead of 127.0.0.1, -U PATH binds the Unix socket
+ * to PATH instead of an abstract name (abstract names belong to one network
+ * namespace), and each -X WORD is a word of a command the child runs this
+ * program under after the fork (e.g. -X ip -X netns -X exec -X NS, then
+ * maybe -X shunt -X run -X --): the child execs it with its own arguments
+ * and -C REPORT_FD,STOP_FD,PORT, its role, so that its libraries (libshunt)
+ * start in the namespace it connects from.
+ *
  * Every mode ends with a line
  *   result transport=T libshunt=yes|no accel_parent=A accel_child=B
  * where A and B are what shunt_fd_accelerated() said on each end (-1: no
@@ -49,8 +58,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -101,7 +112,7 @@ struct conn {
 
 static const char *transport_names[] = { "tcp", "unix", "shm", "memcpy" };
 
-static void die(const char *what)
+static _Noreturn void die(const char *what)
 {
     perror(what);
     exit(1);
@@ -303,13 +314,45 @@ struct endpoint {
     socklen_t len;
 };
 
-static void listen_on(struct endpoint *e, enum transport t)
+struct opts {
+    enum transport transport;
+    enum mode mode;
+    long n, warmup, trials;
+    size_t size, min, max;
+    long pert;
+    int pow2;
+    double seconds, target_ms;
+    const char *addr;          /* -a: the TCP listener's address */
+    const char *path;          /* -U: the Unix socket's path */
+    char **wrap;               /* -X: the child's command, nwrap words */
+    int nwrap;
+    int child_report, child_stop, child_port; /* -C: this is the exec'd child */
+};
+
+/* The address of the listener (port 0: the parent's is chosen at bind,
+ * the exec'd child is told it with -C). */
+static void endpoint_address(struct endpoint *e, const struct opts *o, int port)
 {
     memset(e, 0, sizeof *e);
-    if (t == T_TCP) {
+    e->fd = -1;
+    if (o->transport == T_TCP) {
         struct sockaddr_in *a = (struct sockaddr_in *)&e->addr;
         a->sin_family = AF_INET;
         a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (o->addr && inet_pton(AF_INET, o->addr, &a->sin_addr) != 1) {
+            fprintf(stderr, "pingpong: -a takes an IPv4 address\n");
+            exit(2);
+        }
+        a->sin_port = htons((uint16_t)port);
+        e->len = sizeof *a;
+    } else if (o->path) {
+        struct sockaddr_un *a = (struct sockaddr_un *)&e->addr;
+        a->sun_family = AF_UNIX;
+        if (strlen(o->path) >= sizeof a->sun_path) {
+            fprintf(stderr, "pingpong: -U: the path is too long\n");
+            exit(2);
+        }
+        strcpy(a->sun_path, o->path);
         e->len = sizeof *a;
     } else {
         /* abstract name: nothing on disk to clean up */
@@ -319,14 +362,21 @@ static void listen_on(struct endpoint *e, enum transport t)
                          now_ns());
         e->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     }
+}
+
+static void listen_on(struct endpoint *e, const struct opts *o)
+{
+    endpoint_address(e, o, 0);
     e->fd = socket(e->addr.ss_family, SOCK_STREAM, 0);
     if (e->fd < 0)
         die("socket");
+    if (o->path && o->transport == T_UNIX)
+        unlink(o->path);
     if (bind(e->fd, (struct sockaddr *)&e->addr, e->len) < 0)
         die("bind");
     if (listen(e->fd, 128) < 0)
         die("listen");
-    if (t == T_TCP && getsockname(e->fd, (struct sockaddr *)&e->addr, &e->len) < 0)
+    if (o->transport == T_TCP && getsockname(e->fd, (struct sockaddr *)&e->addr, &e->len) < 0)
         die("getsockname");
 }
 
@@ -477,15 +527,84 @@ static long repeats_for(long long target_ns, double per_ns, long lo)
     return (long)n;
 }
 
-struct opts {
-    enum transport transport;
-    enum mode mode;
-    long n, warmup, trials;
-    size_t size, min, max;
-    long pert;
-    int pow2;
-    double seconds, target_ms;
-};
+/* The child: connects (cc, crr: over and over) and serves, then reports
+ * what shunt_fd_accelerated said at its end to the parent. */
+static _Noreturn void child_run(const struct opts *o, const struct endpoint *e, struct floor_ring *rings,
+                                pid_t parent, int report_fd, int stop_fd, char *buf)
+{
+    long a = 0, made = 0;
+    if (o->mode == M_CC || o->mode == M_CRR) {
+        if (fcntl(stop_fd, F_SETFL, O_NONBLOCK) < 0)
+            die("fcntl");
+        cc_client(e, stop_fd, o->mode == M_CRR ? o->size : 0, buf, &made, &a);
+    } else {
+        struct conn c = { -1, NULL, NULL, parent, NULL };
+        if (rings) {
+            c.tx = &rings[1];
+            c.rx = &rings[0];
+        } else {
+            c.fd = connect_to(e);
+            if (c.fd < 0)
+                die("child: connect");
+            socket_options(c.fd, o->transport);
+        }
+        serve(&c, buf);
+        a = c.fd >= 0 ? accelerated(c.fd) : -1;
+        if (c.fd >= 0)
+            close(c.fd);
+    }
+    char line[64];
+    int n = snprintf(line, sizeof line, "%ld %ld\n", a, made);
+    if (write(report_fd, line, (size_t)n) != n)
+        _exit(1);
+    _exit(0);
+}
+
+/* -X: the child runs this program again under the command given (another
+ * network namespace, shunt run ...), in the role -C: its report and stop
+ * fds are inherited, the listener's port is told. */
+static _Noreturn void child_exec(const struct opts *o, int argc, char **argv, const struct endpoint *e,
+                                 int report_fd, int stop_fd)
+{
+    char self[PATH_MAX], role[64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        die("child: readlink /proc/self/exe");
+    self[n] = 0;
+    int port = o->transport == T_TCP ? ntohs(((const struct sockaddr_in *)&e->addr)->sin_port) : 0;
+    snprintf(role, sizeof role, "%d,%d,%d", report_fd, stop_fd, port);
+    char **args = calloc((size_t)o->nwrap + (size_t)argc + 3, sizeof *args);
+    if (!args)
+        die("child: calloc");
+    int k = 0;
+    for (int i = 0; i < o->nwrap; i++)
+        args[k++] = o->wrap[i];
+    args[k++] = self;
+    for (int i = 1; i < argc; i++)
+        args[k++] = argv[i];
+    args[k++] = "-C";
+    args[k++] = role;
+    execvp(args[0], args);
+    die("child: exec");
+}
+
+/* accept, unless the child ended first (its report pipe is readable: it
+ * failed, or a cc client ran out of ports): then -1 with errno ECHILD. */
+static int accept_from_child(int listener, int report_fd)
+{
+    struct pollfd p[2] = { { listener, POLLIN, 0 }, { report_fd, POLLIN, 0 } };
+    for (;;) {
+        int r = poll(p, 2, -1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (p[0].revents)
+            return accept(listener, NULL, NULL);
+        errno = ECHILD;
+        return -1;
+    }
+}
 
 static void sweep(struct conn *c, char *buf, const struct opts *o)
 {
@@ -528,7 +647,8 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc] [-n N] [-s SIZE] [-w WARMUP]\n"
-            "       [-l MIN] [-u MAX] [-p PERT] [-b pow2] [-r TRIALS] [-T MS] [-d SECONDS]\n",
+            "       [-l MIN] [-u MAX] [-p PERT] [-b pow2] [-r TRIALS] [-T MS] [-d SECONDS]\n"
+            "       [-a ADDR] [-U PATH] [-X WORD]...\n",
             argv0);
     exit(2);
 }
@@ -545,9 +665,13 @@ static void parse(int argc, char **argv, struct opts *o)
 {
     static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc", "crr" };
     *o = (struct opts){ .transport = T_TCP, .mode = M_PP, .n = 200000, .warmup = 2000, .trials = 3,
-                        .size = 1, .min = 1, .max = 8u << 20, .pert = 3, .seconds = 1, .target_ms = 20 };
+                        .size = 1, .min = 1, .max = 8u << 20, .pert = 3, .seconds = 1, .target_ms = 20,
+                        .child_report = -1, .child_stop = -1 };
+    o->wrap = calloc((size_t)argc + 1, sizeof *o->wrap);
+    if (!o->wrap)
+        die("calloc");
     int opt, v;
-    while ((opt = getopt(argc, argv, "t:m:n:s:w:l:u:p:b:r:T:d:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:n:s:w:l:u:p:b:r:T:d:a:U:X:C:")) != -1) {
         switch (opt) {
         case 't':
             if ((v = parse_enum(optarg, transport_names, 4)) < 0)
@@ -569,6 +693,13 @@ static void parse(int argc, char **argv, struct opts *o)
         case 'r': o->trials = atol(optarg); break;
         case 'T': o->target_ms = atof(optarg); break;
         case 'd': o->seconds = atof(optarg); break;
+        case 'a': o->addr = optarg; break;
+        case 'U': o->path = optarg; break;
+        case 'X': o->wrap[o->nwrap++] = optarg; break;
+        case 'C':
+            if (sscanf(optarg, "%d,%d,%d", &o->child_report, &o->child_stop, &o->child_port) != 3)
+                usage(argv[0]);
+            break;
         default: usage(argv[0]);
         }
     }
@@ -579,6 +710,10 @@ static void parse(int argc, char **argv, struct opts *o)
     }
     if (o->transport == T_MEMCPY && o->mode != M_SWEEP) {
         fprintf(stderr, "pingpong: -t memcpy is a reference for the sweep only (-m sweep)\n");
+        exit(2);
+    }
+    if ((o->nwrap > 0 || o->child_report >= 0) && o->transport != T_TCP && o->transport != T_UNIX) {
+        fprintf(stderr, "pingpong: -X and -C are for tcp and unix only\n");
         exit(2);
     }
     if ((o->mode == M_CC || o->mode == M_CRR) && o->transport == T_SHM) {
@@ -616,12 +751,18 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    if (o.child_report >= 0) {   /* -C: the child of -X, exec'd */
+        struct endpoint e;
+        endpoint_address(&e, &o, o.child_port);
+        child_run(&o, &e, NULL, getppid(), o.child_report, o.child_stop, buf);
+    }
+
     struct endpoint e = { .fd = -1 };
     struct floor_ring *rings = NULL;
     if (o.transport == T_SHM)
         rings = floor_map();
     else
-        listen_on(&e, o.transport);
+        listen_on(&e, &o);
 
     /* child -> parent: the child's report at its end; parent -> child (cc):
      * closed when the parent has accepted enough */
@@ -635,34 +776,11 @@ int main(int argc, char **argv)
     if (pid == 0) {
         close(report[0]);
         close(stop[1]);
-        long a = 0, made = 0;
-        if (o.mode == M_CC || o.mode == M_CRR) {
+        if (e.fd >= 0)
             close(e.fd);
-            if (fcntl(stop[0], F_SETFL, O_NONBLOCK) < 0)
-                die("fcntl");
-            cc_client(&e, stop[0], o.mode == M_CRR ? o.size : 0, buf, &made, &a);
-        } else {
-            struct conn c = { -1, NULL, NULL, parent, NULL };
-            if (rings) {
-                c.tx = &rings[1];
-                c.rx = &rings[0];
-            } else {
-                close(e.fd);
-                c.fd = connect_to(&e);
-                if (c.fd < 0)
-                    die("child: connect");
-                socket_options(c.fd, o.transport);
-            }
-            serve(&c, buf);
-            a = c.fd >= 0 ? accelerated(c.fd) : -1;
-            if (c.fd >= 0)
-                close(c.fd);
-        }
-        char line[64];
-        int n = snprintf(line, sizeof line, "%ld %ld\n", a, made);
-        if (write(report[1], line, (size_t)n) != n)
-            _exit(1);
-        _exit(0);
+        if (o.nwrap > 0)
+            child_exec(&o, argc, argv, &e, report[1], stop[0]);
+        child_run(&o, &e, rings, parent, report[1], stop[0], buf);
     }
     close(report[1]);
     close(stop[0]);
@@ -673,9 +791,9 @@ int main(int argc, char **argv)
         c.tx = &rings[0];
         c.rx = &rings[1];
     } else if (o.mode != M_CC && o.mode != M_CRR) {
-        c.fd = accept(e.fd, NULL, NULL);
+        c.fd = accept_from_child(e.fd, report[0]);
         if (c.fd < 0)
-            die("accept");
+            die(errno == ECHILD ? "accept: the child ended before connecting" : "accept");
         close(e.fd);
         socket_options(c.fd, o.transport);
     }
@@ -719,10 +837,12 @@ int main(int argc, char **argv)
         /* the child connects as fast as it can; once enough connections were
          * accepted, closing stop tells it to end after the current one */
         while (accepted < o.n && now_ns() < deadline) {
-            int fd = accept(e.fd, NULL, NULL);
+            int fd = accept_from_child(e.fd, report[0]);
             if (fd < 0) {
                 if (errno == EINTR)
                     continue;
+                if (errno == ECHILD)
+                    break; /* it ran out of ports, or failed: waitpid tells */
                 die("accept");
             }
             if (accelerated(fd) == 1)

@@ -18,14 +18,15 @@ STYLES = {  # transport -> (label, matplotlib format)
     "shunt": ("shunt (TCP under shunt run)", "^-"),
     "floor": ("floor (bare shared-memory ring)", "v--"),
     "memcpy": ("memcpy, one thread (reference)", "x:"),
+    "lo": ("kernel TCP, loopback in one namespace (--netns)", "d-."),
 }
 
 FILES = ("throughput.png", "signature.png", "saturation.png")
 
 
-def plot_all(curves, outdir, title):
+def plot_all(curves, outdir, title, labels=None):
     """curves: {transport: [(size_bytes, one_way_seconds, mbit_per_s)]}
-    sorted by size.  Writes FILES into outdir; returns their paths.
+    sorted by size; labels: {transport: label} instead of STYLES'.  Writes FILES into outdir; returns their paths.
     Raises ImportError when matplotlib is not installed."""
     import matplotlib
     matplotlib.use("Agg")   # no display needed
@@ -47,8 +48,8 @@ def plot_all(curves, outdir, title):
             pts = curves.get(transport)
             if not pts:
                 continue
-            ax.plot([fx(p) for p in pts], [fy(p) for p in pts], style, label=label, markersize=3,
-                    linewidth=1.2)
+            ax.plot([fx(p) for p in pts], [fy(p) for p in pts], style, label=(labels or {}).get(transport, label),
+                    markersize=3, linewidth=1.2)
         ax.set_xscale(xs)
         ax.set_yscale(ys)
         ax.set_xlabel(xl)

@@ -41,6 +41,14 @@ Tests, each run once per transport per round, transports alternating:
             whole run per request (--busy-poll: every recv waits in poll()
             first)
 
+--netns (root): the same tests between two network namespaces of this host
+joined by a veth pair (bench/netnsbench.py): kernel TCP across the veth (the
+reference of every ratio), shunt across the veth (fabric must be enabled:
+`shunt fabric enable`, or --enable-fabric), a Unix socket bound to a path,
+kernel TCP on loopback inside one namespace, and for cc and crr a client under
+shunt against a server without it; pingpong, stream, rr, cc, crr; no
+standard tools.  The UCX columns are not measured yet (not built).
+
 Then the standard programs where installed (NPtcp, sockperf ping-pong,
 throughput and under load, iperf3, redis-benchmark, wrk against nginx),
 each over kernel TCP and under shunt; a missing one is skipped with the
@@ -55,6 +63,7 @@ Exit status: 0 everything ran and every shunt figure was accelerated;
 """
 
 import argparse
+import contextlib
 import csv
 import datetime
 import os
@@ -72,12 +81,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import (RunError, Variant, interrupt_on_signals, log_tail, machine, machine_line, run_client,
                       say, size_name)
+import netnsbench
 import plots
 import stdtools
 
 HERE = Path(__file__).resolve().parent
 TRANSPORTS = ("tcp", "unix", "shunt", "floor", "memcpy")
 NAMES = {"tcp": "kernel TCP", "unix": "Unix socket", "shunt": "shunt", "floor": "floor", "memcpy": "memcpy"}
+ENDS = {"shunt": "both"}    # transport -> which ends run under shunt: "both", or the "client" only
+ACCEL_FIELD = {"both": "yes", "client": "no"}   # results.csv's accelerated, checked, by ENDS
 TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll", "fork", "threads")
 CONNECTS = ("cc", "crr")   # a connection per transaction
 CRR_SIZE = 1024
@@ -113,8 +125,8 @@ def parse_args(argv):
     p.add_argument("--seconds", type=float,
                    help="length of each stream, rr and cc run (default 2; 0.5 with --quick); "
                         "the standard tools run for this rounded up to a second")
-    p.add_argument("--tests", default=",".join(TESTS), help="a subset of %s" % ",".join(TESTS))
-    p.add_argument("--transports", default=",".join(TRANSPORTS), help="a subset of %s" % ",".join(TRANSPORTS))
+    p.add_argument("--tests", help="a subset of %s (default all)" % ",".join(TESTS))
+    p.add_argument("--transports", help="a subset of %s (default all)" % ",".join(TRANSPORTS))
     p.add_argument("--tools", help="standard tools to run: all, none, or a list of %s "
                                    "(default all; none with --quick)" % ",".join(TOOL_ORDER))
     p.add_argument("--shunt", help="the shunt command (default: the one that ran this)")
@@ -129,19 +141,35 @@ def parse_args(argv):
                         "event-driven code does (default: blocking recv)")
     p.add_argument("--work-us", type=float, default=30.0, metavar="US",
                    help="CPU work per request of the busy servers (default 30 µs)")
+    p.add_argument("--netns", action="store_true",
+                   help="between two network namespaces joined by a veth pair (root; the host fabric-enabled): "
+                        "transports %s; tests %s" % (",".join(netnsbench.TRANSPORTS), ",".join(netnsbench.TESTS)))
+    p.add_argument("--enable-fabric", action="store_true",
+                   help="with --netns: run `shunt fabric enable` if the host is not fabric-enabled (left enabled)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (outputs and shunt logs)")
     a = p.parse_args(argv)
     a.rounds = a.rounds if a.rounds is not None else 3
     a.seconds = a.seconds if a.seconds is not None else (0.5 if a.quick else 2.0)
     if a.rounds < 1 or a.seconds <= 0 or a.max_size < 1 or a.max_size > 2**30:
         p.error("--rounds must be at least 1, --seconds positive, --max-size from 1 to 1G")
-    a.tests = [t for t in a.tests.split(",") if t]
-    a.transports = [t for t in a.transports.split(",") if t]
-    if not a.tests or set(a.tests) - set(TESTS):
-        p.error("--tests takes a list of %s" % ",".join(TESTS))
-    if not a.transports or set(a.transports) - set(TRANSPORTS):
-        p.error("--transports takes a list of %s" % ",".join(TRANSPORTS))
-    tools = a.tools if a.tools is not None else ("none" if a.quick else "all")
+    tests, transports = (netnsbench.TESTS, netnsbench.TRANSPORTS) if a.netns else (TESTS, TRANSPORTS)
+    if a.netns:     # the columns of the two-namespace mode
+        NAMES.update(netnsbench.names())
+        ENDS.clear()
+        ENDS.update({k: c.shunt for k, c in netnsbench.TRANSPORTS.items() if c.shunt})
+    a.tests = [t for t in (a.tests or ",".join(tests)).split(",") if t]
+    a.transports = [t for t in (a.transports or ",".join(transports)).split(",") if t]
+    if a.netns and set(a.transports) & set(netnsbench.PENDING):
+        p.error("--transports: %s" % netnsbench.pending_note())
+    if not a.tests or set(a.tests) - set(tests):
+        p.error("--tests takes a list of %s%s" % (",".join(tests), " with --netns" if a.netns else ""))
+    if not a.transports or set(a.transports) - set(transports):
+        p.error("--transports takes a list of %s%s" % (",".join(transports), " with --netns" if a.netns else ""))
+    if a.enable_fabric and not a.netns:
+        p.error("--enable-fabric goes with --netns")
+    if a.netns and a.tools not in (None, "none"):
+        p.error("--netns runs no standard tools (they talk over 127.0.0.1)")
+    tools = a.tools if a.tools is not None else ("none" if a.quick or a.netns else "all")
     a.tools = {"all": list(TOOL_ORDER), "none": []}.get(tools)
     if a.tools is None:
         a.tools = [t for t in tools.split(",") if t]
@@ -175,11 +203,11 @@ def find_programs(opts):
     shunt = opts.shunt or os.environ.get("SHUNT_BENCH_SHUNT") or str(HERE.parent / "build" / "shunt")
     candidates = [opts.pingpong] if opts.pingpong else [HERE / "pingpong", Path(shunt).parent / "bench" / "pingpong"]
     pingpong = next((str(c) for c in candidates if c and os.access(str(c), os.X_OK)), None)
+    problems = []
     if pingpong and any(t in BUSY for t in opts.tests):
         busy = Path(pingpong).parent / "busyserv"
         if not os.access(str(busy), os.X_OK):
             problems.append("the measuring program busyserv is missing (looked at %s; make builds it)" % busy)
-    problems = []
     if not os.access(shunt, os.X_OK):
         problems.append("the shunt command %s is missing (make)" % shunt)
     if pingpong is None:
@@ -201,13 +229,14 @@ class Measured:
         self.values = {}        # (test, transport, size, metric) -> [value per round]
         self.failures = []      # (what, detail)
         self.accelerated_runs = 0
+        self.client_runs = 0    # runs with the client only under shunt, checked kernel TCP
         self.short_accel = []   # (test, accelerated, connections) of each shunt cc and crr run
 
     def add(self, test, transport, rnd, size, metric, value, unit, accelerated=None):
         """accelerated: for a shunt cc or crr run, "N of M" connections"""
         self.rows.append({"test": test, "transport": transport, "round": rnd, "size_bytes": size,
                           "metric": metric, "value": "%.6g" % value, "unit": unit,
-                          "accelerated": accelerated or ("yes" if transport == "shunt" else "n/a")})
+                          "accelerated": accelerated or ACCEL_FIELD.get(ENDS.get(transport), "n/a")})
         self.values.setdefault((test, transport, size, metric), []).append(value)
 
     def median(self, test, transport, size, metric):
@@ -216,17 +245,22 @@ class Measured:
 
 
 def variant_for(transport, shunt, opts, test=None):
-    if transport != "shunt":
-        return Variant(transport, [], {})
+    """How a run starts: its prefix and its environment.  With --netns, in
+    the server's namespace, and the column's settings."""
+    column = netnsbench.TRANSPORTS[transport] if opts.netns else None
+    prefix = opts.namespaces.prefix(column, shunt) if column else [shunt, "run", "--"] if ENDS.get(transport) else []
+    if not ENDS.get(transport):
+        return Variant(transport, prefix, {})
     # cc and crr log at warn: at info every connection's outcome is a line
     # written by each end, a cost of the log and not of the connection
     # (kernel TCP does not pay it); acceleration is counted by the query API
     env = {"SHUNT_LOG": "warn" if test in CONNECTS else "info", "SHUNT_LOG_FILE": "{dir}/shunt-%p.log"}
+    env.update(column.env if column else {})
     env.update(kv.split("=", 1) for kv in opts.shunt_env)
-    return Variant("shunt", [shunt, "run", "--"], env)
+    return Variant(transport, prefix, env)
 
 
-def pingpong_argv(pingpong, test, transport, size, opts):
+def pingpong_argv(pingpong, test, transport, size, opts, rundir):
     if test == "zpoll":
         return ([str(Path(pingpong).parent / "zeropoll"), "-t", "unix" if transport == "unix" else "tcp",
                  "-d", "%g" % opts.seconds] + opts.zpoll)
@@ -234,7 +268,11 @@ def pingpong_argv(pingpong, test, transport, size, opts):
         busy = str(Path(pingpong).parent / "busyserv")
         return [busy, "-t", "unix" if transport == "unix" else "tcp", "-s", test, "-c", str(size),
                 "-i", str(opts.iterations), "-d", "%g" % opts.busy_seconds] + (["-p"] if opts.busy_poll else [])
-    t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
+    if opts.netns:
+        column = netnsbench.TRANSPORTS[transport]
+        t = ["-t", column.socket] + opts.namespaces.pingpong_args(column, opts.shunt_cmd, rundir)
+    else:
+        t = ["-t", {"tcp": "tcp", "unix": "unix", "shunt": "tcp", "floor": "shm", "memcpy": "memcpy"}[transport]]
     if test == "pingpong":
         return [pingpong] + t + ["-m", "sweep"] + opts.sweep
     mode = {"stream": "stream", "rr": "rr", "cc": "cc", "crr": "crr"}[test]
@@ -258,7 +296,16 @@ def check_result(out, transport, test):
     if not m:
         raise RunError("pingpong printed no result line", out)
     lib, parent, child = m.group(1) == "yes", int(m.group(2)), int(m.group(3))
-    if transport != "shunt":
+    if ENDS.get(transport) == "client":
+        # the server without shunt: every connection kernel TCP, libshunt
+        # in the client (it counts 0 accelerated; -1 is no libshunt)
+        if lib or child < 0:
+            raise RunError("libshunt.so was %s; it belongs in the client only"
+                           % ("loaded in the server" if lib else "not loaded in the client"), out)
+        if child != 0:
+            raise RunError("%d connections to a server without shunt were counted accelerated" % child, out)
+        return None
+    if ENDS.get(transport) != "both":
         if lib:
             raise RunError("libshunt.so was loaded in a run meant to be without shunt (LD_PRELOAD?)", out)
         return
@@ -365,6 +412,8 @@ def plan(opts):
                     continue
                 if test == "zpoll" and transport not in ("tcp", "unix", "shunt"):
                     continue
+                if opts.netns and test not in netnsbench.TRANSPORTS[transport].tests:
+                    continue
                 steps.append((test, transport, size))
     return steps
 
@@ -397,7 +446,7 @@ def run_own(opts, shunt, pingpong, workdir, res, say):
             rundir = Path(workdir) / ("r%d-%s-%s-%d" % (rnd, test, transport, size))
             rundir.mkdir()
             variant = variant_for(transport, shunt, opts, test)
-            argv = variant.prefix + pingpong_argv(pingpong, test, transport, size, opts)
+            argv = variant.prefix + pingpong_argv(pingpong, test, transport, size, opts, rundir)
             what = describe(test, size, opts)
             say("  [%d/%d] round %d/%d  %-28s %-11s ..." % (k, total, rnd, opts.rounds, what, NAMES[transport]),
                 end="")
@@ -417,17 +466,19 @@ def run_own(opts, shunt, pingpong, workdir, res, say):
             except RunError as e:
                 detail = "    command: %s\n    output (last lines):\n%s" % (
                     shlex.join(argv), "\n".join("      " + l for l in e.output.strip().splitlines()[-12:]))
-                if transport == "shunt":
+                if ENDS.get(transport):
                     detail += "\n    shunt logs (%s):\n%s" % (rundir, log_tail(rundir))
                 res.failures.append(("%s, %s, round %d: %s" % (what, NAMES[transport], rnd, e.what), detail))
                 say(" FAILED: %s (%.1f s)" % (e.what, time.monotonic() - t0))
                 continue
             for n, metric, value, unit in pts:
                 res.add(test, transport, rnd, n, metric, value, unit, accel_label)
-            if transport == "shunt" and accel is None:
+            if ENDS.get(transport) == "both" and accel is None:
                 res.accelerated_runs += 1
+            res.client_runs += ENDS.get(transport) == "client"
             say(" %s%s (%.1f s)" % (headline_value(test, pts),
-                                    "" if transport != "shunt" else ", accelerated" if accel is None
+                                    "" if not ENDS.get(transport) else ", kernel TCP (checked)"
+                                    if ENDS[transport] == "client" else ", accelerated" if accel is None
                                     else ", %d accelerated" % accel, time.monotonic() - t0))
 
 
@@ -461,6 +512,13 @@ def fmt_rate(v, unit):
     return ("%.0f %s" if v >= 100 else "%.3g %s") % (v, unit)
 
 
+def columns(opts, tests):
+    """The transports that run any of tests, in their order; and the
+    (test, transport) pairs run."""
+    planned = {(t, tr) for t, tr, _ in plan(opts)}
+    return [tr for tr in opts.transports if any((t, tr) in planned for t in tests)], planned
+
+
 def ratio(num, den):
     return num / den if num and den else None
 
@@ -479,20 +537,23 @@ def shown_sizes(res):
     return [s for s in SHOWN_SIZES if s in have]
 
 
-def pingpong_tables(res, transports):
+# the ratio columns: (title, transport, reference, format); a table has
+# those whose two transports it shows.  "TCP" is kernel TCP over loopback,
+# or over the veth with --netns.
+RATIOS = (("shunt vs TCP", "shunt", "tcp", fmt_x), ("Unix vs TCP", "unix", "tcp", fmt_x),
+          ("loopback vs TCP", "lo", "tcp", fmt_x), ("shunt client vs TCP", "client", "tcp", fmt_x),
+          ("shunt / floor", "shunt", "floor", fmt_pct), ("shunt / memcpy", "shunt", "memcpy", fmt_pct))
+
+
+def ratio_columns(cols):
+    return [r for r in RATIOS if r[1] in cols and r[2] in cols]
+
+
+def pingpong_tables(res, cols):
     """Markdown: one-way time and throughput at the summary's sizes."""
-    cols = list(transports)
     head = "| size | " + " | ".join(NAMES[t] for t in cols)
-    extra = []
-    if "shunt" in cols and "tcp" in cols:
-        extra.append("shunt vs TCP")
-    if "unix" in cols and "tcp" in cols:
-        extra.append("Unix vs TCP")
-    if "shunt" in cols and "floor" in cols:
-        extra.append("shunt / floor")
-    if "shunt" in cols and "memcpy" in cols:
-        extra.append("shunt / memcpy")
-    head += "".join(" | " + e for e in extra) + " |"
+    extra = ratio_columns(cols)
+    head += "".join(" | " + e[0] for e in extra) + " |"
     sep = "|---:" * (1 + len(cols) + len(extra)) + "|"
     out = []
     for metric, title, f in (("one_way_us", "One-way time (half the round trip), median", fmt_us),
@@ -504,11 +565,8 @@ def pingpong_tables(res, transports):
             cells = [f(vals[t]) for t in cols]
             # times: better is lower, so the ratio is theirs over ours
             inv = metric == "one_way_us"
-            for e in extra:
-                a, b = {"shunt vs TCP": ("shunt", "tcp"), "Unix vs TCP": ("unix", "tcp"),
-                        "shunt / floor": ("shunt", "floor"), "shunt / memcpy": ("shunt", "memcpy")}[e]
-                r = ratio(vals[b], vals[a]) if inv else ratio(vals[a], vals[b])
-                cells.append(fmt_pct(r) if e.startswith("shunt /") else fmt_x(r))
+            for _, a, b, fr in extra:
+                cells.append(fr(ratio(vals[b], vals[a]) if inv else ratio(vals[a], vals[b])))
             out.append("| %s | %s |" % (size_name(s), " | ".join(cells)))
     return out
 
@@ -528,10 +586,12 @@ def zpoll_table(res, transports):
     return out
 
 
-def other_table(res, transports):
-    cols = [t for t in transports if t != "memcpy"]   # ping-pong only
-    head = "| test | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP | Unix vs TCP | shunt / floor |"
-    out = [head, "|---" + "|---:" * (len(cols) + 3) + "|"]
+def other_table(res, cols, planned):
+    """Markdown: stream, rr, cc, crr; planned: the (test, transport) run,
+    n/a for the others."""
+    extra = ratio_columns(cols)
+    head = "| test | " + " | ".join(NAMES[t] for t in cols) + "".join(" | " + e[0] for e in extra) + " |"
+    out = [head, "|---" + "|---:" * (len(cols) + len(extra)) + "|"]
     keys = sorted({(k[0], k[2], k[3]) for k in res.values if k[0] not in ("pingpong", "zpoll") + BUSY},
                   key=lambda k: (TESTS.index(k[0]), k[1]))
     for test, size, metric in keys:
@@ -540,9 +600,9 @@ def other_table(res, transports):
                  "rr": "request-response, %s (transactions/s)" % size_name(size),
                  "cc": "connect/accept/close (connections/s)",
                  "crr": "connect, %s request and answer, close (connections/s)" % size_name(size)}[test]
-        cells = [fmt_rate(vals[t], "").strip() if test not in CONNECTS or t != "floor" else "n/a" for t in cols]
-        cells += [fmt_x(ratio(vals.get("shunt"), vals.get("tcp"))), fmt_x(ratio(vals.get("unix"), vals.get("tcp"))),
-                  fmt_pct(ratio(vals.get("shunt"), vals.get("floor"))) if test not in CONNECTS else "n/a"]
+        cells = [fmt_rate(vals[t], "").strip() if (test, t) in planned else "n/a" for t in cols]
+        cells += [fr(ratio(vals[a], vals[b])) if {(test, a), (test, b)} <= planned else "n/a"
+                  for _, a, b, fr in extra]
         out.append("| %s | %s |" % (label, " | ".join(cells)))
     return out
 
@@ -587,6 +647,34 @@ def curves(res, transports):
 # --------------------------------------------------------------------------
 # main
 
+def measure(opts, shunt, pingpong, workdir, res, tools, topts, tool_res, skipped):
+    """pingpong's tests, then the standard tools."""
+    if opts.namespaces:
+        say("between %s" % opts.namespaces.describe())
+    say("measuring with bench/pingpong (%s):" % ", ".join(opts.tests))
+    run_own(opts, shunt, pingpong, workdir, res, say)
+    if tools:
+        say("")
+        say("standard tools, kernel TCP and under shunt:")
+        runnable = []
+        for key in tools:
+            why = stdtools.missing(key)
+            if why:
+                skipped.append((stdtools.BENCHES[key].name, why))
+                say("  skipped %s: %s" % (stdtools.BENCHES[key].name, why))
+            else:
+                runnable.append(key)
+        topts.bench = runnable
+        if runnable:
+            stdtools.run_all(topts, shunt, workdir, tool_res, say)
+    elif opts.netns:
+        say("")
+        say("standard tools: not run with --netns (they talk over 127.0.0.1)")
+    elif opts.quick:
+        say("")
+        say("standard tools: not run with --quick (--tools LIST, or the full run, runs them)")
+
+
 def main(argv):
     opts = parse_args(argv)
     shunt, pingpong, problems = find_programs(opts)
@@ -602,6 +690,13 @@ def main(argv):
         return 2
 
     interrupt_on_signals()
+    opts.shunt_cmd, opts.namespaces = shunt, None
+    if opts.netns:
+        problems = netnsbench.host_problems(shunt, opts.enable_fabric, say)
+        if problems:
+            for p in problems:
+                print("shunt bench: " + p, file=sys.stderr)
+            return 2
     m = machine()
     started = datetime.datetime.now(datetime.timezone.utc)
     shown = list(argv)
@@ -614,6 +709,8 @@ def main(argv):
         % (", ".join(NAMES[t] for t in opts.transports), opts.rounds, "s" if opts.rounds > 1 else ""))
     say("machine: %s" % machine_line(m))
     say("output:  %s" % out)
+    if opts.netns:
+        say("netns:   ratios against kernel TCP across the veth; UCX columns %s" % netnsbench.pending_note())
     say("")
 
     workdir = tempfile.mkdtemp(prefix="shunt-bench-")
@@ -625,25 +722,14 @@ def main(argv):
                                   shunt_log="info", shunt_env=opts.shunt_env)
     t_start = time.monotonic()
     try:
-        say("measuring with bench/pingpong (%s):" % ", ".join(opts.tests))
-        run_own(opts, shunt, pingpong, workdir, res, say)
-        if tools:
-            say("")
-            say("standard tools, kernel TCP and under shunt:")
-            runnable = []
-            for key in tools:
-                why = stdtools.missing(key)
-                if why:
-                    skipped.append((stdtools.BENCHES[key].name, why))
-                    say("  skipped %s: %s" % (stdtools.BENCHES[key].name, why))
-                else:
-                    runnable.append(key)
-            topts.bench = runnable
-            if runnable:
-                stdtools.run_all(topts, shunt, workdir, tool_res, say)
-        elif opts.quick:
-            say("")
-            say("standard tools: not run with --quick (--tools LIST, or the full run, runs them)")
+        with netnsbench.Namespaces() if opts.netns else contextlib.nullcontext() as namespaces:
+            opts.namespaces = namespaces
+            opts.namespaces_described = namespaces.describe() if namespaces else None
+            measure(opts, shunt, pingpong, workdir, res, tools, topts, tool_res, skipped)
+    except RuntimeError as e:      # the namespaces could not be made (ip)
+        print("shunt bench: %s" % e, file=sys.stderr)
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 2
     except KeyboardInterrupt:
         say("\ninterrupted; every process it started is stopped")
         if not opts.keep:
@@ -667,13 +753,14 @@ def main(argv):
     cv = curves(res, opts.transports)
     if cv:
         try:
-            plots.plot_all(cv, out, "shunt bench")
+            plots.plot_all(cv, out, "shunt bench" + (" --netns" if opts.netns else ""),
+                           labels=NAMES if opts.netns else None)
         except ImportError:
             graph_error = "graphs not drawn: python3's matplotlib is not installed (scripts/install-deps)"
     elif "pingpong" in opts.tests:
         graph_error = "graphs not drawn: no ping-pong run worked"
 
-    md = ["# shunt bench", "",
+    md = ["# shunt bench" + (" --netns" if opts.netns else ""), "",
           "- command: `%s`" % cmdline,
           "- date: %s" % started.strftime("%Y-%m-%d %H:%M UTC"),
           "- machine: %s" % machine_line(m),
@@ -681,6 +768,15 @@ def main(argv):
           % (opts.rounds, "s" if opts.rounds > 1 else ""),
           "- shunt figures: %d runs, every one accelerated on both ends (checked with shunt_fd_accelerated); "
           "a run that was not is refused and listed below" % res.accelerated_runs]
+    if opts.netns:
+        md += ["- between two network namespaces (--netns): %s (removed at the end), fabric enabled; the server "
+               "end in the first, the client end in the second (kernel TCP (loopback): both in the first); "
+               "TCP in the ratios is kernel TCP across the veth" % opts.namespaces_described,
+               "- UCX columns %s" % netnsbench.pending_note()]
+        if res.client_runs:
+            md.append("- shunt client, plain server (the client under shunt, the server without): %d runs, "
+                      "every connection kernel TCP on both ends "
+                      "(checked with shunt_fd_accelerated)" % res.client_runs)
     for test in CONNECTS:
         counts = [(a, n) for t, a, n in res.short_accel if t == test]
         if counts:
@@ -691,11 +787,12 @@ def main(argv):
     body = len(md)
     if "pingpong" in opts.tests:
         md += ["## Ping-pong (NetPIPE), 1 B to %s, perturbations -3, 0, +3" % size_name(opts.max_size)]
-        md += pingpong_tables(res, opts.transports)
+        md += pingpong_tables(res, columns(opts, ["pingpong"])[0])
         md += ["", "Graphs: [throughput](throughput.png), [signature](signature.png), "
                    "[saturation](saturation.png); every point in results.csv.", ""]
     if any(t in opts.tests for t in ("stream", "rr") + CONNECTS):
-        md += ["## Streaming, request-response, connections", ""] + other_table(res, opts.transports) + [""]
+        md += ["## Streaming, request-response, connections", ""]
+        md += other_table(res, *columns(opts, ("stream", "rr") + CONNECTS)) + [""]
     if "zpoll" in opts.tests:
         md += ["## Zero-timeout polling over {connection, idle pipe, idle Unix socket}", ""]
         md += zpoll_table(res, opts.transports) + [""]
