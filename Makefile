@@ -58,7 +58,7 @@ TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itest
 all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
-tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer
+tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
@@ -93,6 +93,11 @@ $(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
 $(BUILD)/tests/programs/synopt_peer: tests/programs/synopt_peer.c $(BUILD)/obj/registry/synopt.o $(call layer_objs,base)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAGS) $< $(BUILD)/obj/registry/synopt.o $(call layer_objs,base) -o $@ -ldl
+
+# Another party's sock_ops program that flags listeners (test_fabric_synopt.py).
+$(BUILD)/tests/programs/listener_flagger: tests/programs/listener_flagger.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
 
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).

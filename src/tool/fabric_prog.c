@@ -9,11 +9,13 @@
  *                     ::ffff:127.0.0.0/104: never leaves the namespace, and
  *                     shunt's registry pairs those), ask for the header
  *                     option callbacks (WRITE_HDR_OPT_CB_FLAG);
- *   HDR_OPT_LEN_CB    a packet of such a socket is being built: on the SYN,
- *                     reserve 16 bytes of option space; on the first packet
- *                     without SYN (the handshake is over) turn the callbacks
- *                     off again, so the connection's later packets cost
- *                     nothing;
+ *   HDR_OPT_LEN_CB    a packet of such a socket is being built: on the SYN
+ *                     (SYN without ACK), reserve 16 bytes of option space;
+ *                     on the first packet without SYN (the handshake is
+ *                     over) turn the callbacks off again, so the
+ *                     connection's later packets cost nothing; a SYN-ACK
+ *                     (here only when another program flagged a listener)
+ *                     is left alone;
  *   WRITE_HDR_OPT_CB  on the SYN, write the option: kind 253, length 16,
  *                     ExID, the boot tag (a constant, filled in here) and
  *                     bpf_get_socket_cookie(), all big-endian.
@@ -26,7 +28,7 @@
  *
  * Written with a few macros over struct bpf_insn and a two-pass label fixer,
  * no compiler at run time.  Registers: r1 the context on entry, r6 the
- * context kept across calls, r3 whether the packet is a SYN until the
+ * context kept across calls, r3 the packet's SYN and ACK bits until the
  * first call, r2-r5 arguments, r0 results; the option is
  * built on the stack at r10-16.
  */
@@ -40,6 +42,7 @@
 #include "tool/fabric_prog.h"
 
 #define TCP_FLAG_SYN 0x02 /* in skb_tcp_flags */
+#define TCP_FLAG_ACK 0x10
 
 #define INSN(c, d, s, o, i) ((struct bpf_insn){ .code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i) })
 #define MOV64_REG(d, s) INSN(BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
@@ -121,8 +124,11 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
     EMIT(MOV64_REG(6, 1)); /* r6 = ctx */
     EMIT(LD_CTX(2, op));
     JEQ32(2, BPF_SOCK_OPS_TCP_CONNECT_CB, L_CONNECT);
-    EMIT(LD_CTX(3, skb_tcp_flags)); /* r3: is the packet a SYN (0 when there is none) */
-    EMIT(AND32_IMM(3, TCP_FLAG_SYN));
+    /* r3: the packet's SYN and ACK bits (0 when there is no packet).  A
+     * SYN without ACK is a client's; a SYN-ACK comes here only when another
+     * program asked for callbacks on a listener, and is not ours to mark. */
+    EMIT(LD_CTX(3, skb_tcp_flags));
+    EMIT(AND32_IMM(3, TCP_FLAG_SYN | TCP_FLAG_ACK));
     JEQ32(2, BPF_SOCK_OPS_HDR_OPT_LEN_CB, L_LEN);
     JEQ32(2, BPF_SOCK_OPS_WRITE_HDR_OPT_CB, L_WRITE);
     LABEL(L_OUT);
@@ -160,6 +166,8 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
     /* A packet of a marked socket is being sized. */
     LABEL(L_LEN);
     JEQ32(3, 0, L_HANDSHAKE_OVER);
+    JEQ32(3, TCP_FLAG_ACK, L_HANDSHAKE_OVER);
+    JNE32(3, TCP_FLAG_SYN, L_OUT); /* a SYN-ACK */
     EMIT(MOV64_REG(1, 6));
     EMIT(MOV64_IMM(2, SYNOPT_LEN));
     EMIT(MOV64_IMM(3, 0));
@@ -175,7 +183,7 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
 
     /* The SYN's option is written. */
     LABEL(L_WRITE);
-    JEQ32(3, 0, L_OUT);
+    JNE32(3, TCP_FLAG_SYN, L_OUT);
     EMIT(MOV64_REG(1, 6));
     EMIT(CALL(get_socket_cookie)); /* r0 = the socket's cookie, SO_COOKIE */
     EMIT(TO_BE64(0));

@@ -31,11 +31,13 @@ from shunttest import PYTHON, missing, need_tool
 
 SYNOPT_KIND = 253
 SYNOPT_EXID = 0x5348
+FLAGGER_EXID = 0x5346  # tests/programs/listener_flagger.c's own option
 ROUNDS = 5
 
 # A packet sniffer for one interface of a namespace: runs until the stop
 # file appears, then prints one JSON line per TCP packet seen (both
-# directions): ports, flags, whether it carries shunt's option.
+# directions): ports, flags, whether it carries shunt's option ("ours") or
+# listener_flagger's ("theirs").
 SNIFFER = r'''
 import json, os, socket, struct, sys, time
 iface, stop = sys.argv[1], sys.argv[2]
@@ -60,7 +62,7 @@ while True:
     else:
         continue
     doff = (tcp[12] >> 4) * 4
-    opts, i, ours = tcp[20:doff], 0, False
+    opts, i, ours, theirs = tcp[20:doff], 0, False, False
     while i < len(opts):
         if opts[i] == 0:
             break
@@ -69,14 +71,15 @@ while True:
             continue
         if i + 1 >= len(opts) or opts[i + 1] < 2:
             break
-        if opts[i] == %d and opts[i + 1] >= 4 and struct.unpack("!H", opts[i + 2:i + 4])[0] == %d:
-            ours = True
+        if opts[i] == %d and opts[i + 1] >= 4:
+            exid = struct.unpack("!H", opts[i + 2:i + 4])[0]
+            ours, theirs = ours or exid == %d, theirs or exid == %d
         i += opts[i + 1]
     sport, dport = struct.unpack("!HH", tcp[:4])
-    seen.append({"sport": sport, "dport": dport, "flags": tcp[13], "ours": ours})
+    seen.append({"sport": sport, "dport": dport, "flags": tcp[13], "ours": ours, "theirs": theirs})
 for p in seen:
     print(json.dumps(p))
-''' % (SYNOPT_KIND, SYNOPT_EXID)
+''' % (SYNOPT_KIND, SYNOPT_EXID, FLAGGER_EXID)
 
 
 def run(argv, check=True, timeout=30):
@@ -150,11 +153,16 @@ def namespaces():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=5301):
+def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=5301, server_cgroup=None):
     """n connections from client_ns to server_ns: (what the server read off
-    each SYN, each client socket's SO_COOKIE), in order."""
+    each SYN, each client socket's SO_COOKIE), in order.  The server runs in
+    server_cgroup (a cgroup2 directory) if given."""
+    def enter_cgroup():
+        with open(os.path.join(server_cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
     srv = subprocess.Popen(["ip", "netns", "exec", server_ns, fabric.peer, "serve", server_addr, str(port), str(n)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=enter_cgroup if server_cgroup else None)
     try:
         assert srv.stdout.readline().strip() == "ready", srv.stderr.read()
         cli = run(["ip", "netns", "exec", client_ns, fabric.peer, "connect", connect_addr, str(port), str(n)])
@@ -182,15 +190,14 @@ def test_cookie_pairs_across_namespaces(fabric, namespaces):
     assert len(seen) == 2 * ROUNDS, "cookies repeat: %s" % sorted(seen)
 
 
-def test_only_the_syn_carries_it(fabric, namespaces, tmp_path):
-    fabric.cmd("enable")
+def sniffed(namespaces, tmp_path, traffic):
+    """The TCP packets the sniffer saw on A's veth while traffic() ran."""
     stop = tmp_path / "stop"
     sniff = subprocess.Popen(["ip", "netns", "exec", namespaces["a"], PYTHON, "-c", SNIFFER, namespaces["va"],
                               str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert sniff.stdout.readline().strip() == "ready", sniff.stderr.read()
-        for addr in ("10.77.0.1", "fd77::1"):
-            exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS, port=5302)
+        traffic()
         time.sleep(0.3)
         stop.touch()
         out, err = sniff.communicate(timeout=30)
@@ -198,13 +205,67 @@ def test_only_the_syn_carries_it(fabric, namespaces, tmp_path):
         if sniff.poll() is None:
             sniff.kill()
             sniff.wait()
-    pkts = [json.loads(line) for line in out.splitlines()]
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_only_the_syn_carries_it(fabric, namespaces, tmp_path):
+    fabric.cmd("enable")
+
+    def traffic():
+        for addr in ("10.77.0.1", "fd77::1"):
+            exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS, port=5302)
+    pkts = sniffed(namespaces, tmp_path, traffic)
     syns = [p for p in pkts if p["flags"] & 0x12 == 0x02 and p["dport"] == 5302]
     others = [p for p in pkts if not (p["flags"] & 0x12 == 0x02 and p["dport"] == 5302)]
     assert len(syns) >= 2 * ROUNDS, pkts
     assert all(p["ours"] for p in syns), syns
     assert len(others) >= 2 * ROUNDS * 3, pkts  # SYN-ACK, ACK, FINs at least
     assert not any(p["ours"] for p in others), [p for p in others if p["ours"]]
+
+
+def cgroup2_root():
+    with open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt, kind = line.split()[:3]
+            if kind == "cgroup2":
+                return mnt
+    pytest.fail("no cgroup2 mount", pytrace=False)
+
+
+def test_flagged_listener_syn_ack_is_not_marked(fabric, namespaces, tmp_path, shunt_build):
+    """Another party's sock_ops program turns on header-option callbacks for
+    the server's listener (tests/programs/listener_flagger.c, in a cgroup of
+    the test's with only the server in it): the kernel then calls shunt's
+    program for the listener's SYN-ACKs too.  They carry the other program's
+    option and not shunt's (which once went there with the request socket's
+    cookie: the program tested the SYN bit, not a SYN without ACK); the
+    client's SYNs still carry shunt's, and pair."""
+    fabric.cmd("enable")
+    cg = os.path.join(cgroup2_root(), "shunt-test-flagged-%d" % os.getpid())
+    os.mkdir(cg)
+    flagger = subprocess.Popen([str(shunt_build / "tests" / "programs" / "listener_flagger"), cg],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert flagger.stdout.readline().strip() == "ready", flagger.stderr.read()
+        got = []
+
+        def traffic():
+            for addr in ("10.77.0.1", "fd77::1"):
+                got.append(exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS, port=5305,
+                                    server_cgroup=cg))
+        pkts = sniffed(namespaces, tmp_path, traffic)
+    finally:
+        out, err = flagger.communicate(timeout=30)
+        os.rmdir(cg)
+    assert flagger.returncode == 0, err
+    for syns, cookies in got:
+        assert [syn[1] for syn in syns] == cookies
+    syn_acks = [p for p in pkts if p["flags"] & 0x12 == 0x12 and p["sport"] == 5305]
+    syns = [p for p in pkts if p["flags"] & 0x12 == 0x02 and p["dport"] == 5305]
+    assert len(syn_acks) >= 2 * ROUNDS and len(syns) >= 2 * ROUNDS, pkts
+    assert all(p["theirs"] for p in syn_acks), syn_acks  # the callbacks did run for them
+    assert not any(p["ours"] for p in syn_acks), [p for p in syn_acks if p["ours"]]
+    assert all(p["ours"] and not p["theirs"] for p in syns), syns
 
 
 def test_loopback_is_not_marked(fabric, namespaces):
