@@ -204,7 +204,10 @@ static int open_table(int wait_ms, bool after_fork)
         uint32_t n = atomic_load(&table_fds);
         for (uint32_t i = 0; i < n; i++) {
             struct pst_entry *e = entry_at(p, (int)i);
-            if (e->used && inode_of((int)i) != e->r.sock)
+            if (!e->used)
+                continue;
+            uint64_t ino = inode_of((int)i);   /* an id of 0: not known then, any socket still there */
+            if (!ino || (e->r.sock && ino != e->r.sock))
                 e->used = 0;
         }
     }
@@ -290,7 +293,7 @@ void pst_put_all(const struct pst_rec *r)
     uint32_t n = atomic_load_explicit(&table_fds, memory_order_acquire);
     for (uint32_t fd = 0; fd < n; fd++) {
         struct pst_entry *e = entry_at(base, (int)fd);
-        if (e->used && e->r.sock == r->sock) {
+        if (e->used && r->sock && e->r.sock == r->sock) {
             struct pst_rec c = *r;
             c.fd = (int32_t)fd;
             pst_put(&c);
@@ -364,7 +367,8 @@ static void copy_parent(void)
         if (!e->used)
             continue;
         struct pst_rec r = e->r;
-        if (r.fd == (int32_t)fd && r.sock && inode_of((int)fd) == r.sock)
+        uint64_t ino = r.fd == (int32_t)fd ? inode_of((int)fd) : 0;
+        if (ino && (!r.sock || ino == r.sock))
             pst_put(&r);
     }
     munmap(parent, PST_FILE_MAX);

@@ -27,16 +27,19 @@ struct gather {
 
 /* Does pid's fd still hold this socket?  (A record may lag: an fd closed by
  * exec, or a process that never came back to update it.) */
-static bool fd_holds(int32_t pid, int32_t fd, uint64_t sock)
+/* The inode of the socket pid holds at fd, or 0 (not a socket, gone, or
+ * not ours to look at). */
+static uint64_t fd_socket(int32_t pid, int32_t fd)
 {
-    char path[64], link[64], want[48];
+    char path[64], link[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)fd);
     ssize_t n = readlink(path, link, sizeof link - 1);
     if (n < 0)
-        return false;
+        return 0;
     link[n] = 0;
-    snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)sock);
-    return strcmp(link, want) == 0;
+    unsigned long long ino;
+    char end;
+    return sscanf(link, "socket:[%llu%c", &ino, &end) == 2 && end == ']' ? (uint64_t)ino : 0;
 }
 
 static struct stat_sock *sock_for(struct stat_snapshot *s, uint64_t id)
@@ -67,10 +70,15 @@ static void add_record(int32_t pid, const struct reg_owner *o, uint64_t tag, voi
         return;
     for (size_t i = 0; i < n; i++) {
         struct pst_rec *r = &recs[i];
-        if (!r->sock || !fd_holds(pid, r->fd, r->sock)) {
+        /* A connection on kernel TCP is recorded without its id (the
+         * library spares itself an fstat): the fd says which socket it is.
+         * A record with an id is stale once the fd holds another. */
+        uint64_t held = fd_socket(pid, r->fd);
+        if (!held || (r->sock && r->sock != held)) {
             s->stale++;
             continue;
         }
+        r->sock = held;
         struct stat_sock *k = sock_for(s, r->sock);
         if (!k) {
             struct stat_sock *v = realloc(s->socks, (s->nsocks + 1) * sizeof *v);

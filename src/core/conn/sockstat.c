@@ -32,7 +32,10 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
     r->kind = t->stat.kind;
     r->role = t->stat.role;
     r->fd = fd;
-    r->sock = tcp_sock_id(t, fd);
+    /* known when the connection negotiated (or listens); else 0: `shunt
+     * stat` asks /proc which socket the fd is, so that a connection on
+     * kernel TCP costs no fstat (docs/benchmarks.md, "Short connections") */
+    r->sock = t->inode;
     r->local = t->stat.local;
     r->peer = t->stat.peer;
     r->broken = atomic_load(&t->broken);
@@ -62,8 +65,11 @@ static void put(struct tcp_sock *t, int fd)
 {
     struct pst_rec r;
     fill(&r, t, fd);
+    bool dups = atomic_load(&t->base.fds) > 1;
+    if (dups)
+        r.sock = tcp_sock_id(t, fd);   /* the key of its other fds' records */
     int e = pst_put(&r);
-    if (e == 0 && atomic_load(&t->base.fds) > 1)
+    if (e == 0 && dups)
         pst_put_all(&r);   /* dup'd fds of the same socket */
     shunt_log_sock(LOG_TRACE, t, fd, "stat: %s %s %s%s%s (%s)", pst_kind_name(r.kind), pst_role_name(r.role),
                    pst_path_name(r.path), r.reason[0] ? " " : "", r.reason, e == 0 ? "recorded" : strerror(-e));
@@ -101,7 +107,10 @@ void sockstat_inherited(struct tcp_sock *t, int fd)
     /* After exec the image before this one may have recorded the fd, with
      * what it knew (the role, a fallback's reason): keep that. */
     struct pst_rec old;
-    if (pst_open() == 0 && pst_get(fd, &old) == 0 && old.sock == tcp_sock_id(t, fd) && old.kind != PST_KIND_NONE) {
+    /* a record without an id is this fd's: the table keeps records only of
+     * fds that are still sockets, and one exec does not change what an fd is */
+    if (pst_open() == 0 && pst_get(fd, &old) == 0 && (!old.sock || old.sock == tcp_sock_id(t, fd)) &&
+        old.kind != PST_KIND_NONE) {
         t->stat.kind = old.kind;
         t->stat.role = old.role;
         t->stat.local = old.local;
@@ -133,6 +142,12 @@ void sockstat_dup(int fd, int newfd)
         return;
     struct pst_rec r;
     if (pst_get(fd, &r) == 0) {
+        if (!r.sock) {   /* two fds now: records of one socket share its id */
+            struct stat st;
+            if (fstat(fd, &st) == 0)
+                r.sock = (uint64_t)st.st_ino;
+            pst_put(&r);
+        }
         r.fd = newfd;
         pst_put(&r);
     } else {

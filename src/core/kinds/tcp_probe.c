@@ -51,7 +51,8 @@ static void find_inode(int fd, void *ctx)
     struct fdref f = fdt_get(fd);
     if (!k->found && f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
-        if (t->inode == k->inode && !t->released) {
+        /* a connection on kernel TCP learns its id only when asked */
+        if (!t->released && tcp_sock_id(t, fd) == k->inode) {
             sock_get(f.sock);
             k->found = f.sock;
             k->fd = fd;

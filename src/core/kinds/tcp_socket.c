@@ -245,8 +245,9 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
         tcp_of(s)->program_save_syn = listener->program_save_syn;
     }
     /* a listener withdrawn for io_uring may still have offers posted before:
-     * the claim refuses them (and records why) */
-    if (s && (listener->listener_pid == shunt_pid || uring_seen())) {
+     * the claim refuses them (and records why); with SHUNT_ACCEL=0 it only
+     * records why (disabled, not "not negotiated") */
+    if (s && (listener->listener_pid == shunt_pid || uring_seen() || !shunt_settings.accel)) {
         negotiate_claim(tcp_of(s), fd, listener, has_syn ? &syn : NULL);
         if (tcp_of(s)->strict_failed) {
             sock_put(s);
