@@ -21,6 +21,17 @@
  * 0 with *inode and *uid set, -ENOENT if there is none, or a negative errno. */
 int sockdiag_lookup(const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode, uid_t *uid);
 
+/* The same in the network namespace whose SO_NETNS_COOKIE is netns (0: any):
+ * a sock_diag question sees only the namespace of the thread that asks, so
+ * -EXDEV when that is another (a process whose sockets live in two
+ * namespaces: one it made after setns, one it was handed). */
+int sockdiag_lookup_in(uint64_t netns, const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode,
+                       uid_t *uid);
+
+/* SO_NETNS_COOKIE of fd's network namespace, or 0 when the kernel cannot
+ * say (before Linux 5.14). */
+uint64_t sockdiag_netns_cookie(int fd);
+
 /* The inode of the socket at the other end of the Unix socket whose inode
  * is ino (UNIX_DIAG_PEER): 0 with *peer set, -ENOENT if it has no peer (a
  * datagram socket not connected, a listener), or a negative errno (no
