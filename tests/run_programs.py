@@ -16,7 +16,8 @@ requested mode:
                (SHUNT_TEST_SERVER_NS, SHUNT_TEST_SERVER_ADDR4/6, SHUNT_TEST_CLIENT_ADDR4/6), where
                its listeners are made. Root only; needs `shunt fabric enable`, which the runner
                does if it is not, and undoes at the end only then; the namespaces are always
-               deleted at the end (an error, Ctrl-C or SIGTERM included).
+               deleted at the end (an error, Ctrl-C or SIGTERM included). Run by a user other
+               than root, the mode is one skip (a failure under CI).
 
 --suite unit runs every program in BUILD/tests/unit/ once, directly (mode "unit": the unit
 tests are linked with the library's objects, so LD_PRELOAD, SHUNT_ACCEL, SHUNT_STRICT and
@@ -188,6 +189,11 @@ def mode_env(mode, lib, asan, sanitized=False, tsan=None):
         env["SHUNT_ACCEL"] = "1"
         env["SHUNT_STRICT"] = "1"
     return env
+
+
+def in_ci():
+    """tests/lib/check.h's test_in_ci(): CI set to anything but "", "0", "false" or "no"."""
+    return os.environ.get("CI", "") not in ("", "0", "false", "no")
 
 
 def command(argv):
@@ -463,7 +469,12 @@ def main(argv):
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     cross = None
     try:
-        if "crossns" in args.modes:
+        if "crossns" in args.modes and os.geteuid() != 0 and not in_ci():
+            # a developer's make test as a user; under CI the setup below fails instead
+            print("SKIP  crossns  (all tests)  SKIP: mode crossns needs root (network namespaces, "
+                  "shunt fabric)")
+            counts["SKIP"] += 1
+        elif "crossns" in args.modes:
             cross = CrossNamespaces(os.path.join(build, "shunt"))
             try:
                 cross.__enter__()
@@ -475,7 +486,8 @@ def main(argv):
             envs["crossns"] = cross.env(envs["crossns"])
         futures = [pool.submit(runner.run, name, cross.argv(path) if mode == "crossns" else [path],
                                mode, envs[mode])
-                   for mode in args.modes for name, path in tests]
+                   for mode in args.modes for name, path in tests
+                   if mode != "crossns" or cross is not None]
         for fut in concurrent.futures.as_completed(futures):
             report(fut.result())
     except KeyboardInterrupt:

@@ -4,7 +4,9 @@
  * The server uses it to check that an offer really belongs to the
  * connection it accepted: the client socket's inode for that exact 4-tuple
  * must be the one the offer names, and its owner the same user.  `shunt
- * stat` asks it for the counters of connections on kernel TCP.  Before an
+ * stat` asks it for the counters of connections on kernel TCP; the close of
+ * a listener whether another process still listens on it (in the
+ * listener's namespace only: a question sees the asking thread's).  Before an
  * SCM_RIGHTS send of an accelerated socket, the peer of the Unix socket
  * says whose hands it will reach (core/process/runs_shunt.c).
  */

@@ -68,7 +68,8 @@
  * leaves nobody to re-send it, so the close copies it into TCP at once
  * (downgrade_close_copy): P freezes its doorbells and L's, waits for L's
  * unbounded drains to end, records where the copy starts (copy_from) and
- * ends (copy_end: what the kernel took without waiting) and publishes
+ * ends (copy_end: what the kernel took without waiting, its send buffer
+ * first asked to hold all of it) and publishes
  * COPY_DONE.  A later leaver L that finds it (waiting out COPY_WRITING)
  * takes the doorbells, then the copies of what it read from the ring after
  * copy_from, and is done.  A close that finds the word set marks

@@ -1,6 +1,8 @@
 /*
  * holders.c: the holders of each channel's ends across fork, vfork,
- * posix_spawn, exec, SCM_RIGHTS and exit (holders.h).
+ * posix_spawn, exec, SCM_RIGHTS and exit (holders.h); and whether a listener
+ * this process listed may be held by another process since (listener_shared,
+ * for negotiate_listener_closed).
  *
  * Holders: how many processes hold each end of a channel.  Who counts:
  *   fork          the parent counts the child in before it exists;
