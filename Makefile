@@ -185,16 +185,18 @@ test-unit: $(UNIT_BIN)
 layers: lib tool
 	scripts/check-layers --build $(BUILD)
 
-# The suite: the layers, every conformance test without shunt and under it,
-# then the integration tests with real programs.
+# The suite: the layers, every conformance test without shunt, under it, and
+# under it between two network namespaces (crossns: root, about 30 s), then
+# the integration tests with real programs.
+CONFORMANCE_MODES := plain,passthrough,accelerated,crossns
 test: all
 	$(MAKE) layers
 	$(MAKE) test-unit
-	python3 tests/run_programs.py --build $(BUILD) --modes plain,passthrough,accelerated
+	python3 tests/run_programs.py --build $(BUILD) --modes $(CONFORMANCE_MODES)
 	python3 -m pytest -q tests/integration
 
 test-conformance: all
-	python3 tests/run_programs.py --build $(BUILD) --modes plain,passthrough,accelerated
+	python3 tests/run_programs.py --build $(BUILD) --modes $(CONFORMANCE_MODES)
 
 # The unit tests and the conformance suite under ASan + UBSan.  The unit
 # tests are built from the sanitized objects, runtime linked in; the

@@ -8,6 +8,16 @@ requested mode:
   passthrough  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=0, SHUNT_TEST_MODE=passthrough
   accelerated  LD_PRELOAD=BUILD/libshunt.so, SHUNT_ACCEL=1, SHUNT_STRICT=1,
                SHUNT_TEST_MODE=accelerated
+  crossns      as accelerated with SHUNT_TEST_MODE=crossns, the client and the server in two
+               network namespaces: the runner makes them (cx-<pid>-c and cx-<pid>-s, a veth pair
+               between them, 10.77.99.1 and fd77::1 in the client's, .2 and ::2 in the
+               server's), runs each test in the client's (ip netns exec) and tells
+               tests/lib/net.h the server's namespace file and addresses
+               (SHUNT_TEST_SERVER_NS, SHUNT_TEST_SERVER_ADDR4/6, SHUNT_TEST_CLIENT_ADDR4/6), where
+               its listeners are made. Root only; needs `shunt fabric enable`, which the runner
+               does if it is not, and undoes at the end only then; the namespaces are always
+               deleted at the end (an error, Ctrl-C or SIGTERM included). Run by a user other
+               than root, the mode is one skip (a failure under CI).
 
 --suite unit runs every program in BUILD/tests/unit/ once, directly (mode "unit": the unit
 tests are linked with the library's objects, so LD_PRELOAD, SHUNT_ACCEL, SHUNT_STRICT and
@@ -44,12 +54,15 @@ import threading
 import time
 
 SUITES = ("conformance", "unit")
-MODES = ("plain", "passthrough", "accelerated")
+MODES = ("plain", "passthrough", "accelerated", "crossns")
 UNIT_MODE = "unit"
 DEFAULT_TIMEOUT = {"conformance": 30.0, "unit": 120.0}
 EXIT_SKIP = 77
 # Variables a mode sets or clears; never inherited from the caller's environment.
-MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE")
+MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE", "SHUNT_TEST_SERVER_NS",
+             "SHUNT_TEST_SERVER_ADDR4", "SHUNT_TEST_SERVER_ADDR6", "SHUNT_TEST_CLIENT_ADDR4",
+             "SHUNT_TEST_CLIENT_ADDR6")
+IP_TIMEOUT = 10  # seconds for one `ip` or `shunt fabric` command
 
 
 def parse_args(argv):
@@ -59,7 +72,8 @@ def parse_args(argv):
                         "unit: BUILD/tests/unit, run directly (default: conformance)")
     p.add_argument("--build", default="build", help="build directory (default: build)")
     p.add_argument("--modes", default=None,
-                   help="comma-separated: plain, passthrough, accelerated (default: plain); "
+                   help="comma-separated: plain, passthrough, accelerated, crossns (default: "
+                        "plain); "
                         "the unit suite has the one mode 'unit'")
     p.add_argument("--filter", default="",
                    help="only tests whose name contains this (or one of these, comma-separated)")
@@ -171,10 +185,111 @@ def mode_env(mode, lib, asan, sanitized=False, tsan=None):
         sanitizer_options(env, detect_leaks=0)
     if mode == "passthrough":
         env["SHUNT_ACCEL"] = "0"
-    else:
+    else:  # accelerated, crossns
         env["SHUNT_ACCEL"] = "1"
         env["SHUNT_STRICT"] = "1"
     return env
+
+
+def in_ci():
+    """tests/lib/check.h's test_in_ci(): CI set to anything but "", "0", "false" or "no"."""
+    return os.environ.get("CI", "") not in ("", "0", "false", "no")
+
+
+def command(argv):
+    """Run argv with a time bound; returns the CompletedProcess (output captured)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=IP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("%s took over %ds" % (" ".join(argv), IP_TIMEOUT))
+
+
+def checked(argv):
+    r = command(argv)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), r.returncode,
+                                                   (r.stderr or r.stdout).strip()))
+    return r
+
+
+class CrossNamespaces:
+    """Mode crossns's two network namespaces, cx-<pid>-c (the client's, where tests run) and
+    cx-<pid>-s (the server's), joined by a veth pair: 10.77.99.1/24 and fd77::1/64 in the
+    client's, .2 and ::2 in the server's (IPv6 without duplicate address detection: usable at
+    once). The addresses exist only inside them. A context manager: fabric is enabled if it is
+    not (and disabled again at the end only then), and the namespaces are deleted at the end
+    whatever happened, a setup failed half way included."""
+
+    ADDRS = {"c": ("10.77.99.1", "fd77::1"), "s": ("10.77.99.2", "fd77::2")}
+
+    def __init__(self, shunt):
+        self.shunt = shunt
+        self.name = {end: "cx-%d-%s" % (os.getpid(), end) for end in "cs"}
+        self.made = []
+        self.enabled_fabric = False
+
+    def __enter__(self):
+        try:
+            self.setup()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    def setup(self):
+        if os.geteuid() != 0:
+            raise RuntimeError("mode crossns needs root (network namespaces, shunt fabric)")
+        for end in "cs":
+            checked(["ip", "netns", "add", self.name[end]])
+            self.made.append(self.name[end])
+            checked(["ip", "-n", self.name[end], "link", "set", "lo", "up"])
+        veth = {end: "cx%d%s" % (os.getpid(), end) for end in "cs"}
+        checked(["ip", "link", "add", veth["c"], "type", "veth", "peer", "name", veth["s"]])
+        for end in "cs":
+            ns, dev = self.name[end], veth[end]
+            checked(["ip", "link", "set", dev, "netns", ns])  # deleting ns deletes the pair
+            checked(["ip", "-n", ns, "addr", "add", self.ADDRS[end][0] + "/24", "dev", dev])
+            checked(["ip", "-n", ns, "addr", "add", self.ADDRS[end][1] + "/64", "dev", dev,
+                     "nodad"])
+            checked(["ip", "-n", ns, "link", "set", dev, "up"])
+        status = command([self.shunt, "fabric", "status"])
+        if status.returncode == 3:
+            checked([self.shunt, "fabric", "enable"])
+            self.enabled_fabric = True
+        elif status.returncode != 0:
+            raise RuntimeError("shunt fabric status: status %d: %s" % (
+                status.returncode, (status.stderr or status.stdout).strip()))
+
+    def cleanup(self):
+        """Delete the namespaces made (the veth pair goes with them), then disable fabric if this
+        run enabled it; every step is tried, the first failure reported."""
+        errors = []
+        for ns in reversed(self.made):
+            r = command(["ip", "netns", "delete", ns])
+            if r.returncode != 0:
+                errors.append("ip netns delete %s: %s" % (ns, r.stderr.strip()))
+        self.made = []
+        if self.enabled_fabric:
+            r = command([self.shunt, "fabric", "disable"])
+            if r.returncode != 0:
+                errors.append("shunt fabric disable: %s" % (r.stderr or r.stdout).strip())
+            self.enabled_fabric = False
+        if errors:
+            print("crossns cleanup: " + "; ".join(errors), file=sys.stderr)
+
+    def env(self, env):
+        env = dict(env)
+        env["SHUNT_TEST_SERVER_NS"] = "/run/netns/" + self.name["s"]
+        for end, who in (("s", "SERVER"), ("c", "CLIENT")):
+            env["SHUNT_TEST_%s_ADDR4" % who], env["SHUNT_TEST_%s_ADDR6" % who] = self.ADDRS[end]
+        return env
+
+    def argv(self, path):
+        return ["ip", "netns", "exec", self.name["c"], path]
 
 
 class Runner:
@@ -236,14 +351,14 @@ class Runner:
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
 
-    def run(self, name, path, mode, env):
+    def run(self, name, argv, mode, env):
         with tempfile.TemporaryDirectory(prefix=self.prefix) as cwd, \
                 tempfile.TemporaryFile() as out:
             start = time.monotonic()
             with self.lock:
                 if self.stopping:
                     return (mode, name, "FAIL", 0.0, ["(not run: interrupted)"])
-                proc = subprocess.Popen([path], stdin=subprocess.DEVNULL, stdout=out,
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                         start_new_session=True)
                 self.running.add(proc.pid)
@@ -329,7 +444,6 @@ def main(argv):
             tsan = (runtime, shim)
 
     envs = {m: mode_env(m, lib, asan, args.sanitizer == "address", tsan) for m in args.modes}
-    work = [(name, path, mode) for mode in args.modes for name, path in tests]
     runner = Runner(args.timeout, args.tail,
                     "shunt-unit-" if args.suite == "unit" else "shunt-conf-")
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
@@ -348,10 +462,32 @@ def main(argv):
                 print("    " + l)
         sys.stdout.flush()
 
+    def interrupted(*_):
+        raise KeyboardInterrupt
+    # SIGTERM (a CI step's timeout, make's) ends the run as Ctrl-C does: the namespaces go
+    signal.signal(signal.SIGTERM, interrupted)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
+    cross = None
     try:
-        futures = [pool.submit(runner.run, name, path, mode, envs[mode])
-                   for name, path, mode in work]
+        if "crossns" in args.modes and os.geteuid() != 0 and not in_ci():
+            # a developer's make test as a user; under CI the setup below fails instead
+            print("SKIP  crossns  (all tests)  SKIP: mode crossns needs root (network namespaces, "
+                  "shunt fabric)")
+            counts["SKIP"] += 1
+        elif "crossns" in args.modes:
+            cross = CrossNamespaces(os.path.join(build, "shunt"))
+            try:
+                cross.__enter__()
+            except RuntimeError as e:
+                cross = None
+                print("mode crossns: %s" % e)
+                print("0 passed, 1 failed, 0 skipped")
+                return 1
+            envs["crossns"] = cross.env(envs["crossns"])
+        futures = [pool.submit(runner.run, name, cross.argv(path) if mode == "crossns" else [path],
+                               mode, envs[mode])
+                   for mode in args.modes for name, path in tests
+                   if mode != "crossns" or cross is not None]
         for fut in concurrent.futures.as_completed(futures):
             report(fut.result())
     except KeyboardInterrupt:
@@ -361,7 +497,10 @@ def main(argv):
         print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"] + 1,
                                                      counts["SKIP"]))
         return 1
-    pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=True)
+        if cross is not None:
+            cross.cleanup()
 
     if failed:
         print("failed: " + " ".join(sorted(failed)))

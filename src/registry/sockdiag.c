@@ -1,6 +1,7 @@
 /*
  * sockdiag.c: one exact NETLINK_SOCK_DIAG lookup of a TCP socket by its
- * 4-tuple, or of a Unix socket's peer by inode (see sockdiag.h).
+ * 4-tuple (refused when the asking thread's network namespace is not the one
+ * named), or of a Unix socket's peer by inode (see sockdiag.h).
  *
  * Owns: building the inet_diag_req_v2, choosing the family, and reading the
  * kernel's answer, every length of which is checked before it is used.  A
@@ -27,6 +28,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71   /* Linux 5.14; older kernels answer ENOPROTOOPT */
+#endif
 
 #include "base/log.h"
 #include "base/real.h"
@@ -177,7 +182,18 @@ int sockdiag_send(const struct inet_diag_req_v2 *r, uint16_t flags, uint32_t seq
     return diag_request(&req, sizeof req);
 }
 
-static int query(int family, const struct reg_addr *src, const struct reg_addr *dst,
+uint64_t sockdiag_netns_cookie(int fd)
+{
+    uint64_t cookie = 0;
+    socklen_t len = sizeof cookie;
+    int saved = errno;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) < 0 || len != sizeof cookie)
+        cookie = 0;
+    errno = saved;
+    return cookie;
+}
+
+static int query(int family, uint64_t netns, const struct reg_addr *src, const struct reg_addr *dst,
                  uint64_t *inode, uid_t *uid)
 {
     static _Atomic uint32_t next_seq;
@@ -196,6 +212,10 @@ static int query(int family, const struct reg_addr *src, const struct reg_addr *
     int fd = sockdiag_send(&r, 0, seq);
     if (fd < 0)
         return fd;
+    if (netns && sockdiag_netns_cookie(fd) != netns) {
+        shunt_real.close(fd);
+        return -EXDEV;
+    }
     int res = read_answer(fd, seq, src, dst, inode, uid);
     shunt_real.close(fd);
     return res;
@@ -203,16 +223,22 @@ static int query(int family, const struct reg_addr *src, const struct reg_addr *
 
 int sockdiag_lookup(const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode, uid_t *uid)
 {
+    return sockdiag_lookup_in(0, src, dst, inode, uid);
+}
+
+int sockdiag_lookup_in(uint64_t netns, const struct reg_addr *src, const struct reg_addr *dst, uint64_t *inode,
+                       uid_t *uid)
+{
     if (!src || !dst || !inode || !uid)
         return -EINVAL;
     int saved = errno;
     int r = -ENOENT;
     bool v4 = mapped(src) && mapped(dst);
     if (v4)
-        r = query(AF_INET, src, dst, inode, uid);
+        r = query(AF_INET, netns, src, dst, inode, uid);
     if (!v4 || r == -ENOENT)
-        r = query(AF_INET6, src, dst, inode, uid);
-    if (r < 0 && r != -ENOENT)
+        r = query(AF_INET6, netns, src, dst, inode, uid);
+    if (r < 0 && r != -ENOENT && r != -EXDEV)
         shunt_log(LOG_DEBUG, "sockdiag: lookup failed: %s", strerror(-r));
     errno = saved;
     return r;

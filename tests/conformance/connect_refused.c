@@ -13,7 +13,7 @@ int main(void)
 	short rev;
 
 	/* Hold the port bound (never listening) so that no parallel test can take it. */
-	b = CHECK_OK(socket(AF_INET, SOCK_STREAM, 0));
+	b = CHECK_OK(server_socket(AF_INET, SOCK_STREAM));   /* where the listeners are */
 	len = loopback_addr(AF_INET, 0, &ss);
 	CHECK_OK(bind(b, (struct sockaddr *)&ss, len));
 	port = local_port(b);

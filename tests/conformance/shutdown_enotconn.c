@@ -18,7 +18,7 @@ int main(void)
 	CHECK_ERRNO(shutdown(u, 3), EINVAL);
 	CHECK_ERRNO(shutdown(u, -1), EINVAL);
 
-	b = CHECK_OK(socket(AF_INET, SOCK_STREAM, 0));
+	b = CHECK_OK(server_socket(AF_INET, SOCK_STREAM));   /* where the listeners are */
 	len = loopback_addr(AF_INET, 0, &ss);
 	CHECK_OK(bind(b, (struct sockaddr *)&ss, len));
 	CHECK_ERRNO(shutdown(b, SHUT_RDWR), ENOTCONN);

@@ -1,11 +1,13 @@
 /* sockname_peername: on an established loopback connection the client's local address is
  * the server's peer address and the other way round, the server's local port is the listening
- * port, both are 127.0.0.1 with length sizeof(sockaddr_in); a too-small buffer is truncated
- * but reports the full length; an unconnected socket's getpeername is ENOTCONN. */
+ * port, both are 127.0.0.1 (in crossns mode the client's and the server's namespace addresses,
+ * net.h) with length sizeof(sockaddr_in); a too-small buffer is truncated but reports the full
+ * length; an unconnected socket's getpeername is ENOTCONN. */
 #include "check.h"
 #include "net.h"
 
-static void get_name(int fd, int peer, struct sockaddr_in *sa)
+/* fd's local (peer 0) or peer address, which must be end's */
+static void get_name(int fd, int peer, enum test_end end, struct sockaddr_in *sa)
 {
 	socklen_t len = sizeof(*sa);
 
@@ -16,7 +18,7 @@ static void get_name(int fd, int peer, struct sockaddr_in *sa)
 		CHECK_OK(getsockname(fd, (struct sockaddr *)sa, &len));
 	CHECK(len, ==, sizeof(*sa));
 	CHECK(sa->sin_family, ==, AF_INET);
-	CHECK(ntohl(sa->sin_addr.s_addr), ==, INADDR_LOOPBACK);
+	CHECK(is_end_addr(sa, end), ==, 1);
 }
 
 static int same(const struct sockaddr_in *a, const struct sockaddr_in *b)
@@ -37,10 +39,10 @@ int main(void)
 	expect_accelerated(c);
 	expect_accelerated(s);
 
-	get_name(c, 0, &c_local);
-	get_name(c, 1, &c_peer);
-	get_name(s, 0, &s_local);
-	get_name(s, 1, &s_peer);
+	get_name(c, 0, TEST_CLIENT, &c_local);
+	get_name(c, 1, TEST_SERVER, &c_peer);
+	get_name(s, 0, TEST_SERVER, &s_local);
+	get_name(s, 1, TEST_CLIENT, &s_peer);
 	CHECK(same(&c_local, &s_peer), ==, 1);
 	CHECK(same(&c_peer, &s_local), ==, 1);
 	CHECK(same(&acc, &s_peer), ==, 1);
@@ -57,7 +59,7 @@ int main(void)
 	/* Still the same after traffic and a half-close by the peer. */
 	xexchange_both(c, s);
 	CHECK_OK(shutdown(s, SHUT_WR));
-	get_name(c, 1, &c_peer);
+	get_name(c, 1, TEST_SERVER, &c_peer);
 	CHECK(same(&c_peer, &s_local), ==, 1);
 
 	u = CHECK_OK(socket(AF_INET, SOCK_STREAM, 0));

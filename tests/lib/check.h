@@ -128,8 +128,17 @@ static inline int test_in_ci(void)
 		exit(TEST_EXIT_PASS);                                                \
 	} while (0)
 
-/* Test modes, from SHUNT_TEST_MODE (set by tests/run_programs.py). */
+/* Test modes, from SHUNT_TEST_MODE (set by tests/run_programs.py). crossns is accelerated
+ * with the client and the server in two network namespaces (net.h): test_mode() says
+ * TEST_MODE_ACCELERATED for it, test_crossns() tells it apart. */
 enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED };
+
+static inline int test_crossns(void)
+{
+	const char *m = getenv("SHUNT_TEST_MODE");
+
+	return m != NULL && strcmp(m, "crossns") == 0;
+}
 
 static inline enum test_mode test_mode(void)
 {
@@ -139,9 +148,9 @@ static inline enum test_mode test_mode(void)
 		return TEST_MODE_PLAIN;
 	if (strcmp(m, "passthrough") == 0)
 		return TEST_MODE_PASSTHROUGH;
-	if (strcmp(m, "accelerated") == 0)
+	if (strcmp(m, "accelerated") == 0 || test_crossns())
 		return TEST_MODE_ACCELERATED;
-	FAIL("SHUNT_TEST_MODE=%s: expected plain, passthrough or accelerated", m);
+	FAIL("SHUNT_TEST_MODE=%s: expected plain, passthrough, accelerated or crossns", m);
 }
 
 static inline int test_mode_accelerated(void)

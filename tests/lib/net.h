@@ -1,10 +1,19 @@
 /*
  * net.h: socket helpers for shunt's tests, written against the socket API only.
  *
- * Owns: loopback listeners on ephemeral ports, connected TCP pairs, I/O loops that survive
- * partial transfers, EINTR and EAGAIN, a deterministic byte pattern for checking transfers byte
- * by byte, and a monotonic clock. Header-only; include check.h's rules: a helper whose name
- * starts with x fails the test itself, the others return -1 with errno like the libc calls.
+ * Owns: the test's server address (loopback, or in crossns mode the server namespace's) and the
+ * sockets made where servers live, listeners on ephemeral ports, connected TCP pairs, I/O loops
+ * that survive partial transfers, EINTR and EAGAIN, a deterministic byte pattern for checking
+ * transfers byte by byte, and a monotonic clock. Header-only; include check.h's rules: a helper
+ * whose name starts with x fails the test itself, the others return -1 with errno like the libc
+ * calls.
+ *
+ * crossns mode (SHUNT_TEST_MODE=crossns, tests/run_programs.py): the test runs in the client's
+ * network namespace; server_socket() makes its socket in the server's namespace (the file
+ * SHUNT_TEST_SERVER_NS names: setns there for the one socket() call, then back; a socket stays
+ * in the namespace it was made in), and loopback_addr() is the server namespace's address
+ * (SHUNT_TEST_SERVER_ADDR4, SHUNT_TEST_SERVER_ADDR6). Every listener of net.h is made so, so a
+ * test's connections cross from one namespace to the other over a veth pair.
  */
 #ifndef SHUNT_TESTS_NET_H
 #define SHUNT_TESTS_NET_H
@@ -16,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -45,16 +55,42 @@ static inline void sleep_ms(int ms)
 		;
 }
 
-/* Fill *ss with the loopback address of family (AF_INET or AF_INET6) and port. */
-static inline socklen_t loopback_addr(int family, int port, struct sockaddr_storage *ss)
+/* An address of one end of the test's connections. */
+enum test_end { TEST_SERVER, TEST_CLIENT };
+
+/* A setting crossns mode cannot go without (tests/run_programs.py sets them all). */
+static inline const char *crossns_setting(const char *name)
 {
+	const char *v = getenv(name);
+
+	if (v == NULL || *v == '\0')
+		FAIL("SHUNT_TEST_MODE=crossns needs %s (tests/run_programs.py sets it)", name);
+	return v;
+}
+
+/* Fill *ss with the address of end (TEST_SERVER or TEST_CLIENT) of family (AF_INET or
+ * AF_INET6) and port: loopback, or in crossns mode that end's namespace's address on the veth
+ * pair (SHUNT_TEST_SERVER_ADDR4, SHUNT_TEST_CLIENT_ADDR6, ...). */
+static inline socklen_t test_end_addr(enum test_end end, int family, int port,
+				      struct sockaddr_storage *ss)
+{
+	char name[32];
+	const char *text = NULL;
+
 	memset(ss, 0, sizeof(*ss));
+	if (test_crossns()) {
+		snprintf(name, sizeof(name), "SHUNT_TEST_%s_ADDR%d",
+			 end == TEST_SERVER ? "SERVER" : "CLIENT", family == AF_INET6 ? 6 : 4);
+		text = crossns_setting(name);
+	}
 	if (family == AF_INET6) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
 
 		a->sin6_family = AF_INET6;
 		a->sin6_port = htons((uint16_t)port);
 		a->sin6_addr = in6addr_loopback;
+		if (text != NULL && inet_pton(AF_INET6, text, &a->sin6_addr) != 1)
+			FAIL("%s=%s: not an IPv6 address", name, text);
 		return sizeof(*a);
 	}
 	struct sockaddr_in *a = (struct sockaddr_in *)ss;
@@ -62,7 +98,54 @@ static inline socklen_t loopback_addr(int family, int port, struct sockaddr_stor
 	a->sin_family = AF_INET;
 	a->sin_port = htons((uint16_t)port);
 	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (text != NULL && inet_pton(AF_INET, text, &a->sin_addr) != 1)
+		FAIL("%s=%s: not an IPv4 address", name, text);
 	return sizeof(*a);
+}
+
+/* 1 if the address of *sa (a struct sockaddr_in or sockaddr_in6; the port is not compared) is
+ * end's (test_end_addr), 0 otherwise. */
+#define is_end_addr(sa, end) is_end_addr_of((sa), sizeof(*(sa)), (end))
+static inline int is_end_addr_of(const void *sa, size_t len, enum test_end end)
+{
+	struct sockaddr_storage got, want;
+
+	memset(&got, 0, sizeof(got));
+	memcpy(&got, sa, len < sizeof(got) ? len : sizeof(got));
+	test_end_addr(end, got.ss_family, 0, &want);
+	if (got.ss_family == AF_INET6)
+		return IN6_ARE_ADDR_EQUAL(&((struct sockaddr_in6 *)&got)->sin6_addr,
+					  &((struct sockaddr_in6 *)&want)->sin6_addr);
+	return got.ss_family == AF_INET && ((struct sockaddr_in *)&got)->sin_addr.s_addr ==
+						   ((struct sockaddr_in *)&want)->sin_addr.s_addr;
+}
+
+/* Fill *ss with the address the test's servers listen at, of family and port: the loopback
+ * address, or in crossns mode the server namespace's. */
+static inline socklen_t loopback_addr(int family, int port, struct sockaddr_storage *ss)
+{
+	return test_end_addr(TEST_SERVER, family, port, ss);
+}
+
+/* socket(family, type, 0) where the test's servers live: in this network namespace, or in
+ * crossns mode in the server's (this thread enters it for the one call and comes back).
+ * Returns -1 with socket()'s errno like socket(). */
+static inline int server_socket(int family, int type)
+{
+	int here, there, fd, err;
+
+	if (!test_crossns())
+		return socket(family, type, 0);
+	here = CHECK_OK(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+	there = CHECK_OK(open(crossns_setting("SHUNT_TEST_SERVER_NS"), O_RDONLY | O_CLOEXEC));
+	CHECK_OK(setns(there, CLONE_NEWNET));
+	fd = socket(family, type, 0);
+	err = errno;
+	CHECK_OK(setns(here, CLONE_NEWNET));
+	CHECK_OK(close(there));
+	CHECK_OK(close(here));
+	errno = err;
+	return fd;
 }
 
 static inline int sockaddr_port(const struct sockaddr_storage *ss)
@@ -81,12 +164,13 @@ static inline int local_port(int fd)
 	return sockaddr_port(&ss);
 }
 
-/* 1 if a TCP socket can be bound to ::1 here, 0 otherwise. */
+/* 1 if a TCP server socket can be bound to the IPv6 server address (::1, or in crossns the
+ * server namespace's), 0 otherwise. */
 static inline int ipv6_loopback_available(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = loopback_addr(AF_INET6, 0, &ss);
-	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	int fd = server_socket(AF_INET6, SOCK_STREAM);
 	int ok;
 
 	if (fd == -1)
@@ -96,12 +180,13 @@ static inline int ipv6_loopback_available(void)
 	return ok;
 }
 
-/* A listening TCP socket on the loopback address of family, ephemeral port (in *port). */
+/* A listening TCP socket on the server address of family (loopback_addr), ephemeral port (in
+ * *port), made by server_socket(). */
 static inline int tcp_listen_backlog(int family, int backlog, int *port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = loopback_addr(family, 0, &ss);
-	int fd = CHECK_OK(socket(family, SOCK_STREAM, 0));
+	int fd = CHECK_OK(server_socket(family, SOCK_STREAM));
 
 	CHECK_OK(bind(fd, (struct sockaddr *)&ss, len));
 	CHECK_OK(listen(fd, backlog));
@@ -115,7 +200,7 @@ static inline int tcp_listen(int family, int *port)
 	return tcp_listen_backlog(family, 16, port);
 }
 
-/* A blocking client socket connected to the loopback address of family, port. */
+/* A blocking client socket connected to the server address of family (loopback_addr), port. */
 static inline int tcp_connect(int family, int port)
 {
 	struct sockaddr_storage ss;
@@ -126,7 +211,7 @@ static inline int tcp_connect(int family, int port)
 	return fd;
 }
 
-/* listen + connect + accept on loopback; the listener is closed. Both ends are blocking. */
+/* listen + connect + accept on the server address; the listener is closed. Both ends are blocking. */
 static inline void tcp_pair(int family, int *client, int *server)
 {
 	int port;

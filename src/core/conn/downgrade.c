@@ -68,7 +68,8 @@
  * leaves nobody to re-send it, so the close copies it into TCP at once
  * (downgrade_close_copy): P freezes its doorbells and L's, waits for L's
  * unbounded drains to end, records where the copy starts (copy_from) and
- * ends (copy_end: what the kernel took without waiting) and publishes
+ * ends (copy_end: what the kernel took without waiting, its send buffer
+ * first asked to hold all of it) and publishes
  * COPY_DONE.  A later leaver L that finds it (waiting out COPY_WRITING)
  * takes the doorbells, then the copies of what it read from the ring after
  * copy_from, and is done.  A close that finds the word set marks
@@ -91,6 +92,7 @@
  */
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -628,6 +630,22 @@ int downgrade_until_tcp(struct tcp_sock *t, int fd)
     return path;
 }
 
+/* The closing copy is what the kernel takes at once, and its send buffer
+ * grows with the route's segment size: several MB on loopback, about 200 KB
+ * over a veth between namespaces (MTU 1500), where most of a ring was lost.
+ * The socket is going (its last holder's close): room for the whole copy is
+ * asked for, within net.core.wmem_max; never less than it has. */
+static void copy_room(int fd, uint64_t len)
+{
+    int have = 0;
+    socklen_t l = sizeof have;
+    if (len > INT_MAX / 2 || shunt_real.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &have, &l) < 0)
+        return;
+    int want = (int)len;   /* the kernel doubles it (its bookkeeping) */
+    if (have < 2 * want)
+        shunt_real.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 void downgrade_close_copy(struct tcp_sock *t, int fd)
 {
     struct chan_side *self = t->ch.self;
@@ -661,6 +679,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
         bells_freeze(&t->ch.peer->bells);
         wait_peer_drain(t, fd);
         atomic_store(&self->copy_from, from);
+        copy_room(fd, head - from);
         int err = send_ring_span(fd, &t->ch.tx, from, head, false, &sent);
         shunt_log_sock(LOG_DEBUG, t, fd, "closing: %llu of the %llu bytes the peer has not read copied into TCP%s",
                        (unsigned long long)sent, (unsigned long long)(head - from), err ? " (the kernel took no more)" : "");

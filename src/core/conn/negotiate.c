@@ -191,6 +191,8 @@ void negotiate_listen(struct tcp_sock *t, int fd)
         return;
     }
     t->listener_pid = shunt_pid;
+    t->listener_netns = sockdiag_netns_cookie(fd);
+    t->listener_shared = false;
     _Static_assert(sizeof bound <= sizeof t->bound, "tcp_sock.bound holds a reg_addr");
     memcpy(t->bound, &bound, sizeof bound);
     shunt_log_sock(LOG_INFO, t, fd, "accelerated listener on port %u", bound.port);
@@ -703,7 +705,13 @@ void negotiate_attach_inherited(struct tcp_sock *t, int fd, bool passed)
 
 /* After the kernel closed our last fd of a listener: our registry entry
  * goes, unless another process (a pre-forked worker that has not yet made
- * its own entry) still listens on the same socket. */
+ * its own entry) still listens on the same socket.  sock_diag sees only the
+ * asking thread's namespace: for a listener of another namespace (a process
+ * whose sockets live in two) it cannot say, and the entry stays if a child
+ * or a receiver may hold the socket, as when sock_diag finds it listening
+ * (without this, a pre-forked server's listener in another namespace was
+ * unlisted at the parent's close, and its connections were kernel TCP with
+ * no_listener until the child's first accept: crossns's poll_before_claim). */
 void negotiate_listener_closed(struct tcp_sock *t)
 {
     if (t->listener_pid != shunt_pid)
@@ -716,7 +724,8 @@ void negotiate_listener_closed(struct tcp_sock *t)
         none.addr.s6_addr[10] = none.addr.s6_addr[11] = 0xff;   /* no peer, same family */
     uint64_t inode = 0;
     uid_t uid;
-    if (sockdiag_lookup(&bound, &none, &inode, &uid) == 0 && inode == t->inode)
+    int r = sockdiag_lookup_in(t->listener_netns, &bound, &none, &inode, &uid);
+    if ((r == 0 && inode == t->inode) || (r == -EXDEV && t->listener_shared))
         return;
     reg_listener_remove(t->inode);
     if (t->cross_listener)

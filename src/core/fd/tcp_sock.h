@@ -79,6 +79,9 @@ struct tcp_sock {
     struct reg_addr dest;               /* client: where it offered a channel to (core/conn/short_conns.c) */
     bool host_rec;                      /* its connection record is in the host's registry (across namespaces) */
     bool cross_listener;                /* listener: listed in the host's registry by this process */
+    uint64_t listener_netns;            /* listener: its network namespace's SO_NETNS_COOKIE (0: unknown) */
+    bool listener_shared;               /* listener: since this process listed it, a child or a receiver
+                                         * may hold it too (fork, spawn, SCM_RIGHTS: core/process/holders.c) */
     bool syn_ours;                      /* TCP_SAVE_SYN is set by shunt, not the program: the SYNs are shunt's */
     bool syn_program;                   /* the program set TCP_SAVE_SYN: its SYNs are the program's */
     int program_save_syn;               /* TCP_SAVE_SYN as the program set it (answered while syn_ours) */

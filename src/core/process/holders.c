@@ -1,6 +1,8 @@
 /*
  * holders.c: the holders of each channel's ends across fork, vfork,
- * posix_spawn, exec, SCM_RIGHTS and exit (holders.h).
+ * posix_spawn, exec, SCM_RIGHTS and exit (holders.h); and whether a listener
+ * this process listed may be held by another process since (listener_shared,
+ * for negotiate_listener_closed).
  *
  * Holders: how many processes hold each end of a channel.  Who counts:
  *   fork          the parent counts the child in before it exists;
@@ -47,11 +49,22 @@ static struct tcp_sock *channel_of(struct fdref *f)
     return atomic_load(&t->path) != PATH_TCP && t->ch.hdr ? t : NULL;
 }
 
+/* A listener this process listed may now be held by another process too
+ * (negotiate_listener_closed keeps its entry then, when sock_diag cannot see
+ * its namespace). */
+static void listener_shared(struct fdref *f)
+{
+    if (f->sock && f->sock->kind == SOCK_TCP && tcp_of(f->sock)->listener_pid == shunt_pid)
+        tcp_of(f->sock)->listener_shared = true;
+}
+
 static void adjust_holders(int fd, void *ctx)
 {
     struct holders_ctx *h = ctx;
     struct fdref f = fdt_get(fd);
     struct tcp_sock *t = channel_of(&f);
+    if (h->delta > 0)
+        listener_shared(&f);
     if (t && h->survivors_pass) {
         int fl = shunt_real.fcntl(fd, F_GETFD);
         if (t->exec_epoch != h->mark) {
@@ -113,6 +126,8 @@ void holders_in_flight(const int *fds, size_t n, int delta)
 {
     for (size_t i = 0; i < n; i++) {
         struct fdref f = fdt_get(fds[i]);
+        if (delta > 0)
+            listener_shared(&f);
         if (f.sock && f.sock->kind == SOCK_TCP) {
             struct tcp_sock *t = tcp_of(f.sock);
             if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {

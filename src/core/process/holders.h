@@ -1,7 +1,8 @@
 /*
  * holders.h: how many processes hold each end of a channel, kept in step
  * with fork, vfork/posix_spawn, exec, SCM_RIGHTS and exit (who counts whom:
- * holders.c).
+ * holders.c); the same passes mark the listeners a child or a receiver may
+ * now hold too.
  */
 #ifndef SHUNT_CORE_PROCESS_HOLDERS_H
 #define SHUNT_CORE_PROCESS_HOLDERS_H
