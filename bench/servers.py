@@ -5,7 +5,7 @@ kernel TCP and under shunt, side by side (issue 4's targets).
     python3 bench/servers.py [--build build] [--rounds 3] [--only redis,nginx,close,memcached,sendfile]
 
 Each case starts the server, runs the client, stops the server; kernel and
-shunt runs alternate (A B A B ...) for --rounds rounds and the table shows
+shunt runs alternate (A B, then B A, ...) for --rounds rounds and the table shows
 medians and the shunt/kernel ratio of the same run.  Under shunt both the
 server and the client run under `shunt run --` with SHUNT_LOG=info, and a
 shunt figure counts only if the logs show at least as many accelerated
@@ -261,7 +261,10 @@ def main(argv=None):
             for name, case, _ in CASES[group]:
                 figures = {False: {}, True: {}}
                 for rnd in range(opts.rounds):
-                    for shunt in (False, True):
+                    # A B, B A, ...: a run of short connections leaves its
+                    # sockets in TIME_WAIT for a minute, which slows the next
+                    # run's connects; a fixed order hands them to one side
+                    for shunt in ((False, True) if rnd % 2 == 0 else (True, False)):
                         rundir = Path(tmp) / ("%s-%d-%s" % (name.replace(" ", "_"), rnd, shunt))
                         rundir.mkdir()
                         print("  %s round %d/%d %s..." % (name, rnd + 1, opts.rounds, "shunt" if shunt else "kernel"),
