@@ -13,6 +13,8 @@
  * TCP).  The memory hooks stay off: the first bytes of libc's mmap, munmap,
  * brk and malloc are what they were before UCX was loaded, and UCM's
  * options say so.  A lane setting that names nothing fails with a reason.
+ * SHUNT_TEST_FABRIC_TLS and SHUNT_TEST_FABRIC_LANES run the exchange once
+ * more on lanes this machine may not have (RDMA), checking their names.
  * Nothing of UCX's reaches stdout or stderr (UCX logs to stdout by default;
  * a first endpoint attempt that the shared-memory lanes refuse would log an
  * error there, and a lane setting that names nothing a warning).
@@ -205,8 +207,8 @@ static void children_silent(void)
 
 /* The pair, each side a child of its own (this process never loads UCX:
  * a child may not use what its parent made of it).  The writer checks the
- * lanes it used: tcp among them if and only if want_tcp. */
-static void pair(const char *tls, bool want_tcp)
+ * lanes it used: want among them, refuse (if any) not. */
+static void pair(const char *tls, const char *want, const char *refuse)
 {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
@@ -221,8 +223,9 @@ static void pair(const char *tls, bool want_tcp)
             char lanes[128];
             side(sv[i], i == 0, tls, lanes, sizeof lanes);
             if (i == 0) {
-                if ((strstr(lanes, "tcp") != NULL) != want_tcp || (!want_tcp && !strstr(lanes, "memory")))
-                    FAIL("%s: lanes %s", tls ? tls : "default", lanes);   /* shared memory: sysv, posix or cma */
+                if (!strstr(lanes, want) || (refuse && strstr(lanes, refuse)))
+                    FAIL("%s: lanes %s, wanted %s%s%s", tls ? tls : "default", lanes, want,
+                         refuse ? " and no " : "", refuse ? refuse : "");
                 test_hooks_off();
             }
             _exit(0);
@@ -271,8 +274,20 @@ int main(void)
     child_err = mkstemp(errpath);
     CHECK(child_err, >=, 0);
     unlink(errpath);
-    pair(NULL, false);
-    pair("tcp", true);
+    pair(NULL, "memory", "tcp");   /* shared memory here: sysv, posix or cma */
+    pair("tcp", "tcp", NULL);
+    /* On a machine with other lanes (RDMA: rc, ud, dc), the same exchange on
+     * them: SHUNT_TEST_FABRIC_TLS names UCX's transports, and the lanes must
+     * name SHUNT_TEST_FABRIC_LANES (docs/testing.md, "On a machine with RDMA
+     * hardware").  Named without the other, a failure, not a silent skip. */
+    const char *tls = getenv("SHUNT_TEST_FABRIC_TLS"), *lanes = getenv("SHUNT_TEST_FABRIC_LANES");
+    if (tls || lanes) {
+        if (!tls || !lanes || !*tls || !*lanes)
+            FAIL("SHUNT_TEST_FABRIC_TLS and SHUNT_TEST_FABRIC_LANES go together (%s, %s)", tls ? tls : "unset",
+                 lanes ? lanes : "unset");
+        pair(tls, lanes, NULL);
+        printf("ok: lanes %s on SHUNT_TEST_FABRIC_TLS=%s\n", lanes, tls);
+    }
     pid_t pid = fork();
     CHECK(pid, >=, 0);
     if (pid == 0) {
