@@ -164,6 +164,7 @@ UNIT_LAYERS_test_fdtable     := core/fd registry transport base
 UNIT_LAYERS_test_procstat    := registry transport base
 UNIT_LAYERS_test_sockdiag    := registry transport base
 UNIT_LAYERS_test_synopt      := registry transport base
+UNIT_LAYERS_test_hello       := registry transport base
 UNIT_LAYERS_test_settings    := base
 UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 UNIT_LAYERS_test_fabric_engine := transport base
