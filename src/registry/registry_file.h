@@ -222,8 +222,10 @@ int reg_file_path(char *out, size_t len);
  * private one).  Does nothing if a registry is already open. */
 int reg_open_at(const char *dir);
 
-/* The registry this process has mapped, or NULL. */
+/* The registry this process has mapped, or NULL; the host's likewise
+ * (after reg_open_host). */
 struct reg_file *reg_mapped(void);
+struct reg_file *reg_host_mapped(void);
 
 /* Unmaps it, so that the next operation opens (and sweeps) again.  Only for
  * tests: nothing else may be using the registry at the time. */

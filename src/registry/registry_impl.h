@@ -45,7 +45,6 @@ void reg_unlock(struct reg_file *f, const sigset_t *old);
 int reg_get_in(enum reg_scope scope, struct reg_file **out);
 int reg_enter_in(enum reg_scope scope, struct reg_file **f, sigset_t *old);
 /* The host's registry if this process has mapped it, or NULL. */
-struct reg_file *reg_host_mapped(void);
 /* Publishes an entry's state word (release), after its fields. */
 void reg_entry_publish(_Atomic uint32_t *state, uint32_t value);
 /* An offer left REG_OFFER (under lock): one fewer in the header's count. */

@@ -65,7 +65,9 @@ static void channel_state_str(const struct stat_sock *k, char *buf, size_t len, 
 
 static void path_str(const struct stat_sock *k, char *buf, size_t len)
 {
-    if (k->rec.reason[0])
+    if (k->via_host && !k->rec.reason[0])   /* paired across namespaces */
+        snprintf(buf, len, "%s+host", pst_path_name(k->rec.path));
+    else if (k->rec.reason[0])
         snprintf(buf, len, "%s:%s", pst_path_name(k->rec.path), k->rec.reason);
     else
         snprintf(buf, len, "%s", pst_path_name(k->rec.path));
@@ -200,7 +202,8 @@ static void print_json(const struct stat_snapshot *s)
         printf(", ");
         json_holders(k);
         if (k->have_channel)
-            printf(", \"channel\": \"%s\", \"peer_id\": %llu", k->channel, (unsigned long long)k->peer_sock);
+            printf(", \"channel\": \"%s\", \"peer_id\": %llu, \"pairing\": \"%s\"", k->channel,
+                   (unsigned long long)k->peer_sock, k->via_host ? "host" : "namespace");
         const struct stat_counters *c = &k->c;
         if (k->have_channel)
             printf(", \"counters\": {\"source\": \"channel\", \"bytes_out\": %llu, \"sends\": %llu, "

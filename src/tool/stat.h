@@ -35,6 +35,7 @@ struct stat_sock {
     bool have_kernel_info;          /* ... and bytes, and segments in sends/recvs */
     char channel[CHANNEL_NAME_MAX];
     uint64_t peer_sock;             /* the other end's id, when the registry links them */
+    bool via_host;                  /* paired through the host's registry (across namespaces) */
     unsigned side_state, peer_state;  /* SIDE_* of this end and of the peer */
     struct stat_counters c;
 };

@@ -106,7 +106,7 @@ static void add_record(int32_t pid, const struct reg_owner *o, uint64_t tag, voi
 
 /* ---- the registry: listeners, and the channel of each connection --------- */
 
-static void from_registry(struct stat_snapshot *s, struct reg_file *f)
+static void from_registry(struct stat_snapshot *s, struct reg_file *f, bool host)
 {
     for (uint32_t i = 0; i < REG_LISTENERS; i++) {
         struct reg_listener *l = &f->listeners[i];
@@ -133,6 +133,7 @@ static void from_registry(struct stat_snapshot *s, struct reg_file *f)
                 continue;
             memcpy(k->channel, c.channel, sizeof k->channel);
             k->peer_sock = side ? c.client_inode : c.server_inode;
+            k->via_host = host;
             k->rec.role = side ? PST_ROLE_SERVER : PST_ROLE_CLIENT;
         }
     }
@@ -211,7 +212,12 @@ int stat_collect(struct stat_snapshot *s, int32_t only_pid)
         }
         s->nsocks = keep;
     }
-    from_registry(s, f);
+    from_registry(s, f, false);
+    /* a connection between namespaces is recorded in the host's registry
+     * (one file per user for every namespace): its channel, peer, counters */
+    struct reg_file *hf;
+    if (reg_open_host(false) == 0 && (hf = reg_host_mapped()) != NULL)
+        from_registry(s, hf, true);
     struct ktcp_view kv = { 0 };
     ktcp_dump(&kv);   /* without it: states "?", no kernel counters */
     for (size_t i = 0; i < s->nsocks; i++) {

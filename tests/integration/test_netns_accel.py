@@ -126,7 +126,9 @@ def test_echo_accelerated(fabric, nets, ends, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_stat_shows_shm(fabric, nets, ends, family):
     """A held connection: `shunt stat --json` in each namespace shows its end
-    on shm, the client's and the server's with each other's addresses."""
+    on shm, the client's and the server's with each other's addresses, each
+    paired through the host's registry with the other as its peer, the same
+    channel and its counters; the text says shm+host."""
     host = nets.addr("a", family)
     srv, port = start_echo(nets, ends, "a", host)
     held = nets.start("b", ends.argv([PYTHON, "-c", HOLD, host, port]), env=ends.env("client"), proc_name="held")
@@ -141,6 +143,12 @@ def test_stat_shows_shm(fabric, nets, ends, family):
     assert c["role"] == "client" and c["path"] == "shm" and c["peer"] == host_port(host, port), c
     (s,) = [x for x in mine("a", srv.pid) if x["role"] == "server"]
     assert s["path"] == "shm" and s["local"] == host_port(host, port) and s["peer"] == local, s
+    # paired through the host's registry: each end's channel, peer and counters
+    for end, peer in ((c, s), (s, c)):
+        assert end.get("pairing") == "host" and end["peer_id"] == peer["id"], end
+        assert end["channel"] == peer["channel"] and end["counters"]["source"] == "channel", end
+    text = nets.run("b", [fabric.bin, "stat"], timeout=30, check=True).stdout.decode()
+    assert re.search(r"^%d\s+client\s.*\sshm\+host\s" % c["id"], text, re.M), text
     ends.check_cross(1, client_side="client")
 
 
