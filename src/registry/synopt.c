@@ -124,7 +124,9 @@ static int walk_options(const uint8_t *opt, size_t n, struct synopt *out)
             if (olen != SYNOPT_LEN)
                 return 0;
             out->boot_tag = be32(opt + i + 4);
-            out->cookie = (uint64_t)be32(opt + i + 8) << 32 | be32(opt + i + 12);
+            uint64_t word = (uint64_t)be32(opt + i + 8) << 32 | be32(opt + i + 12);
+            out->cookie = word & SYNOPT_COOKIE_MASK;
+            out->flags = (uint8_t)(word >> 56);
             return 1;
         }
         i += olen;

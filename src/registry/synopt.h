@@ -11,8 +11,13 @@
  *   +------+------+------+------+-----------+-----------------------+
  *
  * The cookie is the client socket's SO_COOKIE (host-wide, unique across
- * network namespaces); the boot tag is 32 bits of a hash of this boot's
- * /proc/sys/kernel/random/boot_id.  Neither is a secret.
+ * network namespaces) in its low 56 bits, flags in its top byte; the boot
+ * tag is 32 bits of a hash of this boot's /proc/sys/kernel/random/boot_id.
+ * Neither is a secret.  Flag SYNOPT_FLAG_PROCESS: the client *process*
+ * runs shunt (it marked its socket with TCP_NOTSENT_LOWAT =
+ * SYNOPT_CLIENT_MARK before connect, and the program consumed the mark):
+ * what a server on another host needs before it may send its hello
+ * (registry/hello.h).
  *
  * The reader takes an accepted socket whose listener had TCP_SAVE_SYN set,
  * and says what the SYN's option says, or that it has none.  Nothing here
@@ -29,9 +34,16 @@
 #define SYNOPT_LEN 16      /* kind, length, ExID, tag, cookie */
 #define SYNOPT_EXID 0x5348 /* "SH"; see docs/fabric-discovery.md */
 
+#define SYNOPT_COOKIE_MASK 0x00ffffffffffffffull   /* the cookie; the top byte is flags */
+#define SYNOPT_FLAG_PROCESS 0x01                   /* the client process runs shunt */
+/* A TCP_NOTSENT_LOWAT no program has a reason to pick (2.1 GB of unsent
+ * bytes, as good as the kernel's default of no limit while it stays). */
+#define SYNOPT_CLIENT_MARK 0x7F534850
+
 struct synopt {
     uint32_t boot_tag;
-    uint64_t cookie;
+    uint64_t cookie;      /* the client socket's SO_COOKIE (the option's low 56 bits) */
+    uint8_t flags;        /* SYNOPT_FLAG_* */
 };
 
 /* The tag of this boot: 32 bits of FNV-1a over boot_id.  0 with *tag set,

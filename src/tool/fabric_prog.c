@@ -34,6 +34,8 @@
  */
 #include <arpa/inet.h>
 #include <linux/bpf.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -53,6 +55,9 @@
 #define TO_BE64(d) INSN(BPF_ALU | BPF_END | BPF_TO_BE, d, 0, 0, 64)
 /* A 32-bit load of a field of struct bpf_sock_ops (the context) */
 #define LD_CTX(d, field) INSN(BPF_LDX | BPF_MEM | BPF_W, d, 6, offsetof(struct bpf_sock_ops, field), 0)
+#define LD_W(d, s, off) INSN(BPF_LDX | BPF_MEM | BPF_W, d, s, off, 0)
+#define LSH64_IMM(d, i) INSN(BPF_ALU64 | BPF_LSH | BPF_K, d, 0, 0, i)
+#define OR64_REG(d, s) INSN(BPF_ALU64 | BPF_OR | BPF_X, d, s, 0, 0)
 #define ST_W(d, off, i) INSN(BPF_ST | BPF_MEM | BPF_W, d, 0, off, i)
 #define STX_DW(d, s, off) INSN(BPF_STX | BPF_MEM | BPF_DW, d, s, off, 0)
 #define CALL(helper) INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_##helper)
@@ -64,7 +69,8 @@
 #define EMIT(insn) emit(&p, insn)
 #define LABEL(l) (p.at[l] = p.n)
 
-enum label { L_OUT, L_CONNECT, L_V4, L_MAPPED, L_FIRST_OCTET, L_MARK, L_LEN, L_HANDSHAKE_OVER, L_SET_FLAGS, L_WRITE, L_COUNT };
+enum label { L_OUT, L_CONNECT, L_V4, L_MAPPED, L_FIRST_OCTET, L_MARK, L_UNPROVEN, L_LEN, L_HANDSHAKE_OVER,
+             L_SET_FLAGS, L_WRITE, L_COOKIE, L_COUNT };
 
 struct prog {
     struct bpf_insn *v;
@@ -113,6 +119,20 @@ static int32_t net32(uint32_t host)
     return (int32_t)htonl(host);
 }
 
+/* bpf_getsockopt or bpf_setsockopt of the socket's TCP_NOTSENT_LOWAT through
+ * the int at r10-4, which is 0 before the call (what a set writes). */
+static void lowat_call(struct prog *p, int helper)
+{
+    emit(p, ST_W(10, -4, 0));
+    emit(p, MOV64_REG(1, 6));
+    emit(p, MOV64_IMM(2, IPPROTO_TCP));
+    emit(p, MOV64_IMM(3, TCP_NOTSENT_LOWAT));
+    emit(p, MOV64_REG(4, 10));
+    emit(p, ADD64_IMM(4, -4));
+    emit(p, MOV64_IMM(5, 4));
+    emit(p, INSN(BPF_JMP | BPF_CALL, 0, 0, 0, helper));
+}
+
 size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
 {
     struct prog p = { .v = insns, .cap = cap };
@@ -158,7 +178,21 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
     LABEL(L_FIRST_OCTET);
     EMIT(AND32_IMM(2, net32(0xff000000)));
     JEQ32(2, net32(0x7f000000), L_OUT); /* 127.0.0.0/8 */
+    /* Marked for the option.  Did the process mark the socket as shunt's
+     * (TCP_NOTSENT_LOWAT = SYNOPT_CLIENT_MARK before connect)?  Then the
+     * mark is consumed (0: the kernel's default again) and remembered in a
+     * callback flag the kernel keeps per socket and calls nothing for in
+     * SYN_SENT, until the option is written with the flag "process". */
     LABEL(L_MARK);
+    lowat_call(&p, BPF_FUNC_getsockopt);
+    JNE32(0, 0, L_UNPROVEN);
+    EMIT(LD_W(2, 10, -4));
+    JNE32(2, SYNOPT_CLIENT_MARK, L_UNPROVEN);
+    lowat_call(&p, BPF_FUNC_setsockopt);
+    EMIT(LD_CTX(2, bpf_sock_ops_cb_flags));
+    EMIT(OR32_IMM(2, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG | BPF_SOCK_OPS_PARSE_UNKNOWN_HDR_OPT_CB_FLAG));
+    JA(L_SET_FLAGS);
+    LABEL(L_UNPROVEN);
     EMIT(LD_CTX(2, bpf_sock_ops_cb_flags));
     EMIT(OR32_IMM(2, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG));
     JA(L_SET_FLAGS);
@@ -175,7 +209,7 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
     JA(L_OUT);
     LABEL(L_HANDSHAKE_OVER);
     EMIT(LD_CTX(2, bpf_sock_ops_cb_flags));
-    EMIT(AND32_IMM(2, ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG));
+    EMIT(AND32_IMM(2, ~(BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG | BPF_SOCK_OPS_PARSE_UNKNOWN_HDR_OPT_CB_FLAG)));
     LABEL(L_SET_FLAGS); /* r2: the socket's new callback flags */
     EMIT(MOV64_REG(1, 6));
     EMIT(CALL(sock_ops_cb_flags_set));
@@ -186,6 +220,13 @@ size_t fabric_prog_build(struct bpf_insn *insns, size_t cap, uint32_t boot_tag)
     JNE32(3, TCP_FLAG_SYN, L_OUT);
     EMIT(MOV64_REG(1, 6));
     EMIT(CALL(get_socket_cookie)); /* r0 = the socket's cookie, SO_COOKIE */
+    EMIT(LD_CTX(2, bpf_sock_ops_cb_flags));
+    EMIT(AND32_IMM(2, BPF_SOCK_OPS_PARSE_UNKNOWN_HDR_OPT_CB_FLAG));
+    JEQ32(2, 0, L_COOKIE);
+    EMIT(MOV64_IMM(2, SYNOPT_FLAG_PROCESS));
+    EMIT(LSH64_IMM(2, 56)); /* the cookie's top byte: flags (a 56-bit count never gets there) */
+    EMIT(OR64_REG(0, 2));
+    LABEL(L_COOKIE);
     EMIT(TO_BE64(0));
     EMIT(ST_W(10, -16, word(head))); /* kind, length, ExID */
     EMIT(ST_W(10, -12, word(tag)));

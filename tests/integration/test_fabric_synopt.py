@@ -153,7 +153,8 @@ def namespaces():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=5301, server_cgroup=None):
+def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=5301, server_cgroup=None,
+             how="connect"):
     """n connections from client_ns to server_ns: (what the server read off
     each SYN, each client socket's SO_COOKIE), in order.  The server runs in
     server_cgroup (a cgroup2 directory) if given."""
@@ -165,7 +166,7 @@ def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=53
                            preexec_fn=enter_cgroup if server_cgroup else None)
     try:
         assert srv.stdout.readline().strip() == "ready", srv.stderr.read()
-        cli = run(["ip", "netns", "exec", client_ns, fabric.peer, "connect", connect_addr, str(port), str(n)])
+        cli = run(["ip", "netns", "exec", client_ns, fabric.peer, how, connect_addr, str(port), str(n)])
         out, err = srv.communicate(timeout=30)
     finally:
         if srv.poll() is None:
@@ -175,6 +176,8 @@ def exchange(fabric, server_ns, client_ns, server_addr, connect_addr, n, port=53
     syns = [line.split()[1:] for line in out.splitlines()]
     cookies = [line.split()[1] for line in cli.stdout.splitlines()]
     assert len(syns) == n and len(cookies) == n, (out, cli.stdout)
+    if how == "connect-marked":
+        return syns, cookies, [line.split()[3] for line in cli.stdout.splitlines()]
     return syns, cookies
 
 
@@ -185,7 +188,9 @@ def test_cookie_pairs_across_namespaces(fabric, namespaces):
     for addr in ("10.77.0.1", "fd77::1"):
         syns, cookies = exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS)
         for syn, cookie in zip(syns, cookies):
-            assert syn == [tag, cookie], "server read %s, client's SO_COOKIE %s (boot tag %s)" % (syn, cookie, tag)
+            # flags 00: these clients did not mark their sockets as a shunt process's
+            assert syn == [tag, cookie, "00"], "server read %s, client's SO_COOKIE %s (boot tag %s)" % (
+                syn, cookie, tag)
         seen.update(cookies)
     assert len(seen) == 2 * ROUNDS, "cookies repeat: %s" % sorted(seen)
 
@@ -266,6 +271,28 @@ def test_flagged_listener_syn_ack_is_not_marked(fabric, namespaces, tmp_path, sh
     assert all(p["theirs"] for p in syn_acks), syn_acks  # the callbacks did run for them
     assert not any(p["ours"] for p in syn_acks), [p for p in syn_acks if p["ours"]]
     assert all(p["ours"] and not p["theirs"] for p in syns), syns
+
+
+def test_marked_client_process_is_flagged(fabric, namespaces):
+    """A client that marks its socket as a shunt process's before connect
+    (TCP_NOTSENT_LOWAT = 0x7F534850, what the library will do for a
+    destination on another host) gets the flag "process" (01) on its SYN's
+    option, with its cookie unchanged, and finds the mark consumed (0, the
+    kernel's default) after connect; an unmarked client gets 00.  With
+    fabric disabled the mark stays and no option goes out."""
+    fabric.cmd("enable")
+    tag = fabric.boot_tag()
+    for addr in ("10.77.0.1", "fd77::1"):
+        syns, cookies, lowats = exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS, port=5306,
+                                         how="connect-marked")
+        assert syns == [[tag, c, "01"] for c in cookies], (syns, cookies)
+        assert lowats == ["0"] * ROUNDS, lowats
+        syns, cookies = exchange(fabric, namespaces["a"], namespaces["b"], addr, addr, ROUNDS, port=5306)
+        assert syns == [[tag, c, "00"] for c in cookies], (syns, cookies)
+    fabric.cmd("disable")
+    syns, cookies, lowats = exchange(fabric, namespaces["a"], namespaces["b"], "10.77.0.1", "10.77.0.1", 2, port=5306,
+                                     how="connect-marked")
+    assert syns == [["none"]] * 2 and lowats == ["7f534850"] * 2, (syns, lowats)
 
 
 def test_loopback_is_not_marked(fabric, namespaces):

@@ -217,7 +217,10 @@ def test_private_dev_shm_falls_back(fabric, nets, ends, family):
     """Fabric on, both ends under shunt, but the server's namespace has a
     /dev/shm of its own (a container's tmpfs): the registries are not
     shared, so nothing pairs: kernel TCP, bytes exact, no_listener at the
-    client (nobody it can see lists that address) and no_offer at the server."""
+    client (nobody it can see lists that address) and remote_shunt at the
+    server: the client marked its socket as a shunt process's, the SYN said
+    so, and the server knows its peer runs shunt where its rings do not
+    reach (no_offer before the mark existed)."""
     host = nets.addr("a", family)
     own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
     srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
@@ -228,10 +231,48 @@ def test_private_dev_shm_falls_back(fabric, nets, ends, family):
     check_client(r, "bulk", expect_mapped=True)
     check_server_log(srv, "bulk")
     assert ends.reasons("client") == Counter({REASON["no_listener"]: 1}), ends.log("client")
-    assert ends.reasons("server") == Counter({REASON["no_offer"]: 1}), ends.log("server")
+    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 1}), ends.log("server")
     assert ends.pairs() == (set(), set())
     # the server listed its listener, in its own /dev/shm only
     assert "offered to other namespaces (" in "\n".join(ends.log("server"))
+
+
+LOWAT_CLIENT = r'''
+import socket, sys
+TCP_NOTSENT_LOWAT = 25
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+for own in (0, 12345):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    if own:
+        s.setsockopt(6, TCP_NOTSENT_LOWAT, own)
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    s.sendall(b"lowat")
+    assert s.recv(5) == b"lowat"
+    print("LOWAT %d %d" % (own, s.getsockopt(6, TCP_NOTSENT_LOWAT)), flush=True)
+    s.close()
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_process_mark_is_the_programs_never(fabric, nets, ends, family):
+    """A client under shunt connecting where no listener of this host's
+    /dev/shm is listed marks its socket as a shunt process's (a
+    TCP_NOTSENT_LOWAT only shunt uses, consumed by fabric's program at
+    connect): the program reads TCP_NOTSENT_LOWAT 0 after connect, as
+    without shunt, and one that set its own value (12345) reads it back,
+    and that socket goes unmarked.  The server (a container with its own
+    /dev/shm) sees the first SYN flagged (remote_shunt) and the second not
+    (no_offer)."""
+    host = nets.addr("a", family)
+    own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
+    srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
+                     proc_name="server")
+    port = listening_port(srv)
+    r = nets.run("b", ends.argv([PYTHON, "-c", LOWAT_CLIENT, host, str(port)]), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT, check=True)
+    assert r.stdout.decode().split() == ["LOWAT", "0", "0", "LOWAT", "12345", "12345"], r.stdout
+    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 1, REASON["no_offer"]: 1}), ends.log("server")
+    assert ends.reasons("client") == Counter({REASON["no_listener"]: 2}), ends.log("client")
 
 
 # ------------------------------------------------------------------ the program's own saved SYNs

@@ -4,10 +4,15 @@
  *   synopt_peer serve ADDR PORT N   listens with TCP_SAVE_SYN, prints "ready",
  *                                   then for each of N accepted connections
  *                                   what registry/synopt.c reads off its SYN:
- *                                   "syn TAG COOKIE" (hex) or "syn none"
+ *                                   "syn TAG COOKIE FLAGS" (hex) or "syn none"
  *   synopt_peer connect ADDR PORT N makes N connections one after another and
  *                                   prints each socket's own SO_COOKIE:
  *                                   "cookie COOKIE" (hex)
+ *   synopt_peer connect-marked ADDR PORT N
+ *                                   the same, each socket marked as a shunt
+ *                                   process's first (SYNOPT_CLIENT_MARK in
+ *                                   TCP_NOTSENT_LOWAT): "cookie COOKIE lowat
+ *                                   V", V what the option holds after connect
  *   synopt_peer rate ADDR PORT N    the same N connections without a word
  *                                   each, then "rate N SECONDS" (for
  *                                   bench/fabric_cost.py)
@@ -18,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +88,7 @@ static int serve(struct sockaddr_storage *ss, socklen_t len, int n)
             die("TCP_SAVED_SYN");
         }
         if (r == 1)
-            printf("syn %08" PRIx32 " %016" PRIx64 "\n", o.boot_tag, o.cookie);
+            printf("syn %08" PRIx32 " %016" PRIx64 " %02x\n", o.boot_tag, o.cookie, o.flags);
         else
             printf("syn none\n");
         fflush(stdout);
@@ -92,19 +98,31 @@ static int serve(struct sockaddr_storage *ss, socklen_t len, int n)
     return 0;
 }
 
-static int connect_n(struct sockaddr_storage *ss, socklen_t len, int n, int quiet)
+/* mark: the socket is marked as a shunt process's (SYNOPT_CLIENT_MARK in
+ * TCP_NOTSENT_LOWAT) before connect, and what the option holds after it is
+ * printed: 0 when the program consumed the mark. */
+static int connect_n(struct sockaddr_storage *ss, socklen_t len, int n, int quiet, int mark)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n; i++) {
         int c = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (c < 0 || connect(c, (struct sockaddr *)ss, len) < 0)
+        int v = SYNOPT_CLIENT_MARK;
+        if (c < 0 || (mark && setsockopt(c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v) < 0))
+            die("socket");
+        if (connect(c, (struct sockaddr *)ss, len) < 0)
             die("connect");
+        socklen_t vl = sizeof v;
+        if (mark && getsockopt(c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &vl) < 0)
+            die("TCP_NOTSENT_LOWAT");
         uint64_t cookie;
         socklen_t cl = sizeof cookie;
         if (getsockopt(c, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0)
             die("SO_COOKIE");
-        if (!quiet) {
+        if (!quiet && mark) {
+            printf("cookie %016" PRIx64 " lowat %x\n", cookie, (unsigned)v);
+            fflush(stdout);
+        } else if (!quiet) {
             printf("cookie %016" PRIx64 "\n", cookie);
             fflush(stdout);
         }
@@ -118,8 +136,9 @@ static int connect_n(struct sockaddr_storage *ss, socklen_t len, int n, int quie
 
 int main(int argc, char **argv)
 {
-    if (argc != 5 || (strcmp(argv[1], "serve") && strcmp(argv[1], "connect") && strcmp(argv[1], "rate"))) {
-        fprintf(stderr, "usage: synopt_peer serve|connect|rate ADDR PORT N\n");
+    if (argc != 5 || (strcmp(argv[1], "serve") && strcmp(argv[1], "connect") && strcmp(argv[1], "connect-marked") &&
+                      strcmp(argv[1], "rate"))) {
+        fprintf(stderr, "usage: synopt_peer serve|connect|connect-marked|rate ADDR PORT N\n");
         return 2;
     }
     struct sockaddr_storage ss;
@@ -127,5 +146,5 @@ int main(int argc, char **argv)
     int n = atoi(argv[4]);
     if (!strcmp(argv[1], "serve"))
         return serve(&ss, len, n);
-    return connect_n(&ss, len, n, !strcmp(argv[1], "rate"));
+    return connect_n(&ss, len, n, !strcmp(argv[1], "rate"), !strcmp(argv[1], "connect-marked"));
 }

@@ -37,6 +37,7 @@ static const char *const reason_names[] = {
     [FB_CROSS_VERIFY] = "across namespaces: the offer the SYN names does not match the connection",
     [FB_SAVED_SYN] = "across namespaces: the program reads the listener's saved SYNs itself",
     [FB_NO_COOKIE] = "across namespaces: the socket's cookie could not be read",
+    [FB_REMOTE_SHUNT] = "the client runs shunt on another host or beside another /dev/shm: not built yet",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -69,6 +70,7 @@ static const char *const reason_keys[] = {
     [FB_CROSS_VERIFY] = "cross_verify",
     [FB_SAVED_SYN] = "saved_syn",
     [FB_NO_COOKIE] = "no_cookie",
+    [FB_REMOTE_SHUNT] = "remote_shunt",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -246,6 +246,32 @@ static int bind_any(int fd, int domain)
     return shunt_real.bind(fd, (struct sockaddr *)&ss, len) < 0 ? -errno : 0;
 }
 
+/* A destination no listener of this host's /dev/shm lists (another host,
+ * a container with its own /dev/shm, a program without shunt): the socket
+ * is marked as a shunt process's, which `shunt fabric`'s program consumes
+ * at connect into a flag on the SYN's option (registry/synopt.h), so that
+ * a server under shunt there knows this process runs it
+ * (docs/fabric-discovery.md, "Across hosts").  One setsockopt; not when
+ * the program set TCP_NOTSENT_LOWAT itself (its value stays). */
+static void mark_process(struct tcp_sock *t, int fd)
+{
+    if (t->program_lowat)
+        return;
+    int v = SYNOPT_CLIENT_MARK;
+    t->lowat_marked = shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v) == 0;
+}
+
+void negotiate_connect_failed(struct tcp_sock *t, int fd)
+{
+    /* a connect that failed before the program saw it leaves the mark:
+     * the kernel's default again, the value a program without shunt reads */
+    if (t->lowat_marked) {
+        int zero = 0;
+        shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
+        t->lowat_marked = false;
+    }
+}
+
 void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, socklen_t len)
 {
     if (t->negotiated)
@@ -286,6 +312,8 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     }
     int m = cross ? reg_host_listener_match(&dst) : reg_listener_match(&dst);
     if (m <= 0) {
+        if (cross && m == 0)
+            mark_process(t, fd);
         fallback_record(t, fd, m < 0 ? FB_REGISTRY : FB_NO_LISTENER, false);
         return;
     }
@@ -298,7 +326,9 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, 
     uint64_t cookie = 0;
     if (cross) {
         socklen_t cl = sizeof cookie;
-        if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || cl != sizeof cookie || !cookie) {
+        /* the option carries 56 bits of it (a count that never gets past them in a boot) */
+        if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || cl != sizeof cookie || !cookie ||
+            cookie > SYNOPT_COOKIE_MASK) {
             fallback_record(t, fd, FB_NO_COOKIE, true);
             return;
         }
@@ -397,23 +427,29 @@ bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *
     shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &zero, sizeof zero);
     errno = saved;
     uint32_t tag = our_boot_tag();
-    return got == 1 && tag != 0 && out->boot_tag == tag && out->cookie != 0;
+    /* this host's option, or another host's whose client process runs shunt */
+    return got == 1 && out->cookie != 0 &&
+           ((tag != 0 && out->boot_tag == tag) || (out->flags & SYNOPT_FLAG_PROCESS));
 }
 
 static void claim_offer(struct tcp_sock *t, int fd, const struct reg_conn *offer, enum reg_scope scope);
 
 /* Across namespaces: the offer posted with the cookie the SYN carried, if
- * its addresses are this connection's. */
-static void claim_cross(struct tcp_sock *t, int fd, uint64_t cookie)
+ * its addresses are this connection's.  None, and the SYN says the client
+ * process runs shunt: it does, but beside another /dev/shm (a container's
+ * own) or on another host, which the rings do not reach. */
+static void claim_cross(struct tcp_sock *t, int fd, const struct synopt *syn)
 {
+    uint64_t cookie = syn->cookie;
+    enum fallback_reason none = syn->flags & SYNOPT_FLAG_PROCESS ? FB_REMOTE_SHUNT : FB_NO_OFFER;
     if (!reg_host_offers_maybe()) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : FB_NO_OFFER, false);
+        fallback_record(t, fd, uring_seen() ? FB_URING : none, false);
         return;
     }
     struct reg_conn offer;
     int found = reg_host_find_cookie(cookie, &offer);
     if (found < 0) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? FB_NO_OFFER
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? none
                                    : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }
@@ -452,8 +488,12 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
     }
     /* A SYN with this host's option came from a non-loopback active open:
      * its offer, if any, is in the host's registry. */
-    if (syn) {
-        claim_cross(t, fd, syn->cookie);
+    if (syn && syn->boot_tag == our_boot_tag()) {
+        claim_cross(t, fd, syn);
+        return;
+    }
+    if (syn) {   /* another host's, whose client process runs shunt (negotiate_take_syn) */
+        fallback_record(t, fd, uring_seen() ? FB_URING : FB_REMOTE_SHUNT, false);
         return;
     }
     /* No offer posted at all (the common case for a client without shunt

@@ -20,12 +20,17 @@ void negotiate_withdraw(struct tcp_sock *t, int fd);
 
 /* accept(), on a listener whose SYNs shunt saves (syn_ours): reads the
  * accepted socket's SYN (always, so the program never finds it) and gives
- * back whether it carried this host's option, into *out. */
+ * back whether it carried this host's option, or another host's with the
+ * flag "the client process runs shunt", into *out. */
 bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *out);
 
 /* accept(): looks for this connection's offer, verifies and claims it.
  * syn: the option on its SYN (negotiate_take_syn), or NULL. */
 void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn);
+
+/* connect() failed at once (not EINPROGRESS): undoes what negotiate_offer
+ * did to the socket that the program could see (the process mark). */
+void negotiate_connect_failed(struct tcp_sock *t, int fd);
 
 /* The program set TCP_SAVE_SYN on this socket: its SYNs are the program's,
  * and a listener stops being offered to other namespaces. */

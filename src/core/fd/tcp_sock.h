@@ -54,6 +54,7 @@ enum fallback_reason {
     FB_CROSS_VERIFY,        /* across namespaces: the offer the SYN's cookie names is not this connection's */
     FB_SAVED_SYN,           /* across namespaces: the program reads the listener's saved SYNs itself */
     FB_NO_COOKIE,           /* across namespaces: the socket's cookie (SO_COOKIE) could not be read */
+    FB_REMOTE_SHUNT,        /* the client process runs shunt (its SYN says so) outside this host's /dev/shm */
 };
 
 /* Kept in the socket object: what does not change with its path. */
@@ -85,6 +86,8 @@ struct tcp_sock {
     bool syn_ours;                      /* TCP_SAVE_SYN is set by shunt, not the program: the SYNs are shunt's */
     bool syn_program;                   /* the program set TCP_SAVE_SYN: its SYNs are the program's */
     int program_save_syn;               /* TCP_SAVE_SYN as the program set it (answered while syn_ours) */
+    bool program_lowat;                 /* the program set TCP_NOTSENT_LOWAT: no process mark on it */
+    bool lowat_marked;                  /* shunt set TCP_NOTSENT_LOWAT to SYNOPT_CLIENT_MARK (negotiate.c) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */

@@ -214,8 +214,10 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
     if (t->strict_failed)
         return -EPROTO;
     int r = pt_connect(f, a, len);
-    if (first && r < 0 && r != -EINPROGRESS && r != -EINTR)
+    if (first && r < 0 && r != -EINPROGRESS && r != -EINTR) {
+        negotiate_connect_failed(t, f->fd);
         negotiate_withdraw(t, f->fd);
+    }
     else if (first && atomic_load(&t->path) == PATH_TCP)
         fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
     if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR))
@@ -322,6 +324,14 @@ static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val,
             t->program_save_syn = v;
             if (v != 0)
                 negotiate_syn_program(t, f->fd);   /* the program reads its SYNs: shunt no longer does */
+        }
+        return r;
+    }
+    if (level == IPPROTO_TCP && name == TCP_NOTSENT_LOWAT) {
+        int r = pt_setsockopt(f, level, name, val, len);
+        if (r == 0) {
+            t->program_lowat = true;   /* the program's value: never marked over */
+            t->lowat_marked = false;
         }
         return r;
     }
