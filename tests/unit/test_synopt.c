@@ -2,7 +2,8 @@
  * test_synopt.c: registry/synopt.c reads shunt's SYN option off crafted SYNs.
  *
  * Valid IPv4 and IPv6 SYNs (Linux's own options around ours, NOP padding,
- * an IPv6 hop-by-hop header) give the tag and cookie; everything else is
+ * an IPv6 hop-by-hop header) give the tag, the 56-bit cookie and the flags
+ * of the top byte; everything else is
  * "none" and reads nothing out of bounds: no option, another ExID, kind 254,
  * an option after EOL, a truncated option, option lengths of 0, 1, 12 and
  * past the header, bad data offsets, bad IPv4 header lengths, a protocol
@@ -30,6 +31,7 @@ __attribute__((weak)) void channel_unlink(const char *name)
 }
 
 #define TAG 0x1e442aefu
+/* top byte: the flags (01: the client process runs shunt); the rest the cookie */
 #define COOKIE 0x0123456789abcdefull
 
 /* Linux's usual SYN options: MSS, SACK permitted, timestamps, NOP, window scale. */
@@ -88,7 +90,8 @@ static void expect_found(const uint8_t *b, size_t len)
     struct synopt o;
     CHECK(parse(b, len, &o), ==, 1);
     CHECK(o.boot_tag, ==, TAG);
-    CHECK(o.cookie, ==, COOKIE);
+    CHECK(o.cookie, ==, COOKIE & SYNOPT_COOKIE_MASK);
+    CHECK(o.flags, ==, SYNOPT_FLAG_PROCESS);
 }
 
 static void expect_none(const uint8_t *b, size_t len)
