@@ -37,7 +37,7 @@ static const char *const reason_names[] = {
     [FB_CROSS_VERIFY] = "across namespaces: the offer the SYN names does not match the connection",
     [FB_SAVED_SYN] = "across namespaces: the program reads the listener's saved SYNs itself",
     [FB_NO_COOKIE] = "across namespaces: the socket's cookie could not be read",
-    [FB_REMOTE_SHUNT] = "the client runs shunt on another host or beside another /dev/shm: not built yet",
+    [FB_REMOTE_SHUNT] = "the client runs shunt out of the rings' reach (another host, /dev/shm or user)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */

@@ -54,7 +54,7 @@ enum fallback_reason {
     FB_CROSS_VERIFY,        /* across namespaces: the offer the SYN's cookie names is not this connection's */
     FB_SAVED_SYN,           /* across namespaces: the program reads the listener's saved SYNs itself */
     FB_NO_COOKIE,           /* across namespaces: the socket's cookie (SO_COOKIE) could not be read */
-    FB_REMOTE_SHUNT,        /* the client process runs shunt (its SYN says so) outside this host's /dev/shm */
+    FB_REMOTE_SHUNT,        /* the client process runs shunt (its SYN says so) but its offer is not in our registry */
 };
 
 /* Kept in the socket object: what does not change with its path. */
