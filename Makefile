@@ -169,6 +169,8 @@ UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 UNIT_LAYERS_test_fabric_engine := transport base
 # its getenv must be the one a library loaded later binds to, as libshunt.so's is
 UNIT_LDFLAGS_test_fabric_engine := -rdynamic
+UNIT_LAYERS_test_fabric_ring := transport base
+UNIT_LDFLAGS_test_fabric_ring := -rdynamic
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:

@@ -1,0 +1,115 @@
+/*
+ * fabric_fixture.h: what the fabric's unit tests share (test_fabric_engine.c,
+ * test_fabric_ring.c): libshunt.so's getenv, length-prefixed blobs over a
+ * socketpair, and two sides run in children of their own whose stdout and
+ * stderr must stay empty.
+ *
+ * Each side is a child because a child may not use what its parent made of
+ * UCX: the test's own process never loads it.
+ */
+#ifndef SHUNT_TESTS_FABRIC_FIXTURE_H
+#define SHUNT_TESTS_FABRIC_FIXTURE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "base/env_override.h"
+#include "transport/fabric_engine.h"
+
+/* What interpose/env_calls.c does in libshunt.so, which unit tests do not
+ * link: getenv answers the loading thread's overrides first. */
+__attribute__((visibility("default"))) char *getenv(const char *name)
+{
+    const char *v = env_override_get(name);
+    return v ? (char *)v : env_lookup(name);
+}
+
+static void send_blob(int fd, const void *p, uint32_t n)
+{
+    CHECK(write(fd, &n, 4), ==, 4);
+    CHECK(write(fd, p, n), ==, (long long)n);
+}
+
+static void *recv_blob(int fd, uint32_t *n)
+{
+    CHECK(read(fd, n, 4), ==, 4);
+    char *p = malloc(*n ? *n : 1);
+    CHECK(p != NULL, ==, 1);
+    for (uint32_t got = 0; got < *n;) {
+        ssize_t r = read(fd, p + got, *n - got);
+        CHECK(r, >, 0);
+        got += (uint32_t)r;
+    }
+    return p;
+}
+
+/* This process's engine on the lanes of tls (NULL: the default); a
+ * missing UCX is a skip (a failure under CI). */
+static struct fabric_engine *engine_open(const char *tls)
+{
+    struct fabric_engine *e;
+    char why[200] = "";
+    int r = fabric_engine_open(&e, tls, why, sizeof why);
+    if (r == -ENOENT)
+        MISSING("UCX (Debian package libucx0): %s", why);
+    if (r != 0)
+        FAIL("fabric_engine_open(%s): %d %s", tls ? tls : "default", r, why);
+    return e;
+}
+
+/* Where the children's stdout and stderr go: UCX must leave them empty
+ * (it logs to stdout by default). */
+static int child_err = -1;
+
+static void children_output_open(const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/%s.XXXXXX", name);
+    child_err = mkstemp(path);
+    CHECK(child_err, >=, 0);
+    unlink(path);
+}
+
+/* Whatever the children said, as the failure it is. */
+static void children_silent(void)
+{
+    char said[1024] = "";
+    ssize_t n = pread(child_err, said, sizeof said - 1, 0);
+    if (n != 0)
+        FAIL("the children wrote %zd bytes to stdout or stderr: %s", n, said);
+}
+
+/* Runs side(sock, 0, arg) and side(sock, 1, arg) in two children joined by
+ * a socketpair; both must exit 0 and say nothing. */
+static void run_sides(void (*side)(int sock, int i, const void *arg), const void *arg)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        CHECK(pids[i], >=, 0);
+        if (pids[i] == 0) {
+            dup2(child_err, 1);
+            dup2(child_err, 2);
+            close(sv[1 - i]);
+            side(sv[i], i, arg);
+            _exit(0);
+        }
+    }
+    close(sv[0]);
+    close(sv[1]);
+    for (int i = 0; i < 2; i++) {
+        int st;
+        CHECK(waitpid(pids[i], &st, 0), ==, pids[i]);
+        children_silent();
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, ==, 1);
+    }
+}
+
+#endif
