@@ -16,7 +16,7 @@
  *            peer had read up says so, one into a ring with unread bytes
  *            does not; a read of a full ring says so, the next does not;
  *   garbage  the test itself writes into its own region what a broken or
- *            hostile peer could put: a count beyond the ring, one going
+ *            hostile peer could put: a count one byte beyond the ring, one going
  *            back, all ones, a count moved after FIN, a consumed count
  *            beyond what was written (each with a valid check word), and
  *            a count without one (a put that never finishes landing): each
@@ -272,15 +272,34 @@ static void test_wake(struct fabric_engine *e, int sock, int i, const char *tls)
 enum garbage { BEYOND, BACK, ALL_ONES, AFTER_FIN, TORN, CONSUMED_BEYOND, NGARBAGE };
 static const char *const garbage_names[] = { "beyond", "back", "all_ones", "after_fin", "torn", "consumed_beyond" };
 
+/* The pair scribble() wrote over, which unscribble() puts back. */
+static uint64_t saved[2];
+static size_t saved_at;
+
+static _Atomic uint64_t *slot_in(struct fabric_ring *f, size_t at)
+{
+    size_t len;
+    return (_Atomic uint64_t *)((char *)fabric_ring_region(f, &len) + at);
+}
+
 /* Writes value into slot at of our region, with the check word of the
  * key the pair now there was made with (unless keyed is false). */
 static void scribble(struct fabric_ring *f, size_t at, uint64_t value, bool keyed)
 {
-    size_t len;
-    _Atomic uint64_t *w = (_Atomic uint64_t *)((char *)fabric_ring_region(f, &len) + at);
-    uint64_t key = atomic_load(&w[0]) ^ atomic_load(&w[1]);
-    atomic_store(&w[1], keyed ? value ^ key : atomic_load(&w[1]));
+    _Atomic uint64_t *w = slot_in(f, at);
+    saved[0] = atomic_load(&w[0]);
+    saved[1] = atomic_load(&w[1]);
+    saved_at = at;
+    atomic_store(&w[1], keyed ? value ^ saved[0] ^ saved[1] : saved[1]);
     atomic_store(&w[0], value);
+}
+
+/* The honest pair back: an end that reported garbage stays broken. */
+static void unscribble(struct fabric_ring *f)
+{
+    _Atomic uint64_t *w = slot_in(f, saved_at);
+    atomic_store(&w[0], saved[0]);
+    atomic_store(&w[1], saved[1]);
 }
 
 /* Side 0 writes 100 bytes (and a FIN for after_fin); side 1 reads 50;
@@ -303,6 +322,7 @@ static void test_garbage(struct fabric_engine *e, int sock, int i, const char *t
             scribble(f, CONSUMED_AT, 101, true);
             CHECK(write_n(f, 1, NULL), ==, -EIO);
             CHECK(fabric_ring_writable(f), ==, -EIO);
+            unscribble(f);
             CHECK(write_n(f, 1, NULL), ==, -EIO);   /* broken for good */
         }
     } else {
@@ -316,7 +336,7 @@ static void test_garbage(struct fabric_engine *e, int sock, int i, const char *t
         double t0 = now_s();
         switch (g) {
         case BEYOND:
-            scribble(f, WRITTEN_AT, 100 + 16 * 1024 + 1, true);
+            scribble(f, WRITTEN_AT, 50 + 16 * 1024 + 1, true);   /* one byte more than the ring holds */
             break;
         case BACK:
             scribble(f, WRITTEN_AT, 99, true);
@@ -346,6 +366,7 @@ static void test_garbage(struct fabric_engine *e, int sock, int i, const char *t
             if (g != TORN)
                 CHECK(fabric_ring_read(f, &iov, 1, false, NULL), ==, -EIO);
             CHECK(fabric_ring_readable(f), ==, -EIO);
+            unscribble(f);
             CHECK(fabric_ring_read(f, &iov, 1, true, NULL), ==, -EIO);   /* broken for good */
         }
     }
@@ -371,7 +392,13 @@ static void test_blobs(struct fabric_engine *e, int sock, int i, const char *tls
         case 1: bad[len++] = 0; break;                         /* a byte more than its lengths say */
         case 2: bad[0] ^= 1; break;                            /* magic */
         case 3: bad[8] ^= 1; break;                            /* version */
-        case 4: bad[BLOB_RING_SIZE_AT] = 0x10; break;          /* ring size: 64 KiB + 16 */
+        case 4: {                                              /* ring size 16 bytes short: fits, not a power of two */
+            uint64_t size;
+            memcpy(&size, bad + BLOB_RING_SIZE_AT, 8);
+            size -= 16;
+            memcpy(bad + BLOB_RING_SIZE_AT, &size, 8);
+            break;
+        }
         }
         CHECK(fabric_ring_attach(f, bad, len, NULL, why, sizeof why), ==, -EPROTO);
         CHECK(why[0] != '\0', ==, 1);
