@@ -1,7 +1,8 @@
 /*
  * fabric_fixture.h: what the fabric's unit tests share (test_fabric_engine.c,
- * test_fabric_ring.c): libshunt.so's getenv, length-prefixed blobs over a
- * socketpair, and two sides run in children of their own whose stdout and
+ * test_fabric_ring.c, and bench/fabric_ring_bench.c): libshunt.so's getenv,
+ * length-prefixed blobs over a socketpair, an engine and a ring pair made
+ * over them, and two sides run in children of their own whose stdout and
  * stderr must stay empty.
  *
  * Each side is a child because a child may not use what its parent made of
@@ -20,6 +21,7 @@
 #include "check.h"
 #include "base/env_override.h"
 #include "transport/fabric_engine.h"
+#include "transport/fabric_ring.h"
 
 /* What interpose/env_calls.c does in libshunt.so, which unit tests do not
  * link: getenv answers the loading thread's overrides first. */
@@ -29,13 +31,13 @@ __attribute__((visibility("default"))) char *getenv(const char *name)
     return v ? (char *)v : env_lookup(name);
 }
 
-static void send_blob(int fd, const void *p, uint32_t n)
+static inline void send_blob(int fd, const void *p, uint32_t n)
 {
     CHECK(write(fd, &n, 4), ==, 4);
     CHECK(write(fd, p, n), ==, (long long)n);
 }
 
-static void *recv_blob(int fd, uint32_t *n)
+static inline void *recv_blob(int fd, uint32_t *n)
 {
     CHECK(read(fd, n, 4), ==, 4);
     char *p = malloc(*n ? *n : 1);
@@ -50,7 +52,7 @@ static void *recv_blob(int fd, uint32_t *n)
 
 /* This process's engine on the lanes of tls (NULL: the default); a
  * missing UCX is a skip (a failure under CI). */
-static struct fabric_engine *engine_open(const char *tls)
+static inline struct fabric_engine *engine_open(const char *tls)
 {
     struct fabric_engine *e;
     char why[200] = "";
@@ -62,11 +64,34 @@ static struct fabric_engine *engine_open(const char *tls)
     return e;
 }
 
+/* A ring pair with the other end of sock: this end's receive ring of
+ * rx_size bytes, blobs both ways carrying nonce (NULL: zeros); the peer's
+ * nonce in got (if not NULL). */
+static inline struct fabric_ring *ring_connect(struct fabric_engine *e, int sock, size_t rx_size,
+                                        const uint8_t *nonce, uint8_t *got, const char *tls)
+{
+    struct fabric_ring *f;
+    char why[200] = "";
+    if (fabric_ring_open(e, rx_size, &f, why, sizeof why) != 0)
+        FAIL("fabric_ring_open: %s", why);
+    unsigned char blob[FABRIC_RING_BLOB_MAX];
+    ssize_t n = fabric_ring_blob(f, nonce, blob, sizeof blob);
+    CHECK(n, >, 0);
+    send_blob(sock, blob, (uint32_t)n);
+    uint32_t plen;
+    void *peer = recv_blob(sock, &plen);
+    int r = fabric_ring_attach(f, peer, plen, got, why, sizeof why);
+    if (r != 0)
+        FAIL("fabric_ring_attach(%s): %d %s", tls ? tls : "default", r, why);
+    free(peer);
+    return f;
+}
+
 /* Where the children's stdout and stderr go: UCX must leave them empty
  * (it logs to stdout by default). */
 static int child_err = -1;
 
-static void children_output_open(const char *name)
+static inline void children_output_open(const char *name)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/%s.XXXXXX", name);
@@ -76,7 +101,7 @@ static void children_output_open(const char *name)
 }
 
 /* Whatever the children said, as the failure it is. */
-static void children_silent(void)
+static inline void children_silent(void)
 {
     char said[1024] = "";
     ssize_t n = pread(child_err, said, sizeof said - 1, 0);
@@ -86,7 +111,7 @@ static void children_silent(void)
 
 /* Runs side(sock, 0, arg) and side(sock, 1, arg) in two children joined by
  * a socketpair; both must exit 0 and say nothing. */
-static void run_sides(void (*side)(int sock, int i, const void *arg), const void *arg)
+static inline void run_sides(void (*side)(int sock, int i, const void *arg), const void *arg)
 {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);

@@ -112,23 +112,10 @@ static void meet(int sock, struct fabric_engine *e)
  * lanes as the setting wants them. */
 static struct fabric_ring *connect_pair(struct fabric_engine *e, int sock, int i, const char *tls)
 {
-    struct fabric_ring *f;
-    char why[200] = "";
-    if (fabric_ring_open(e, RX_SIZE(i), &f, why, sizeof why) != 0)
-        FAIL("fabric_ring_open: %s", why);
     uint8_t nonce[FABRIC_RING_NONCE], got[FABRIC_RING_NONCE];
     for (int k = 0; k < FABRIC_RING_NONCE; k++)
         nonce[k] = (uint8_t)(0xA0 + 16 * i + k);
-    unsigned char blob[FABRIC_RING_BLOB_MAX];
-    ssize_t n = fabric_ring_blob(f, nonce, blob, sizeof blob);
-    CHECK(n, >, 0);
-    send_blob(sock, blob, (uint32_t)n);
-    uint32_t plen;
-    void *peer = recv_blob(sock, &plen);
-    int r = fabric_ring_attach(f, peer, plen, got, why, sizeof why);
-    if (r != 0)
-        FAIL("fabric_ring_attach(%s): %d %s", tls ? tls : "default", r, why);
-    free(peer);
+    struct fabric_ring *f = ring_connect(e, sock, RX_SIZE(i), nonce, got, tls);
     for (int k = 0; k < FABRIC_RING_NONCE; k++)
         CHECK(got[k], ==, 0xA0 + 16 * (1 - i) + k);
     char lanes[128];
