@@ -67,7 +67,10 @@ ssize_t fabric_ring_blob(struct fabric_ring *f, const uint8_t nonce[FABRIC_RING_
 
 /* Attaches to the peer's blob (len bytes, input: every field checked): 0,
  * -EPROTO (not a blob of this version, or inconsistent), or the engine's
- * -errno with why.  nonce, if not NULL, receives the peer's. */
+ * -errno with why.  nonce, if not NULL, receives the peer's.  Only a
+ * proven peer's blob: over UCX's shared-memory lanes a forged key or base
+ * makes this end's puts land outside the peer's region, anywhere in this
+ * process (docs/architecture.md, "Built: the fabric ring"). */
 int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
                        uint8_t nonce[FABRIC_RING_NONCE], char *why, size_t whylen);
 
@@ -75,7 +78,8 @@ int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
  * bytes of it), then the index that publishes them.  The bytes written
  * (> 0), -EAGAIN (full), -EPIPE (after fabric_ring_shutdown), -EIO
  * (garbage from the peer, or the lane failed), -ETIMEDOUT (a put not done
- * in 5 s).  *was_empty (if not NULL): the peer had read everything before
+ * in 5 s).  After any error but -EAGAIN and -EPIPE the end is broken for
+ * good: every call answers -EIO, and the caller closes it.  *was_empty (if not NULL): the peer had read everything before
  * this write, so it may be waiting for bytes. */
 ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int iovcnt, size_t skip,
                           bool *was_empty);

@@ -2,7 +2,7 @@
  * fabric_fixture.h: what the fabric's unit tests share (test_fabric_engine.c,
  * test_fabric_ring.c, and bench/fabric_ring_bench.c): libshunt.so's getenv,
  * length-prefixed blobs over a socketpair, an engine and a ring pair made
- * over them, and two sides run in children of their own whose stdout and
+ * over them, both sides meeting there, and two sides run in children of their own whose stdout and
  * stderr must stay empty.
  *
  * Each side is a child because a child may not use what its parent made of
@@ -11,11 +11,13 @@
 #ifndef SHUNT_TESTS_FABRIC_FIXTURE_H
 #define SHUNT_TESTS_FABRIC_FIXTURE_H
 
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -85,6 +87,29 @@ static inline struct fabric_ring *ring_connect(struct fabric_engine *e, int sock
         FAIL("fabric_ring_attach(%s): %d %s", tls ? tls : "default", r, why);
     free(peer);
     return f;
+}
+
+static inline double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Both sides at the same point, each driving its worker meanwhile (over
+ * TCP lanes the other's puts and flushes complete only so). */
+static inline void meet(int sock, struct fabric_engine *e)
+{
+    char c = 'm';
+    CHECK(write(sock, &c, 1), ==, 1);
+    struct pollfd pf = { .fd = sock, .events = POLLIN };
+    double until = now_s() + 20;
+    while (poll(&pf, 1, 0) == 0) {
+        fabric_engine_progress(e);
+        if (now_s() > until)
+            FAIL("the other side never came");
+    }
+    CHECK(read(sock, &c, 1), ==, 1);
 }
 
 /* Where the children's stdout and stderr go: UCX must leave them empty

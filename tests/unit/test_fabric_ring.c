@@ -23,7 +23,10 @@
  *            is -EIO (the last within the bound of a torn put), never a
  *            byte that was not written, and the end stays broken;
  *   blobs    a blob cut short, lengthened, of another magic or version, or
- *            with a ring size not a power of two is refused (-EPROTO).
+ *            with a ring size not a power of two is refused (-EPROTO);
+ *   stalled  (TCP lanes) a write and a flush while the peer sleeps without
+ *            driving its worker: the first that waits for the peer ends
+ *            with -ETIMEDOUT after the engine's 5 s.
  * Once on the default lanes (which must be shared memory here) and once
  * with UCX's TCP lanes forced (which must be TCP); each side checks the
  * lanes its end used.  Nothing may reach stdout or stderr.
@@ -83,29 +86,6 @@ static size_t chunk(void)
 {
     static const size_t most[] = { 64, 4096, 65536, MAX_CHUNK };
     return 1 + (size_t)rnd(most[rnd(4)]);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* Both sides at the same point, each driving its worker meanwhile (over
- * TCP lanes the other's puts and flushes complete only so). */
-static void meet(int sock, struct fabric_engine *e)
-{
-    char c = 'm';
-    CHECK(write(sock, &c, 1), ==, 1);
-    struct pollfd pf = { .fd = sock, .events = POLLIN };
-    double until = now_s() + 20;
-    while (poll(&pf, 1, 0) == 0) {
-        fabric_engine_progress(e);
-        if (now_s() > until)
-            FAIL("the other side never came");
-    }
-    CHECK(read(sock, &c, 1), ==, 1);
 }
 
 /* A ring pair with the other side: blobs (with nonces) both ways, and the
@@ -252,6 +232,40 @@ static void test_wake(struct fabric_engine *e, int sock, int i, const char *tls)
         CHECK(hint, ==, false);
         CHECK(fabric_ring_flush(f), ==, 0);
         meet(sock, e);
+    }
+    finish_pair(f, sock, e);
+}
+
+/* Over TCP lanes a put or a flush completes only while the peer drives
+ * its worker: with the peer asleep in a read of the socketpair, the first
+ * that waits for it gives up after the engine's 5 s, and the end stays
+ * broken.  (The engine's wait after its
+ * cancel was unbounded: this spun for minutes in the bench.) */
+static void test_stalled_peer(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    struct fabric_ring *f = connect_pair(e, sock, i, tls);
+    char c = 's';
+    if (i == 0) {   /* the lane's connection up while both drive their workers */
+        CHECK(write_n(f, 100, NULL), ==, 100);
+        CHECK(fabric_ring_flush(f), ==, 0);
+    }
+    meet(sock, e);
+    if (i == 0) {
+        double t0 = now_s();
+        alarm(30);   /* a wait that never returns fails the test, not hangs it */
+        ssize_t r = write_n(f, 100, NULL);   /* its put may wait for the peer already */
+        if (r == 100)
+            r = fabric_ring_flush(f);
+        CHECK(r, ==, -ETIMEDOUT);
+        alarm(0);
+        CHECK(now_s() - t0, >, 4.5);
+        CHECK(now_s() - t0, <, 8);
+        CHECK(write_n(f, 1, NULL), ==, -EIO);
+        CHECK(write(sock, &c, 1), ==, 1);   /* wakes the peer */
+    } else {
+        struct pollfd pf = { .fd = sock, .events = POLLIN };
+        CHECK(poll(&pf, 1, 30 * 1000), ==, 1);   /* asleep: no progress */
+        CHECK(read(sock, &c, 1), ==, 1);
     }
     finish_pair(f, sock, e);
 }
@@ -422,6 +436,10 @@ static void side(int sock, int i, const void *arg)
     for (int g = 0; g < NGARBAGE; g++) {
         phase = garbage_names[g];
         test_garbage(e, sock, i, tls, (enum garbage)g);
+    }
+    if (tls) {   /* shared-memory puts land without the peer */
+        phase = "stalled_peer";
+        test_stalled_peer(e, sock, i, tls);
     }
     fabric_engine_close(e);
 }
