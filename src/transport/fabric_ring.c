@@ -38,7 +38,9 @@
  * deciding whether to ring must, the other way, have its index landed
  * before it reads the peer's.  Over shared-memory lanes a put has landed
  * when it returns (the writer stores into the mapped segment, or the
- * kernel copies in process_vm_writev), and a fence between that store and
+ * kernel copies in process_vm_writev; measured with sysv and posix: the
+ * count is in the reader's memory before the reader drives its worker),
+ * and a fence between that store and
  * the load is enough; over other lanes (TCP, RDMA) it has not, and the
  * decision costs a flush, paid only by a caller that asks for it and only
  * when the first look does not already say "wake".
