@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -128,6 +128,13 @@ $(BUILD)/bench/ucx_probe: bench/ucx_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -lucp -lucs
 
+# The fabric ring against kernel TCP (docs/benchmarks.md, "The fabric ring
+# against kernel TCP"): the transport's own objects, UCX through dlopen as
+# libshunt.so loads it (so getenv must be the fixture's, found by UCX).
+$(BUILD)/bench/fabric_ring_bench: bench/fabric_ring_bench.c tests/unit/fabric_fixture.h $(call layer_objs,transport base)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -Itests/lib -Itests/unit $< $(call layer_objs,transport base) -o $@ -ldl -rdynamic
+
 # The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
 # ping-pong against memcpy").
 $(BUILD)/bench/kcopy: bench/kcopy.c
@@ -170,6 +177,8 @@ UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
 UNIT_LAYERS_test_fabric_engine := transport base
 # its getenv must be the one a library loaded later binds to, as libshunt.so's is
 UNIT_LDFLAGS_test_fabric_engine := -rdynamic
+UNIT_LAYERS_test_fabric_ring := transport base
+UNIT_LDFLAGS_test_fabric_ring := -rdynamic
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "registry/hello.h"
+#include "transport/fabric_ring.h"
+
+_Static_assert(HELLO_ADDR_MAX >= FABRIC_RING_BLOB_MAX, "a hello carries a fabric ring's blob");
 
 /* 0xFE is no ASCII, no UTF-8 and no TLS record type: a greeting of another
  * protocol that starts with it and then "SHNT" is not expected. */

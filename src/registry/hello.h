@@ -20,7 +20,8 @@
  * length is the whole hello's; tag and cookie are those the server read
  * off the client's SYN (registry/synopt.h); the nonce binds the engine's
  * side channel to this connection (cookies are a counter and can be
- * guessed); the address is the server's engine worker's.  The first 24
+ * guessed); the address is what the client needs to reach the server's
+ * engine: its fabric ring's blob (worker address, region key, sizes).  The first 24
  * bytes are what the client matches against its own socket.
  */
 #ifndef SHUNT_HELLO_H
@@ -32,7 +33,7 @@
 #define HELLO_VERSION 1
 #define HELLO_MATCHED 24          /* magic .. cookie: what names the client's socket */
 #define HELLO_HEAD 42             /* everything before the address */
-#define HELLO_ADDR_MAX 1024       /* a UCX worker address is some hundreds of bytes */
+#define HELLO_ADDR_MAX 4096       /* the engine's blob (transport/fabric_ring.h: FABRIC_RING_BLOB_MAX) */
 #define HELLO_MAX (HELLO_HEAD + HELLO_ADDR_MAX)
 #define HELLO_NONCE 16
 

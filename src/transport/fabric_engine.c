@@ -278,6 +278,7 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
  * progress (TCP) a peer that stopped driving its worker never completes
  * one, and no wait of shunt's may be unbounded. */
 #define FINISH_NS (5ull * 1000 * 1000 * 1000)
+#define CANCEL_GRACE_NS (100ull * 1000 * 1000)
 
 static uint64_t mono_ns(void)
 {
@@ -303,8 +304,14 @@ static int finish(struct fabric_engine *e, ucs_status_ptr_t req)
             if (!start)
                 start = now;
             else if (now - start > FINISH_NS) {
+                /* UCX cancels only receives: a put or a flush may stay in
+                 * progress (found: a flush to a peer that stopped driving
+                 * its worker spun here for minutes).  So a short grace,
+                 * then the request is let go: UCX frees it when it ends,
+                 * and the caller closes the endpoint, which ends it. */
                 ucx.ucp_request_cancel(e->worker, req);
-                while (ucx.ucp_request_check_status(req) == UCS_INPROGRESS)
+                for (uint64_t t = now; ucx.ucp_request_check_status(req) == UCS_INPROGRESS &&
+                                       mono_ns() - t < CANCEL_GRACE_NS;)
                     ucx.ucp_worker_progress(e->worker);
                 ucx.ucp_request_free(req);
                 return -ETIMEDOUT;

@@ -70,7 +70,8 @@ void fabric_peer_close(struct fabric_peer *p);
  * it (data, then the index that publishes it).  flush(): every put so far
  * has reached the peer's memory.  0, -EIO (the peer or the lane failed) or
  * -ETIMEDOUT (not done in 5 s: over TCP lanes a put completes only while the
- * peer drives its worker). */
+ * peer drives its worker; the operation is abandoned, not undone, and src
+ * may still be read until the caller closes the peer, which it then must). */
 int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len);
 int fabric_fence(struct fabric_peer *p);
 int fabric_flush(struct fabric_peer *p);

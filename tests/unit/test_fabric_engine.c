@@ -35,7 +35,7 @@
 #include <ucm/api/ucm.h>
 
 #include "check.h"
-#include "base/env_override.h"
+#include "fabric_fixture.h"
 #include "base/real.h"
 #include "transport/fabric_engine.h"
 
@@ -44,14 +44,6 @@
 #define PIECE (16u * 1024u)
 #define INDEX_AT (REGION - 64u)   /* the publishing word, after the data */
 #define ACK_AT (REGION - 128u)
-
-/* What interpose/env_calls.c does in libshunt.so, which unit tests do not
- * link: getenv answers the loading thread's overrides first. */
-__attribute__((visibility("default"))) char *getenv(const char *name)
-{
-    const char *v = env_override_get(name);
-    return v ? (char *)v : env_lookup(name);
-}
 
 static const char *hooked_functions[] = { "mmap", "munmap", "brk", "malloc", "free", "shmat" };
 #define NHOOKED (sizeof hooked_functions / sizeof hooked_functions[0])
@@ -64,25 +56,6 @@ static void remember_code(unsigned char out[NHOOKED][16])
         CHECK(f != NULL, ==, 1);
         memcpy(out[i], f, 16);
     }
-}
-
-static void send_blob(int fd, const void *p, uint32_t n)
-{
-    CHECK(write(fd, &n, 4), ==, 4);
-    CHECK(write(fd, p, n), ==, (long long)n);
-}
-
-static void *recv_blob(int fd, uint32_t *n)
-{
-    CHECK(read(fd, n, 4), ==, 4);
-    char *p = malloc(*n ? *n : 1);
-    CHECK(p != NULL, ==, 1);
-    for (uint32_t got = 0; got < *n;) {
-        ssize_t r = read(fd, p + got, *n - got);
-        CHECK(r, >, 0);
-        got += (uint32_t)r;
-    }
-    return p;
 }
 
 static unsigned char pattern(size_t i)
@@ -110,13 +83,9 @@ static uint64_t await_word(struct fabric_engine *e, volatile uint64_t *w, uint64
  * end of sock, and plays its part.  Returns the lanes it used in lanes. */
 static void side(int sock, bool writer, const char *tls, char *lanes, size_t lanes_len)
 {
-    struct fabric_engine *e;
+    struct fabric_engine *e = engine_open(tls);
     char why[200] = "";
-    int r = fabric_engine_open(&e, tls, why, sizeof why);
-    if (r == -ENOENT)
-        MISSING("UCX (Debian package libucx0): %s", why);
-    if (r != 0)
-        FAIL("fabric_engine_open(%s): %d %s", tls ? tls : "default", r, why);
+    int r;
     CHECK(fabric_engine_efd(e), >=, 0);
 
     struct fabric_region reg;
@@ -191,56 +160,6 @@ static void side(int sock, bool writer, const char *tls, char *lanes, size_t lan
     free(pbase);
 }
 
-static void test_hooks_off(void);
-
-/* Where the children's stdout and stderr go (main): UCX must leave them empty. */
-static int child_err = -1;
-
-/* Whatever the children said, as the failure it is. */
-static void children_silent(void)
-{
-    char said[1024] = "";
-    ssize_t n = pread(child_err, said, sizeof said - 1, 0);
-    if (n != 0)
-        FAIL("the children wrote %zd bytes to stdout or stderr: %s", n, said);
-}
-
-/* The pair, each side a child of its own (this process never loads UCX:
- * a child may not use what its parent made of it).  The writer checks the
- * lanes it used: want among them, refuse (if any) not. */
-static void pair(const char *tls, const char *want, const char *refuse)
-{
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), ==, 0);
-    pid_t pids[2];
-    for (int i = 0; i < 2; i++) {
-        pids[i] = fork();
-        CHECK(pids[i], >=, 0);
-        if (pids[i] == 0) {
-            dup2(child_err, 1);   /* UCX logs to stdout unless told otherwise */
-            dup2(child_err, 2);
-            close(sv[1 - i]);
-            char lanes[128];
-            side(sv[i], i == 0, tls, lanes, sizeof lanes);
-            if (i == 0) {
-                if (!strstr(lanes, want) || (refuse && strstr(lanes, refuse)))
-                    FAIL("%s: lanes %s, wanted %s%s%s", tls ? tls : "default", lanes, want,
-                         refuse ? " and no " : "", refuse ? refuse : "");
-                test_hooks_off();
-            }
-            _exit(0);
-        }
-    }
-    close(sv[0]);
-    close(sv[1]);
-    for (int i = 0; i < 2; i++) {
-        int st;
-        CHECK(waitpid(pids[i], &st, 0), ==, pids[i]);
-        children_silent();
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, ==, 1);
-    }
-}
-
 static void test_hooks_off(void)
 {
     unsigned char after[NHOOKED][16];
@@ -257,6 +176,34 @@ static void test_hooks_off(void)
     CHECK(opts->enable_malloc_reloc, ==, 0);
 }
 
+/* What a pair runs on: the lane setting, what must be among the lanes the
+ * writer used and what must not (if anything). */
+struct lanes_want {
+    const char *tls, *want, *refuse;
+};
+
+static void pair_side(int sock, int i, const void *arg)
+{
+    const struct lanes_want *w = arg;
+    char lanes[128];
+    side(sock, i == 0, w->tls, lanes, sizeof lanes);
+    if (i == 0) {
+        if (!strstr(lanes, w->want) || (w->refuse && strstr(lanes, w->refuse)))
+            FAIL("%s: lanes %s, wanted %s%s%s", w->tls ? w->tls : "default", lanes, w->want,
+                 w->refuse ? " and no " : "", w->refuse ? w->refuse : "");
+        test_hooks_off();
+    }
+}
+
+/* The pair, each side a child of its own (this process never loads UCX:
+ * a child may not use what its parent made of it).  The writer checks the
+ * lanes it used: want among them, refuse (if any) not. */
+static void pair(const char *tls, const char *want, const char *refuse)
+{
+    struct lanes_want w = { tls, want, refuse };
+    run_sides(pair_side, &w);
+}
+
 static void test_bad_lanes(void)
 {
     struct fabric_engine *e = NULL;
@@ -270,10 +217,7 @@ int main(void)
 {
     shunt_real_resolve();   /* what libshunt.so's start-up does: the engine calls libc through the table */
     remember_code(code_before);
-    char errpath[] = "/tmp/test_fabric_engine.XXXXXX";
-    child_err = mkstemp(errpath);
-    CHECK(child_err, >=, 0);
-    unlink(errpath);
+    children_output_open("test_fabric_engine");
     pair(NULL, "memory", "tcp");   /* shared memory here: sysv, posix or cma */
     pair("tcp", "tcp", NULL);
     /* On a machine with other lanes (RDMA: rc, ud, dc), the same exchange on

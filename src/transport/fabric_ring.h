@@ -1,0 +1,117 @@
+/*
+ * fabric_ring.h: a connection's byte stream between two processes that do
+ * not share /dev/shm, as shunt's own ring protocol over the fabric engine's
+ * one-sided puts (docs/architecture.md, "Between namespaces and hosts": the
+ * fabric transport mirrors shunt's ring protocol with one-sided puts).
+ *
+ * Each end maps one region of its own that the peer may put into, holding
+ * its receive ring and two published words:
+ *   - written: the peer's count of bytes ever put into this ring (with the
+ *     FIN bit), put by the peer after a fence behind the bytes it covers;
+ *   - consumed: the peer's count of bytes ever read out of *our* outgoing
+ *     ring (which lives in the peer's region), put back by the peer after
+ *     each read.
+ * A writer never puts past the consumed count it read, so a ring is the
+ * flow-control window, as in shunt's own rings: nothing queues without
+ * bound (why UCX's stream API was rejected).
+ *
+ * Every word the peer writes into our region is input: each is read once,
+ * checked (a check word the region's owner keyed, then monotonic and within
+ * the ring), and garbage is -EIO, after which the caller falls back to
+ * kernel TCP; nothing read from the region ever widens a copy.
+ *
+ * No wake-ups here (a put wakes nobody; the companion TCP socket's
+ * doorbell does): a write says whether the peer had read everything before
+ * it (was_empty: the reader may be asleep), a read whether the ring was
+ * full before it (was_full: the writer may be).  Both are exact only if a
+ * side about to sleep first makes its own last index land at the peer
+ * (fabric_ring_flush) and then looks once more (fabric_ring_readable or
+ * _writable): either it sees the peer's new index, or the peer's decision,
+ * taken after its own index landed, sees ours.
+ *
+ * Not thread-safe: calls on one end, and on the engine beneath it (a
+ * worker made UCS_THREAD_MODE_SERIALIZED), are serialized by the caller.
+ * Over UCX's TCP lanes bytes land only while the receiving process drives
+ * its worker: every call here drives it once.
+ */
+#ifndef SHUNT_TRANSPORT_FABRIC_RING_H
+#define SHUNT_TRANSPORT_FABRIC_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct fabric_engine;
+struct fabric_ring;
+
+#define FABRIC_RING_MIN (4096u)
+#define FABRIC_RING_MAX (1u << 30)
+#define FABRIC_RING_NONCE 16
+/* A blob is a fixed header, then the worker address and the region's key,
+ * which UCX sizes (a few hundred bytes on these lanes). */
+#define FABRIC_RING_BLOB_MAX 4096u
+
+/* Maps this end's region with a receive ring of rx_size bytes (a power of
+ * two, FABRIC_RING_MIN..FABRIC_RING_MAX).  0 or -errno, with why. */
+int fabric_ring_open(struct fabric_engine *e, size_t rx_size, struct fabric_ring **out, char *why,
+                     size_t whylen);
+
+/* What the peer needs to attach to this end: version, worker address, the
+ * region's key, base and sizes, the keys of its check words, and the
+ * caller's nonce (NULL: zeros; this layer never reads it).  Its length, or
+ * -ENOSPC if cap is too small, -EIO if the engine cannot give its address. */
+ssize_t fabric_ring_blob(struct fabric_ring *f, const uint8_t nonce[FABRIC_RING_NONCE], void *out,
+                         size_t cap);
+
+/* Attaches to the peer's blob (len bytes, input: every field checked): 0,
+ * -EPROTO (not a blob of this version, or inconsistent), or the engine's
+ * -errno with why.  nonce, if not NULL, receives the peer's.  Only a
+ * proven peer's blob: over UCX's shared-memory lanes a forged key or base
+ * makes this end's puts land outside the peer's region, anywhere in this
+ * process (docs/architecture.md, "Built: the fabric ring"). */
+int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
+                       uint8_t nonce[FABRIC_RING_NONCE], char *why, size_t whylen);
+
+/* Puts up to the free space of the peer's ring from iov (skipping skip
+ * bytes of it), then the index that publishes them.  The bytes written
+ * (> 0), -EAGAIN (full), -EPIPE (after fabric_ring_shutdown), -EIO
+ * (garbage from the peer, or the lane failed), -ETIMEDOUT (a put not done
+ * in 5 s).  After any error but -EAGAIN and -EPIPE the end is broken for
+ * good: every call answers -EIO, and the caller closes it.  *was_empty (if not NULL): the peer had read everything before
+ * this write, so it may be waiting for bytes. */
+ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int iovcnt, size_t skip,
+                          bool *was_empty);
+
+/* Copies up to the readable bytes into iov and, unless peek, gives the
+ * space back to the peer.  The bytes read (> 0), 0 at EOF (the peer shut
+ * down and every byte before it was read), -EAGAIN (nothing yet), -EIO,
+ * -ETIMEDOUT.  *was_full (if not NULL): the ring was full before this
+ * read, so the peer may be waiting for space. */
+ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iovcnt, bool peek,
+                         bool *was_full);
+
+/* Bytes readable now, bytes writable now, or -EIO. */
+int64_t fabric_ring_readable(struct fabric_ring *f);
+int64_t fabric_ring_writable(struct fabric_ring *f);
+
+/* Shuts the writing side down: a FIN after the bytes already written,
+ * which the peer reads as EOF after them.  0 or -errno (also -EPIPE twice). */
+int fabric_ring_shutdown(struct fabric_ring *f);
+
+/* Every put so far has reached the peer's memory (before a close that
+ * must not lose the last bytes or the FIN).  0 or -errno (5 s at most). */
+int fabric_ring_flush(struct fabric_ring *f);
+
+/* The lanes UCX uses to the peer (fabric_peer_lanes), "" before attach. */
+void fabric_ring_lanes(struct fabric_ring *f, char *out, size_t len);
+
+/* Frees the end without waiting for a peer that may be dead. */
+void fabric_ring_close(struct fabric_ring *f);
+
+/* For tests that scribble on purpose: where this end's region is, the
+ * words the peer writes first. */
+void *fabric_ring_region(struct fabric_ring *f, size_t *len);
+
+#endif
