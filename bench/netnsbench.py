@@ -36,11 +36,14 @@ with --enable-fabric enables it (and leaves it enabled)."""
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+from vethpair import VethPair, ip  # noqa: E402
 
 PREFIX = "bn-"
 ADDR = ("10.78.0.1", "10.78.0.2")     # namespace a (server), b (client); /24
-IP_TIMEOUT = 10                       # seconds for one `ip` command
 CONNECTS = ("cc", "crr")
 TESTS = ("pingpong", "stream", "rr", "cc", "crr")
 
@@ -81,17 +84,6 @@ def names():
 
 # --------------------------------------------------------------------------
 # the host
-
-def ip(*args, check=True):
-    argv = ["ip"] + [str(a) for a in args]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=IP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError("%s took over %d s" % (" ".join(argv), IP_TIMEOUT))
-    if check and r.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
-    return r
-
 
 def fabric_enabled(shunt):
     """`shunt fabric status`: 0 enabled, 3 not, else an error (None)."""
@@ -135,23 +127,11 @@ class Namespaces:
         pid = os.getpid()
         self.a, self.b = "%s%d-a" % (PREFIX, pid), "%s%d-b" % (PREFIX, pid)
         self.veth = ("bn%da" % pid, "bn%db" % pid)
-        self.made = []
+        self.pair = VethPair((self.a, self.b), self.veth, ([ADDR[0] + "/24"], [ADDR[1] + "/24"]))
 
     def __enter__(self):
         remove_stale()
-        try:
-            for ns in (self.a, self.b):
-                ip("netns", "add", ns)
-                self.made.append(ns)
-                ip("-n", ns, "link", "set", "lo", "up")
-            ip("link", "add", self.veth[0], "netns", self.a, "type", "veth", "peer", "name", self.veth[1],
-               "netns", self.b)
-            for ns, dev, addr in ((self.a, self.veth[0], ADDR[0]), (self.b, self.veth[1], ADDR[1])):
-                ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
-                ip("-n", ns, "link", "set", dev, "up")
-        except BaseException:
-            self.cleanup()
-            raise
+        self.pair.__enter__()
         return self
 
     def __exit__(self, *exc):
@@ -159,8 +139,7 @@ class Namespaces:
         return False
 
     def cleanup(self):
-        while self.made:
-            ip("netns", "delete", self.made.pop(), check=False)
+        self.pair.cleanup()
 
     def describe(self):
         return ("namespaces %s (server, %s) and %s (client, %s) joined by a veth pair"

@@ -52,6 +52,10 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
+from vethpair import IP_TIMEOUT, VethPair  # noqa: E402
 
 SUITES = ("conformance", "unit")
 MODES = ("plain", "passthrough", "accelerated", "crossns")
@@ -62,7 +66,6 @@ EXIT_SKIP = 77
 MODE_VARS = ("LD_PRELOAD", "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_TEST_MODE", "SHUNT_TEST_SERVER_NS",
              "SHUNT_TEST_SERVER_ADDR4", "SHUNT_TEST_SERVER_ADDR6", "SHUNT_TEST_CLIENT_ADDR4",
              "SHUNT_TEST_CLIENT_ADDR6")
-IP_TIMEOUT = 10  # seconds for one `ip` or `shunt fabric` command
 
 
 def parse_args(argv):
@@ -225,7 +228,7 @@ class CrossNamespaces:
     def __init__(self, shunt):
         self.shunt = shunt
         self.name = {end: "cx-%d-%s" % (os.getpid(), end) for end in "cs"}
-        self.made = []
+        self.pair = None
         self.enabled_fabric = False
 
     def __enter__(self):
@@ -243,19 +246,10 @@ class CrossNamespaces:
     def setup(self):
         if os.geteuid() != 0:
             raise RuntimeError("mode crossns needs root (network namespaces, shunt fabric)")
-        for end in "cs":
-            checked(["ip", "netns", "add", self.name[end]])
-            self.made.append(self.name[end])
-            checked(["ip", "-n", self.name[end], "link", "set", "lo", "up"])
-        veth = {end: "cx%d%s" % (os.getpid(), end) for end in "cs"}
-        checked(["ip", "link", "add", veth["c"], "type", "veth", "peer", "name", veth["s"]])
-        for end in "cs":
-            ns, dev = self.name[end], veth[end]
-            checked(["ip", "link", "set", dev, "netns", ns])  # deleting ns deletes the pair
-            checked(["ip", "-n", ns, "addr", "add", self.ADDRS[end][0] + "/24", "dev", dev])
-            checked(["ip", "-n", ns, "addr", "add", self.ADDRS[end][1] + "/64", "dev", dev,
-                     "nodad"])
-            checked(["ip", "-n", ns, "link", "set", dev, "up"])
+        names = (self.name["c"], self.name["s"])
+        veths = tuple("cx%d%s" % (os.getpid(), end) for end in "cs")
+        addrs = tuple([self.ADDRS[end][0] + "/24", self.ADDRS[end][1] + "/64"] for end in "cs")
+        self.pair = VethPair(names, veths, addrs).__enter__()
         status = command([self.shunt, "fabric", "status"])
         if status.returncode == 3:
             checked([self.shunt, "fabric", "enable"])
@@ -267,12 +261,8 @@ class CrossNamespaces:
     def cleanup(self):
         """Delete the namespaces made (the veth pair goes with them), then disable fabric if this
         run enabled it; every step is tried, the first failure reported."""
-        errors = []
-        for ns in reversed(self.made):
-            r = command(["ip", "netns", "delete", ns])
-            if r.returncode != 0:
-                errors.append("ip netns delete %s: %s" % (ns, r.stderr.strip()))
-        self.made = []
+        errors = self.pair.cleanup() if self.pair else []
+        self.pair = None
         if self.enabled_fabric:
             r = command([self.shunt, "fabric", "disable"])
             if r.returncode != 0:

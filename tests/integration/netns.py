@@ -34,8 +34,7 @@ from pathlib import Path
 import pytest
 
 from shunttest import Server, missing, need_tool, run_cmd
-
-IP_TIMEOUT = 10          # seconds for one `ip` command
+from vethpair import IP_TIMEOUT, ip
 _sets = itertools.count(1)
 
 
@@ -50,18 +49,6 @@ def need_namespaces():
     if r.returncode != 0:
         missing("cannot make a network namespace (ip netns add: %s)" % r.stderr.strip())
     subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=IP_TIMEOUT)
-
-
-def ip(*args, check=True):
-    """Run `ip ARGS` with a time bound; a failure raises with its stderr."""
-    argv = ["ip"] + [str(a) for a in args]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=IP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError("%s took over %ds" % (" ".join(argv), IP_TIMEOUT))
-    if check and r.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
-    return r
 
 
 class Namespaces:
