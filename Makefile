@@ -101,7 +101,7 @@ $(BUILD)/tests/programs/listener_flagger: tests/programs/listener_flagger.c
 
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
-$(BUILD)/bench/pingpong: bench/pingpong.c
+$(BUILD)/bench/pingpong: bench/pingpong.c bench/floor_ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
@@ -242,7 +242,7 @@ $(BUILD)/tests/tsan/clocklock.so: tests/tsan/clocklock.c
 	$(CC) $(TESTFLAGS) -fPIC -shared $< -o $@
 
 # `shunt bench` runs PREFIX/lib/shunt/shuntbench.py, which finds pingpong beside it.
-BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py bench/netnsbench.py
+BENCH_PY  := bench/shuntbench.py bench/benchlib.py bench/stdtools.py bench/plots.py bench/netnsbench.py bench/vethpair.py
 
 install: lib tool bench
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/shunt

@@ -36,11 +36,9 @@ with --enable-fabric enables it (and leaves it enabled)."""
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
-from vethpair import VethPair, ip  # noqa: E402
+from vethpair import VethPair, ip
 
 PREFIX = "bn-"
 ADDR = ("10.78.0.1", "10.78.0.2")     # namespace a (server), b (client); /24

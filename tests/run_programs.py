@@ -54,7 +54,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from vethpair import IP_TIMEOUT, VethPair  # noqa: E402
 
 SUITES = ("conformance", "unit")

@@ -28,13 +28,16 @@ and fails under CI (shunttest.missing), as every missing tool does.
 import itertools
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from shunttest import Server, missing, need_tool, run_cmd
-from vethpair import IP_TIMEOUT, ip
+from shunttest import REPO, Server, missing, need_tool, run_cmd
+
+sys.path.insert(0, str(REPO / "bench"))
+from vethpair import IP_TIMEOUT, ip  # noqa: E402
 _sets = itertools.count(1)
 
 

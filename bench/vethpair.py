@@ -1,6 +1,6 @@
 """vethpair.py: two network namespaces joined by a veth pair, and `ip` with a
-time bound (python3 stdlib only: the conformance runner and `shunt bench
---netns` use it as well as the integration tests' netns.py).
+time bound (python3 stdlib only: `shunt bench --netns`, installed with it,
+and the conformance runner and the integration tests' netns.py use it).
 
     with VethPair(("x", "y"), ("vx", "vy"), (["10.0.0.1/24"], ["10.0.0.2/24"])) as pair:
         ...   # processes started with `ip netns exec x ...`
