@@ -23,6 +23,10 @@ int shunt_fd_accelerated(int fd);
  * over a mixed set left the kernel's look at the other fds out, within
  * SHUNT_POLL_KERNEL_CALLS and SHUNT_POLL_KERNEL_US). */
 long long shunt_fd_counter(int fd, const char *name);
+/* The name "object" answers for any fd: 1 if shunt keeps a socket object
+ * for it (a socket it may accelerate, or one whose object it still needs),
+ * 0 if not (not a socket of shunt's, or a connection on kernel TCP for good
+ * kept without one: docs/architecture.md, "Short connections"). */
 
 /* Why fd's connection is on kernel TCP, as `shunt stat` shows it: the key
  * of its fallback reason ("no_listener", "downgraded", "io_uring", ...),

@@ -18,6 +18,8 @@
 __attribute__((visibility("default"))) int shunt_fd_accelerated(int fd)
 {
     shunt_ensure_init();
+    if (fdt_kernel_only(fd))
+        return 0;   /* one load: a measuring program asks this on every connection */
     struct fdref f = fdt_get(fd);
     int r = f.sock && f.sock->kind == SOCK_TCP ? tcp_socket_accelerated(f.sock, fd) : 0;
     fdt_put(&f);
@@ -61,6 +63,8 @@ static long long counter_of(struct tcp_sock *t, const char *name)
 __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const char *name)
 {
     shunt_ensure_init();
+    if (name && !strcmp(name, "object"))   /* any fd: does the table keep an object for it */
+        return fdt_has_object(fd) && !fdt_is_kernel_sock(fd);
     struct fdref f = fdt_get(fd);
     long long r = -1;
     if (name && f.sock && f.sock->kind == SOCK_TCP && tcp_socket_accelerated(f.sock, fd))

@@ -60,7 +60,7 @@ struct pst_rec {
     uint8_t broken;                 /* the channel was scribbled on or is unreachable */
     int32_t fd;
     uint64_t sock;                  /* the socket's inode, the connection id; 0: not asked (kernel TCP), the fd says */
-    uint64_t changed_ns;            /* CLOCK_REALTIME of the last change */
+    uint64_t changed_ns;            /* CLOCK_REALTIME of the last change, to a tick */
     struct reg_addr local;
     struct reg_addr peer;           /* a client's destination while it connects */
     char reason[PST_REASON_MAX];    /* why on kernel TCP (a short key), or "" */

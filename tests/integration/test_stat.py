@@ -530,3 +530,127 @@ def test_kernel_tcp_connection_costs_no_fstat(shunt_build):
             calls += int(f[3])   # % time, seconds, usecs/call, calls[, errors], syscall
     # before: 2 a connection (1,330 for 600); now about 120, whatever n is
     assert calls < n // 2, "%d stat calls for %d connections:\n%s" % (calls, n, out.read_text())
+
+
+KEPT_OBJECT_PEER = textwrap.dedent(r"""
+    # One process under shunt: a client to a server without shunt, and a
+    # server for a client without shunt (the other process).  Prints, per
+    # connection: what shunt keeps for the fd ("object" counter), its
+    # fallback key, and the bytes exchanged both ways.
+    import ctypes, os, socket, sys
+    lib = ctypes.CDLL(None)
+    lib.shunt_fd_counter.restype = ctypes.c_longlong
+    lib.shunt_fd_fallback.restype = ctypes.c_char_p
+    def show(name, fd):
+        key = lib.shunt_fd_fallback(fd)
+        print(name, lib.shunt_fd_counter(fd, b"object"), key.decode() if key is not None else None, flush=True)
+    plain_port, = (int(a) for a in sys.argv[1:])
+    # client: connect to the plain server, which echoes
+    c = socket.create_connection(("127.0.0.1", plain_port))
+    show("client", c.fileno())
+    d = os.dup(c.fileno())            # a dup of a connection kept without an object
+    show("client_dup", d)
+    c.sendall(b"ping" * 1000)
+    got = b""
+    while len(got) < 4000:
+        got += c.recv(65536)
+    print("client_echo", got == b"ping" * 1000, flush=True)
+    os.close(d)
+    c.close()
+    # server: a listener under shunt; the plain process connects and sends
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    print("port", ls.getsockname()[1], flush=True)
+    a, _ = ls.accept()
+    show("server", a.fileno())
+    want = b"pong" * 1000
+    got = b""
+    while len(got) < len(want):
+        got += a.recv(65536)
+    a.sendall(got[::-1])
+    a.shutdown(socket.SHUT_WR)
+    print("server_echo", got == want, a.recv(1) == b"", flush=True)
+    a.close()
+""")
+
+
+def test_kernel_tcp_connection_keeps_no_object(shunt_build):
+    """A connection that is kernel TCP for good gets no socket object in the
+    library's fd table: an accepted one whose client offered nothing (no
+    offer posted anywhere), a client's once its connect settled on kernel
+    TCP.  Making and freeing that object was a fifth of what a short
+    connection cost the library (docs/benchmarks.md, "Short connections").
+    The connections behave as the kernel's (bytes both ways, a dup, a
+    shutdown, EOF) and keep their fallback reason for `shunt stat`; an
+    accelerated connection keeps its object."""
+    import socket as pysocket
+    plain = pysocket.socket()
+    plain.bind(("127.0.0.1", 0))
+    plain.listen(4)
+    plain_port = plain.getsockname()[1]
+    env = base_env(LD_PRELOAD=str(shunt_build / "libshunt.so"), SHUNT_LOG="warn")
+    p = subprocess.Popen([PYTHON, "-c", KEPT_OBJECT_PEER, str(plain_port)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        plain.settimeout(30)
+        conn, _ = plain.accept()
+        data = b""
+        while len(data) < 4000:
+            data += conn.recv(65536)
+        conn.sendall(data)
+        conn.close()
+        lines = {}
+        while "port" not in lines:
+            line = p.stdout.readline()
+            assert line, p.stderr.read()
+            k, *v = line.split()
+            lines[k] = v
+        out = pysocket.create_connection(("127.0.0.1", int(lines["port"][0])), timeout=30)
+        out.sendall(b"pong" * 1000)
+        back = b""
+        while True:
+            b = out.recv(65536)
+            if not b:
+                break
+            back += b
+        assert back == (b"pong" * 1000)[::-1]
+        out.close()
+        rest, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        for line in rest.splitlines():
+            k, *v = line.split()
+            lines[k] = v
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        plain.close()
+    assert lines["client"] == ["0", "no_listener"], lines
+    assert lines["client_dup"] == ["0", "no_listener"], lines
+    assert lines["client_echo"] == ["True"], lines
+    assert lines["server"] == ["0", "no_offer"], lines
+    assert lines["server_echo"] == ["True", "True"], lines
+
+
+def test_accelerated_connection_keeps_its_object(shunt_build):
+    """The other side of test_kernel_tcp_connection_keeps_no_object: both
+    ends under shunt, every connection offered (SHUNT_SHORT_CONNS=0), so
+    accelerated: both ends keep their objects (the "object" counter is not
+    a constant)."""
+    code = textwrap.dedent(r"""
+        import ctypes, socket
+        lib = ctypes.CDLL(None)
+        lib.shunt_fd_counter.restype = ctypes.c_longlong
+        ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+        c = socket.create_connection(ls.getsockname())
+        a, _ = ls.accept()
+        c.sendall(b"x"); assert a.recv(1) == b"x"
+        print(lib.shunt_fd_accelerated(c.fileno()), lib.shunt_fd_accelerated(a.fileno()),
+              lib.shunt_fd_counter(c.fileno(), b"object"), lib.shunt_fd_counter(a.fileno(), b"object"),
+              lib.shunt_fd_counter(ls.fileno(), b"object"))
+    """)
+    env = base_env(LD_PRELOAD=str(shunt_build / "libshunt.so"), SHUNT_LOG="warn", SHUNT_SHORT_CONNS="0")
+    r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1", "1", "1", "1"], r.stdout

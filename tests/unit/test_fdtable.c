@@ -194,6 +194,7 @@ int main(void)
     fdt_put(&r);
 
     /* install: an object for a new fd, counted; replacing a stale entry drops it */
+    int probes_before;
     int pair[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), ==, 0);
     struct stub *mine = calloc(1, sizeof *mine);
@@ -222,8 +223,66 @@ int main(void)
     fdt_for_each_object(0, ~0U, count_visit, &seen);
     CHECK(seen, ==, 0);
 
+    /* a connection kept without an object: the kernel's, known open, never
+     * probed, counted with the objects for the look for io_uring, not visited */
+    int kept = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(kept, >=, 0);
+    long slots = fdt_object_slots();
+    probes_before = probes;
+    fdt_install_kernel_sock(kept);
+    CHECK(fdt_is_kernel_sock(kept), ==, 1);
+    CHECK(fdt_kernel_only(kept), ==, 1);
+    CHECK(fdt_known_open(kept), ==, 1);
+    CHECK(fdt_has_object(kept), ==, 1);
+    CHECK(fdt_object_slots(), ==, slots + 1);
+    r = fdt_get(kept);
+    CHECK(r.sock == NULL, ==, 1);
+    CHECK(r.ops == &passthrough_ops, ==, 1);
+    CHECK(probes, ==, probes_before);
+    seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 0);
+    /* its close: no object handed back, the number unknown again */
+    CHECK(fdt_close_begin(kept) == NULL, ==, 1);
+    CHECK(fdt_object_slots(), ==, slots);
+    CHECK(close(kept), ==, 0);
+    fdt_close_end(kept);
+    CHECK(fdt_is_kernel_sock(kept), ==, 0);
+    CHECK(fdt_known_open(kept), ==, 0);
+
+    /* a settled object dropped for the sentinel: the table's reference
+     * goes, the caller's stays; only while the entry is still that object */
+    int settled = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(settled, >=, 0);
+    r = fdt_get(settled);   /* probed: an object, the table's reference and ours */
+    CHECK(r.sock != NULL, ==, 1);
+    struct shunt_sock *held = r.sock;
+    int destroyed_before = destroyed;
+    fdt_drop_settled(settled, held);   /* not settled yet: nothing changes */
+    CHECK(fdt_is_kernel_sock(settled), ==, 0);
+    fdt_settle_kernel(settled, held);
+    fdt_drop_settled(settled, held);
+    CHECK(fdt_is_kernel_sock(settled), ==, 1);
+    CHECK(atomic_load(&held->fds), ==, 0);
+    CHECK(atomic_load(&held->refs), ==, 1);   /* ours alone */
+    CHECK(destroyed, ==, destroyed_before);
+    fdt_put(&r);
+    CHECK(destroyed, ==, destroyed_before + 1);
+    CHECK(fdt_object_slots(), ==, slots + 1);   /* a socket the table knows, still */
+    closes(settled);
+    CHECK(fdt_object_slots(), ==, slots);
+    /* installing over it (the kernel reused the number) needs no object's drop */
+    int other = socket(AF_INET, SOCK_STREAM, 0);
+    fdt_install_kernel_sock(other);
+    fdt_install(other, NULL);
+    CHECK(fdt_is_kernel_sock(other), ==, 0);
+    CHECK(fdt_kernel_only(other), ==, 1);
+    CHECK(fdt_object_slots(), ==, slots);
+    CHECK(close(other), ==, 0);
+    fdt_forget(other);
+
     /* a bad fd: passthrough, nothing probed, nothing kept */
-    int probes_before = probes;
+    probes_before = probes;
     r = fdt_get(1 << 16);
     CHECK(r.sock == NULL, ==, 1);
     CHECK(probes, ==, probes_before);

@@ -3,6 +3,7 @@
  * and recording one (fallback.h).
  */
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "base/real.h"
 #include "base/self.h"
@@ -98,4 +99,13 @@ void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool 
         return;
     }
     shunt_log_sock(should_have ? LOG_WARN : LOG_INFO, t, fd, "kernel TCP: %s", fallback_reason_name(why));
+}
+
+void fallback_note(int fd, enum fallback_reason why)
+{
+    if (__builtin_expect(LOG_INFO > shunt_log_level, 1))
+        return;
+    struct stat st;
+    unsigned long long id = fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+    shunt_log_write(LOG_INFO, "fd %d sock %llu: kernel TCP: %s", fd, id, fallback_reason_name(why));
 }

@@ -19,4 +19,8 @@ const char *fallback_reason_key(enum fallback_reason r);
  * (t->strict_failed), and the reason goes to standard error. */
 void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
 
+/* The same for a connection kept without an object (fdt_install_kernel_sock):
+ * its log line only; never strict (should_have is false for all such). */
+void fallback_note(int fd, enum fallback_reason why);
+
 #endif

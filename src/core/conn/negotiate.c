@@ -475,6 +475,22 @@ static void claim_cross(struct tcp_sock *t, int fd, const struct synopt *syn)
     claim_offer(t, fd, &offer, REG_HOST);
 }
 
+static enum fallback_reason no_offer_reason(const struct tcp_sock *listener)
+{
+    return uring_seen() ? FB_URING : listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER;
+}
+
+enum fallback_reason negotiate_unclaimable(const struct tcp_sock *listener)
+{
+    if (!shunt_settings.accel)
+        return FB_DISABLED;
+    if (shunt_sandbox_refuses())
+        return FB_SANDBOX;
+    if (!reg_conn_offers_maybe())
+        return no_offer_reason(listener);
+    return FB_NONE;
+}
+
 void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn)
 {
     t->negotiated = true;
@@ -499,7 +515,7 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
     /* No offer posted at all (the common case for a client without shunt
      * or one that chose TCP): nothing to look up, without a system call. */
     if (!reg_conn_offers_maybe()) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER, false);
+        fallback_record(t, fd, no_offer_reason(listener), false);
         return;
     }
     struct reg_addr client, server;
@@ -509,7 +525,7 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
     int found = reg_conn_find_offer(&client, &server, &offer);
     if (found < 0) {
         /* no offer, or no registry to look in (another user's file at its name) */
-        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? (listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER)
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? no_offer_reason(listener)
                                    : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }

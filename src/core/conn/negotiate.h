@@ -28,6 +28,12 @@ bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *
  * syn: the option on its SYN (negotiate_take_syn), or NULL. */
 void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn);
 
+/* Why a connection accepted on listener with no SYN option to go by stays
+ * on kernel TCP whatever its client did, when that is known without a look
+ * at the registry's offers or a system call (acceleration off, a sandbox,
+ * no offer posted anywhere); FB_NONE: negotiate_claim must look. */
+enum fallback_reason negotiate_unclaimable(const struct tcp_sock *listener);
+
 /* connect() failed at once (not EINPROGRESS): undoes what negotiate_offer
  * did to the socket that the program could see (the process mark). */
 void negotiate_connect_failed(struct tcp_sock *t, int fd);

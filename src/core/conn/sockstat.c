@@ -26,6 +26,14 @@ static void sock_address(int fd, bool peer, struct reg_addr *out)
         reg_addr_from_sockaddr(out, (struct sockaddr *)&ss, len);
 }
 
+static void copy_reason(struct pst_rec *r, const char *reason)
+{
+    /* a copy, not snprintf: a tenth of its instructions, on every connection */
+    size_t n = strnlen(reason, sizeof r->reason - 1);
+    memcpy(r->reason, reason, n);
+    r->reason[n] = '\0';
+}
+
 static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
 {
     memset(r, 0, sizeof *r);
@@ -54,11 +62,8 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
         if (path == PATH_TCP)
             reason = fallback_reason_key((enum fallback_reason)atomic_load(&t->reason));
     }
-    if (reason) {   /* a copy, not snprintf: a tenth of its instructions, on every connection */
-        size_t n = strnlen(reason, sizeof r->reason - 1);
-        memcpy(r->reason, reason, n);
-        r->reason[n] = '\0';
-    }
+    if (reason)
+        copy_reason(r, reason);
 }
 
 static void put(struct tcp_sock *t, int fd)
@@ -98,6 +103,23 @@ void sockstat_publish(struct tcp_sock *t, int fd, unsigned kind, unsigned role, 
         return;   /* nothing known about it yet: a fresh socket */
     t->stat.published = true;
     put(t, fd);
+}
+
+void sockstat_publish_kernel(int fd, unsigned role, enum fallback_reason why, const struct sockaddr *dst,
+                             socklen_t dstlen)
+{
+    if (shunt_in_vfork_child || fd < 0)
+        return;
+    struct pst_rec r;
+    memset(&r, 0, sizeof r);
+    r.kind = PST_KIND_CONN;
+    r.role = (uint8_t)role;
+    r.fd = fd;
+    r.path = PST_PATH_TCP;   /* sock 0: `shunt stat` asks /proc which socket fd is */
+    if (dst)
+        reg_addr_from_sockaddr(&r.peer, dst, dstlen);
+    copy_reason(&r, fallback_reason_key(why));
+    pst_put(&r);
 }
 
 void sockstat_inherited(struct tcp_sock *t, int fd)

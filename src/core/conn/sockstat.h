@@ -20,6 +20,11 @@
 void sockstat_publish(struct tcp_sock *t, int fd, unsigned kind, unsigned role, const struct sockaddr *dst,
                       socklen_t dstlen);
 
+/* Records fd, a connection on kernel TCP for good that has no object
+ * (fdt_install_kernel_sock): role, why, and a client's destination. */
+void sockstat_publish_kernel(int fd, unsigned role, enum fallback_reason why, const struct sockaddr *dst,
+                             socklen_t dstlen);
+
 /* A socket found by probing (after exec, or received with SCM_RIGHTS). */
 void sockstat_inherited(struct tcp_sock *t, int fd);
 

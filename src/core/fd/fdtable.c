@@ -107,6 +107,8 @@ void fdt_init(void)
 }
 
 static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
+/* a socket the table knows: an object, or a connection kept without one */
+static bool is_known_sock(uintptr_t v) { return is_object(v) || v == FDT_KERNEL_SOCK; }
 static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }
 static struct shunt_sock *obj(uintptr_t v) { return (struct shunt_sock *)(v & ~KERNEL_TAG); }
 
@@ -116,8 +118,8 @@ static atomic_long object_slots;
 
 static void count_slot(uintptr_t old, uintptr_t nv)
 {
-    if (is_object(old) != is_object(nv))
-        atomic_fetch_add_explicit(&object_slots, is_object(nv) ? 1 : -1, memory_order_relaxed);
+    if (is_known_sock(old) != is_known_sock(nv))
+        atomic_fetch_add_explicit(&object_slots, is_known_sock(nv) ? 1 : -1, memory_order_relaxed);
 }
 
 long fdt_object_slots(void)
@@ -262,7 +264,7 @@ bool fdt_known_open(int fd)
     if (!sl)
         return false;
     uintptr_t v = atomic_load_explicit(&sl->val, memory_order_acquire);
-    return v == FDT_PASSTHROUGH || is_object(v);
+    return v == FDT_PASSTHROUGH || is_known_sock(v);
 }
 
 void fdt_put(struct fdref *r)
@@ -348,6 +350,39 @@ void fdt_settle_kernel(int fd, struct shunt_sock *s)
     atomic_compare_exchange_strong(&sl->val, &expected, (uintptr_t)s | KERNEL_TAG);
 }
 
+void fdt_install_kernel_sock(int fd)
+{
+    struct slot *sl = slot_for(fd, true);
+    if (!sl)
+        return;
+    uintptr_t old = swap_out(sl, FDT_KERNEL_SOCK);
+    if (is_object(old))
+        sock_put(obj(old));   /* a stale entry the kernel had already closed */
+}
+
+void fdt_drop_settled(int fd, struct shunt_sock *s)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return;
+    uintptr_t expected = (uintptr_t)s | KERNEL_TAG;
+    if (!atomic_compare_exchange_strong(&sl->val, &expected, FDT_KERNEL_SOCK))
+        return;   /* closed or replaced meanwhile: that closer has it */
+    /* lookups of a settled entry take no reference (is_kernel_only); one
+     * that read the entry before it was settled finishes taking its own
+     * before the table's reference goes, as swap_out waits */
+    while (atomic_load(&sl->inflight))
+        sched_yield();
+    atomic_fetch_sub(&s->fds, 1);
+    sock_put(s);
+}
+
+bool fdt_is_kernel_sock(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    return sl && atomic_load_explicit(&sl->val, memory_order_acquire) == FDT_KERNEL_SOCK;
+}
+
 void fdt_forget(int fd)
 {
     struct slot *sl = slot_for(fd, false);
@@ -361,7 +396,7 @@ void fdt_forget(int fd)
 bool fdt_has_object(int fd)
 {
     struct slot *sl = slot_for(fd, false);
-    return sl && is_object(atomic_load_explicit(&sl->val, memory_order_acquire));
+    return sl && is_known_sock(atomic_load_explicit(&sl->val, memory_order_acquire));
 }
 
 /* Visits the slots of [first, last] that exist; chunks never made hold nothing. */

@@ -4,8 +4,10 @@
  * An entry is one atomic word: UNKNOWN (never seen, or closed: probed lazily
  * on next use, which is how fds inherited across exec or received with
  * SCM_RIGHTS are recognised), PASSTHROUGH (not a socket shunt manages),
- * CLOSING (being closed or replaced: callers go straight to the kernel), or
- * a pointer to a struct shunt_sock holding one reference for the table.
+ * CLOSING (being closed or replaced: callers go straight to the kernel),
+ * KERNEL_SOCK (a TCP connection shunt made or accepted that is kernel TCP
+ * for good, kept without an object: see fdt_install_kernel_sock), or a
+ * pointer to a struct shunt_sock holding one reference for the table.
  */
 #ifndef SHUNT_FDTABLE_H
 #define SHUNT_FDTABLE_H
@@ -21,7 +23,7 @@
  * kernel's from then on. */
 extern SHUNT_TLS bool shunt_in_vfork_child;
 
-enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_SENTINELS = 3 };
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_KERNEL_SOCK = 3, FDT_SENTINELS = 4 };
 
 /*
  * A TCP socket whose path is settled on the kernel's (it fell back, or was
@@ -57,7 +59,7 @@ static inline bool fdt_kernel_only(int fd)
     if (!chunk)
         return false;
     uintptr_t v = atomic_load_explicit(&chunk[fd & (CHUNK_SLOTS - 1)].val, memory_order_acquire);
-    return v == FDT_PASSTHROUGH || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
+    return v == FDT_PASSTHROUGH || v == FDT_KERNEL_SOCK || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
 }
 
 /* Bumped whenever an fd with an object is closed or replaced: epoll sets
@@ -113,6 +115,22 @@ void fdt_close_end(int fd);
  * answer passthrough without touching s. */
 void fdt_settle_kernel(int fd, struct shunt_sock *s);
 
+/*
+ * fd is a TCP connection on kernel TCP for good whose object nobody needs
+ * (no channel, nothing of the program's that shunt answers for, one fd):
+ * the table keeps the fact, not an object.  Lookups answer passthrough, as
+ * for a settled object; its close costs the kernel's close and the record's
+ * clearing.  A short connection (accepted or made) costs no object's making
+ * and freeing (docs/architecture.md, "Short connections").  The first form
+ * installs a new fd; fdt_drop_settled replaces the settled object s at fd
+ * (the caller's reference to s stays the caller's).
+ */
+void fdt_install_kernel_sock(int fd);
+void fdt_drop_settled(int fd, struct shunt_sock *s);
+
+/* Whether fd's entry is KERNEL_SOCK (no probe). */
+bool fdt_is_kernel_sock(int fd);
+
 /* Forgets fd, so that its next use probes it again. */
 void fdt_forget(int fd);
 
@@ -127,7 +145,8 @@ void fdt_after_fork_child(void);
 void fdt_forget_range(unsigned first, unsigned last);
 
 /* How many fds have an object (the fds of sockets and epoll sets shunt
- * manages), and whether fd has one; neither probes. */
+ * manages) or are a KERNEL_SOCK, and whether fd is one of them; neither
+ * probes. */
 long fdt_object_slots(void);
 bool fdt_has_object(int fd);
 

@@ -68,7 +68,9 @@ struct epoll_obj {
      * (epoll_wait_ready), paired with waiting: so atomic, seq_cst */
     _Atomic uint32_t members;
     uint32_t cold, nested, pending;
-    uint32_t kernel_members;     /* the program's own registrations (an upper bound) */
+    /* the program's own registrations (an upper bound); changed without the
+     * lock too, by epoll_ctl's way for a set with no members of ours */
+    _Atomic uint32_t kernel_members;
     uint32_t rotate;             /* where the next look starts: ready members take turns */
     unsigned closes_seen;
     unsigned spin_fails;

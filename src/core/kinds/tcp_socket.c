@@ -205,6 +205,16 @@ static int tcp_listen(struct fdref *f, int backlog)
     return r;
 }
 
+/* A socket settled on kernel TCP that the fd table may keep without its
+ * object (fdt_drop_settled): one fd, never a channel, in no epoll set of
+ * ours, nothing of the program's that shunt answers for instead of the
+ * kernel (the mark on TCP_NOTSENT_LOWAT, a strict failure). */
+static bool disposable(struct tcp_sock *t)
+{
+    return atomic_load(&t->base.fds) == 1 && !t->ch.hdr && atomic_load(&t->epoll_entries) == 0 &&
+           !t->lowat_marked && !t->strict_failed && t->listener_pid == 0;
+}
+
 static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
 {
     struct tcp_sock *t = tcp_of(f->sock);
@@ -220,8 +230,11 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
     }
     else if (first && atomic_load(&t->path) == PATH_TCP)
         fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
-    if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR))
+    if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR)) {
         sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
+        if (atomic_load(&t->path) == PATH_TCP && disposable(t))
+            fdt_drop_settled(f->fd, f->sock);   /* its close then costs no object's release */
+    }
     return r;
 }
 
@@ -240,16 +253,28 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
         return fd;
     struct synopt syn;
     bool has_syn = negotiate_take_syn(listener, fd, &syn);
+    /* a listener withdrawn for io_uring may still have offers posted before:
+     * the claim refuses them (and records why); with SHUNT_ACCEL=0 it only
+     * records why (disabled, not "not negotiated") */
+    bool claims = listener->listener_pid == shunt_pid || uring_seen() || !shunt_settings.accel;
+    if (!has_syn) {
+        enum fallback_reason why = claims ? negotiate_unclaimable(listener) : FB_NOT_NEGOTIATED;
+        if (why != FB_NONE) {
+            /* kernel TCP for good before it has an object: it gets none */
+            fdt_install_kernel_sock(fd);
+            if (claims)
+                fallback_note(fd, why);
+            sockstat_publish_kernel(fd, PST_ROLE_SERVER, why, NULL, 0);
+            return fd;
+        }
+    }
     struct shunt_sock *s = tcp_socket_new(fd, f->sock->domain, (flags & SOCK_NONBLOCK) != 0);
     if (s && listener->syn_program) {
         /* the program's TCP_SAVE_SYN, which the socket inherited */
         tcp_of(s)->syn_program = true;
         tcp_of(s)->program_save_syn = listener->program_save_syn;
     }
-    /* a listener withdrawn for io_uring may still have offers posted before:
-     * the claim refuses them (and records why); with SHUNT_ACCEL=0 it only
-     * records why (disabled, not "not negotiated") */
-    if (s && (listener->listener_pid == shunt_pid || uring_seen() || !shunt_settings.accel)) {
+    if (s && claims) {
         negotiate_claim(tcp_of(s), fd, listener, has_syn ? &syn : NULL);
         if (tcp_of(s)->strict_failed) {
             sock_put(s);
@@ -402,10 +427,14 @@ static void tcp_destroy(struct shunt_sock *s)
      * reference is gone, so no call is inside it. */
     if (t->ch.hdr)
         channel_detach(&t->ch);
+#if defined(__SANITIZE_THREAD__)
+    /* glibc's destroy of a default mutex does nothing; ThreadSanitizer's
+     * ends what it knows of the lock before the memory is reused */
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->rx_lock);
     pthread_mutex_destroy(&t->tx_lock);
     pthread_mutex_destroy(&t->wait_turn);
+#endif
     tcp_sock_cache_put(t);
 }
 
