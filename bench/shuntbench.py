@@ -71,6 +71,7 @@ import re
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,6 +130,9 @@ def parse_args(argv):
     p.add_argument("--transports", help="a subset of %s (default all)" % ",".join(TRANSPORTS))
     p.add_argument("--tools", help="standard tools to run: all, none, or a list of %s "
                                    "(default all; none with --quick)" % ",".join(TOOL_ORDER))
+    p.add_argument("--keep-time-wait", action="store_true",
+                   help="do not remove loopback sockets in TIME_WAIT before each cc and crr run (by default "
+                        "root removes them with ss -K, so that every such run starts from the same state)")
     p.add_argument("--shunt", help="the shunt command (default: the one that ran this)")
     p.add_argument("--pingpong", help="the measuring program (default: found beside shunt or this script)")
     p.add_argument("--shunt-env", action="append", default=[], metavar="NAME=VALUE",
@@ -429,6 +433,25 @@ def describe(test, size, opts):
             "threads": "thread per connection, %d" % size}[test]
 
 
+# Loopback sockets in TIME_WAIT: what a run of short connections leaves
+# behind for a minute.  Each slows the next connects (a time-wait bucket
+# table that fills up makes them *faster* instead: then the kernel drops the
+# state), so without care a run's figure depends on the runs before it by
+# 5 to 50 % (docs/benchmarks.md, "Short connections").  Only sockets between
+# loopback addresses go: the runs' own kind, nobody's connection.
+TIME_WAIT_FLUSH = [["ss", "-K", "-t", "state", "time-wait", "src", "127.0.0.0/8"],
+                   ["ss", "-K", "-t", "state", "time-wait", "src", "::1"]]
+
+
+def time_wait_flushable(opts):
+    return not opts.keep_time_wait and not opts.netns and os.geteuid() == 0 and shutil.which("ss") is not None
+
+
+def flush_time_wait():
+    for argv in TIME_WAIT_FLUSH:
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
 def round_order(steps, rnd):
     """One round's steps: each test's transports in the planned order in odd
     rounds, reversed in even ones (A B C, C B A, ...).  A connection-heavy
@@ -448,6 +471,7 @@ def round_order(steps, rnd):
 
 def run_own(opts, shunt, pingpong, workdir, res, say):
     steps = plan(opts)
+    opts.flush_time_wait = any(t in CONNECTS for t, _, _ in steps) and time_wait_flushable(opts)
     total = len(steps) * opts.rounds
     k = 0
     if any(t in BUSY for t, _, _ in steps):
@@ -467,6 +491,8 @@ def run_own(opts, shunt, pingpong, workdir, res, say):
             what = describe(test, size, opts)
             say("  [%d/%d] round %d/%d  %-28s %-11s ..." % (k, total, rnd, opts.rounds, what, NAMES[transport]),
                 end="")
+            if test in CONNECTS and opts.flush_time_wait:
+                flush_time_wait()   # before t0: not the run's time
             t0 = time.monotonic()
             try:
                 status, out = run_client(argv, variant.env(rundir), str(rundir), RUN_TIMEOUT)
@@ -794,6 +820,9 @@ def main(argv):
             md.append("- shunt client, plain server (the client under shunt, the server without): %d runs, "
                       "every connection kernel TCP on both ends "
                       "(checked with shunt_fd_accelerated)" % res.client_runs)
+    if getattr(opts, "flush_time_wait", False):
+        md.append("- before each cc and crr run, loopback sockets in TIME_WAIT were removed (`ss -K`), so that "
+                  "every run started from the same state (--keep-time-wait leaves them)")
     for test in CONNECTS:
         counts = [(a, n) for t, a, n in res.short_accel if t == test]
         if counts:

@@ -417,14 +417,28 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
     struct fdref *refs = n > STACK_FDS ? malloc(n * sizeof *refs) : stack_refs;
     if (!refs)
         return kernel_ppoll(fds, n, tmo, mask);
-    bool any = false;
+    bool any = false, offered_any = false;
     for (nfds_t i = 0; i < n; i++) {
-        refs[i] = fdt_get(fds[i].fd);
+        /* a pipe, a Unix socket, TCP for good: no lookup (as select's) */
+        refs[i] = fdt_kernel_only(fds[i].fd) ? (struct fdref){ .fd = fds[i].fd, .ops = &passthrough_ops }
+                                             : fdt_get(fds[i].fd);
+        if (!refs[i].sock)
+            continue;
         tcp_socket_watched(refs[i].sock, fds[i].fd);
         if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
             any = true;
+        offered_any |= offered(&refs[i]);
     }
-    int result = poll_looked_up(fds, refs, n, any, tmo, mask);
+    int result;
+    if (!any && !offered_any) {
+        /* nothing of ours, no claim to land: the kernel's answer is the
+         * program's (a listener's readiness is the kernel's accept queue) */
+        result = kernel_ppoll(fds, n, tmo, mask);
+        for (nfds_t i = 0; i < n; i++)
+            fdt_put(&refs[i]);
+    } else {
+        result = poll_looked_up(fds, refs, n, any, tmo, mask);
+    }
     if (refs != stack_refs)
         free(refs);
     return result;

@@ -231,9 +231,14 @@ static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
     else if (first && atomic_load(&t->path) == PATH_TCP)
         fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
     if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR)) {
-        sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
-        if (atomic_load(&t->path) == PATH_TCP && disposable(t))
-            fdt_drop_settled(f->fd, f->sock);   /* its close then costs no object's release */
+        if (atomic_load(&t->path) == PATH_TCP && disposable(t)) {
+            /* its record without the object's, and its close then costs
+             * no object's release */
+            sockstat_publish_kernel(f->fd, PST_ROLE_CLIENT, (enum fallback_reason)atomic_load(&t->reason), a, len);
+            fdt_drop_settled(f->fd, f->sock);
+        } else {
+            sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
+        }
     }
     return r;
 }
