@@ -188,14 +188,20 @@ static int do_fcntl(int fd, int cmd, void *arg)
 {
     int saved = errno;
     SANDBOX_PASS(shunt_real.fcntl(fd, cmd, arg));
+    /* Only O_NONBLOCK's change (a TCP socket of ours keeps it) and a
+     * duplicate (it shares the object) concern shunt; F_GETFL, which an
+     * event loop asks before every F_SETFL, and the rest are the kernel's */
+    bool dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+    if (!dups && (cmd != F_SETFL || fdt_kernel_only(fd)))
+        return (int)wrap_finish(sysret(shunt_real.fcntl(fd, cmd, arg)), saved);
     struct fdref f = fdt_get(fd);
     int r = f.ops->fcntl(&f, cmd, arg);
-    if (r == -EMFILE && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && private_fds_yield())
+    if (r == -EMFILE && dups && private_fds_yield())
         r = f.ops->fcntl(&f, cmd, arg);
-    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+    if (r >= 0 && dups)
         install_duplicate(r, &f);
     fdt_put(&f);
-    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+    if (r >= 0 && dups)
         stdio_std_changed(r);
     return (int)wrap_finish(r, saved);
 }
