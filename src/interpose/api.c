@@ -64,7 +64,7 @@ __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const 
 {
     shunt_ensure_init();
     if (name && !strcmp(name, "object"))   /* any fd: does the table keep an object for it */
-        return fdt_has_object(fd) && !fdt_is_kernel_sock(fd);
+        return fdt_has_object(fd) && !fdt_is_kernel_sock(fd) && !fdt_lazy(fd);
     struct fdref f = fdt_get(fd);
     long long r = -1;
     if (name && f.sock && f.sock->kind == SOCK_TCP && tcp_socket_accelerated(f.sock, fd))

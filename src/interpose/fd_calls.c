@@ -194,6 +194,14 @@ static int do_fcntl(int fd, int cmd, void *arg)
     bool dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
     if (!dups && (cmd != F_SETFL || fdt_kernel_only(fd)))
         return (int)wrap_finish(sysret(shunt_real.fcntl(fd, cmd, arg)), saved);
+    if (cmd == F_SETFL && fdt_lazy(fd)) {
+        /* a new socket's O_NONBLOCK, kept in its LAZY entry: a hint, as the
+         * object's is (tcp_fcntl), so an object made meanwhile may miss it */
+        long r = sysret(shunt_real.fcntl(fd, cmd, arg));
+        if (r == 0)
+            fdt_lazy_set(fd, FDT_LAZY_NONBLOCK, ((long)(intptr_t)arg & O_NONBLOCK) != 0);
+        return (int)wrap_finish(r, saved);
+    }
     struct fdref f = fdt_get(fd);
     int r = f.ops->fcntl(&f, cmd, arg);
     if (r == -EMFILE && dups && private_fds_yield())
@@ -232,5 +240,14 @@ SHUNT_EXPORT int ioctl(int fd, unsigned long request, ...)
     va_start(ap, request);
     void *arg = va_arg(ap, void *);
     va_end(ap);
+    if (request == FIONBIO && arg && fdt_lazy(fd)) {
+        /* a new socket's O_NONBLOCK (Python's setblocking), as fcntl's */
+        int saved = errno;
+        SANDBOX_PASS(shunt_real.ioctl(fd, request, arg));
+        long r = sysret(shunt_real.ioctl(fd, request, arg));
+        if (r == 0)
+            fdt_lazy_set(fd, FDT_LAZY_NONBLOCK, *(int *)arg != 0);
+        return (int)wrap_finish(r, saved);
+    }
     DISPATCH(int, fd, ioctl, request, arg);
 }

@@ -2,6 +2,10 @@
  * socket_calls.c: wrappers for creating, naming, connecting and configuring
  * sockets.
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+
 #include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
@@ -15,8 +19,12 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
         fd = shunt_real.socket(domain, type, protocol);
     if (fd < 0)
         return -1;
-    fdt_install(fd, tcp_socket_wanted(domain, type, protocol)
-                        ? tcp_socket_new(fd, domain, (type & SOCK_NONBLOCK) != 0) : NULL);
+    /* a TCP socket's object is made at its first use that needs one: a
+     * connect that stays kernel TCP never does (fdtable.h, LAZY) */
+    if (tcp_socket_wanted(domain, type, protocol))
+        fdt_install_lazy(fd, tcp_socket_lazy(domain, type));
+    else
+        fdt_install(fd, NULL);
     errno = saved;
     return fd;
 }
@@ -39,6 +47,8 @@ SHUNT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 SHUNT_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
+    if (fdt_lazy(fd))   /* nothing of shunt's in a bind (a client's, before its connect) */
+        return shunt_real.bind(fd, addr, len);
     DISPATCH(int, fd, bind, CONST_SOCKADDR_PTR(addr), len);
 }
 
@@ -79,9 +89,13 @@ SHUNT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
     int saved = errno;
     SANDBOX_PASS(shunt_real.connect(fd, addr, len));
-    struct fdref f = fdt_get(fd);
-    int r = f.ops->connect(&f, CONST_SOCKADDR_PTR(addr), len);
-    fdt_put(&f);
+    int r;
+    uintptr_t lazy = fdt_lazy(fd);
+    if (!lazy || !tcp_connect_lazy(fd, lazy, CONST_SOCKADDR_PTR(addr), len, &r)) {
+        struct fdref f = fdt_get(fd);
+        r = f.ops->connect(&f, CONST_SOCKADDR_PTR(addr), len);
+        fdt_put(&f);
+    }
     if (r == 0 || r == -EINPROGRESS || r == -EINTR)
         stdio_std_changed(fd);
     shunt_run_pending();   /* io_uring seen by the connect's look: the fail-safe, now */
@@ -100,15 +114,32 @@ SHUNT_EXPORT int getsockopt(int fd, int level, int name, void *restrict val, soc
 
 SHUNT_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+    /* TCP_NODELAY before connect (a client's usual): kept in the LAZY entry */
+    if (level == IPPROTO_TCP && name == TCP_NODELAY && val && len >= (socklen_t)sizeof(int) && fdt_lazy(fd)) {
+        int saved = errno;
+        SANDBOX_PASS(shunt_real.setsockopt(fd, level, name, val, len));
+        int v;
+        memcpy(&v, val, sizeof v);
+        int r = (int)sysret(shunt_real.setsockopt(fd, level, name, val, len));
+        if (r < 0 || fdt_lazy_set(fd, FDT_LAZY_NODELAY, v != 0))
+            return (int)wrap_finish(r, saved);
+        /* its object was made meanwhile: it keeps the program's value */
+    }
     DISPATCH(int, fd, setsockopt, level, name, val, len);
 }
 
+/* The names are the kernel's on every path; a new socket's (Python asks at
+ * socket()) needs no object made for it. */
 SHUNT_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
 {
+    if (fdt_lazy(fd))
+        return shunt_real.getsockname(fd, addr, len);
     DISPATCH(int, fd, getsockname, SOCKADDR_PTR(addr), len);
 }
 
 SHUNT_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
 {
+    if (fdt_lazy(fd))
+        return shunt_real.getpeername(fd, addr, len);
     DISPATCH(int, fd, getpeername, SOCKADDR_PTR(addr), len);
 }

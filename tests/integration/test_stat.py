@@ -654,3 +654,65 @@ def test_accelerated_connection_keeps_its_object(shunt_build):
     r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "1", "1", "1", "1"], r.stdout
+
+
+def test_new_socket_object_made_at_first_need(shunt_build):
+    """A TCP socket the program makes gets its object only when something
+    needs one (fdtable.h, LAZY): not at socket(), not for O_NONBLOCK or
+    TCP_NODELAY set before connect (kept in the table's entry), not for a
+    bind; a connect that stays kernel TCP never makes it.  What was kept
+    reaches the object when it is made: an accelerated connection answers
+    TCP_NODELAY as the program set it and keeps O_NONBLOCK (a recv with
+    nothing there says EAGAIN).  A duplicate made behind shunt's back (the
+    raw system call) before the first use shares the one object."""
+    code = textwrap.dedent(r"""
+        import ctypes, errno, os, socket
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.shunt_fd_counter.restype = ctypes.c_longlong
+        obj = lambda s: lib.shunt_fd_counter(s if isinstance(s, int) else s.fileno(), b"object")
+        ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(4)
+        port = ls.getsockname()[1]
+        out = []
+        c = socket.socket()
+        out.append(obj(c))                                        # 0: new
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.setblocking(False)
+        c.bind(("127.0.0.1", 0))
+        out.append(obj(c))                                        # 0: still new
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        a, _ = ls.accept()
+        out.append(lib.shunt_fd_accelerated(c.fileno()) if obj(c) else -1)
+        c.setblocking(True)
+        c.sendall(b"x"); assert a.recv(1) == b"x"
+        out.append(lib.shunt_fd_accelerated(c.fileno()))         # 1: accelerated, an object
+        out.append(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0)   # the program's value
+        c.setblocking(False)
+        try:
+            c.recv(1); out.append("no EAGAIN")
+        except BlockingIOError:
+            out.append("EAGAIN")
+        # a duplicate behind shunt's back, before the first use
+        d = socket.socket()
+        raw = lib.syscall(32, d.fileno())                         # SYS_dup on x86_64
+        assert raw >= 0, ctypes.get_errno()
+        lib.shunt_fd_accelerated(raw)                             # its first use: probed
+        out.append(obj(raw))                                      # shares d's object, made now
+        out.append(obj(d))
+        d.connect(("127.0.0.1", port))
+        b, _ = ls.accept()
+        d.sendall(b"y"); assert b.recv(1) == b"y"
+        b.sendall(b"z")
+        out.append(lib.shunt_fd_accelerated(raw))
+        out.append(os.read(raw, 1).decode())                      # the byte, through the ring
+        print(*out)
+    """)
+    need_x86 = os.uname().machine == "x86_64"
+    if not need_x86:
+        pytest.skip("the raw dup's system call number is x86_64's")
+    env = base_env(LD_PRELOAD=str(shunt_build / "libshunt.so"), SHUNT_LOG="warn", SHUNT_SHORT_CONNS="0")
+    r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0", "1", "1", "True", "EAGAIN", "1", "1", "1", "z"], r.stdout

@@ -76,7 +76,15 @@ static struct shunt_sock *stub_probe(int fd, uint64_t inode, bool passed)
     return &s->base;
 }
 
-static const struct fdt_probe_hooks hooks = { .share = stub_share, .probe = stub_probe };
+static uintptr_t made_from;
+
+static struct shunt_sock *stub_make(int fd, uintptr_t lazy)
+{
+    made_from = lazy;
+    return stub_probe(fd, 0, false);
+}
+
+static const struct fdt_probe_hooks hooks = { .share = stub_share, .probe = stub_probe, .make = stub_make };
 
 static void closes(int fd)
 {
@@ -280,6 +288,57 @@ int main(void)
     CHECK(fdt_object_slots(), ==, slots);
     CHECK(close(other), ==, 0);
     fdt_forget(other);
+
+    /* a new socket kept LAZY: known, not the kernel's alone, no object
+     * until a lookup; its bits change in place and reach the object */
+    int lz = socket(AF_INET6, SOCK_STREAM, 0);
+    CHECK(lz, >=, 0);
+    slots = fdt_object_slots();
+    fdt_install_lazy(lz, FDT_LAZY | FDT_LAZY_V6);
+    CHECK(fdt_lazy(lz), ==, (long long)(FDT_LAZY | FDT_LAZY_V6));
+    CHECK(fdt_kernel_only(lz), ==, 0);
+    CHECK(fdt_known_open(lz), ==, 1);
+    CHECK(fdt_object_slots(), ==, slots + 1);
+    seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 0);
+    seen = 0;
+    fdt_for_each_lazy(count_visit, &seen);
+    CHECK(seen, ==, 1);
+    CHECK(fdt_lazy_set(lz, FDT_LAZY_NONBLOCK, true), ==, 1);
+    CHECK(fdt_lazy_set(lz, FDT_LAZY_NODELAY, true), ==, 1);
+    CHECK(fdt_lazy_set(lz, FDT_LAZY_NODELAY, false), ==, 1);
+    probes_before = probes;
+    r = fdt_get(lz);   /* made now, from the bits */
+    CHECK(r.sock == &last_made->base, ==, 1);
+    CHECK(made_from, ==, (long long)(FDT_LAZY | FDT_LAZY_V6 | FDT_LAZY_NONBLOCK));
+    CHECK(probes, ==, probes_before + 1);   /* stub_make makes through stub_probe */
+    CHECK(atomic_load(&r.sock->fds), ==, 1);
+    CHECK(fdt_lazy(lz), ==, 0);
+    CHECK(fdt_lazy_set(lz, FDT_LAZY_NODELAY, true), ==, 0);   /* not lazy any more: the object's way */
+    CHECK(fdt_object_slots(), ==, slots + 1);
+    fdt_put(&r);
+    closes(lz);
+    CHECK(fdt_object_slots(), ==, slots);
+    /* a lazy socket that connects on kernel TCP: KERNEL_SOCK, never an object */
+    lz = socket(AF_INET, SOCK_STREAM, 0);
+    fdt_install_lazy(lz, FDT_LAZY);
+    probes_before = probes;
+    CHECK(fdt_lazy_to_kernel(lz, FDT_LAZY | FDT_LAZY_NONBLOCK), ==, 0);   /* not its value: no change */
+    CHECK(fdt_lazy_to_kernel(lz, FDT_LAZY), ==, 1);
+    CHECK(fdt_is_kernel_sock(lz), ==, 1);
+    CHECK(fdt_kernel_only(lz), ==, 1);
+    CHECK(probes, ==, probes_before);
+    /* closing a lazy one hands no object back */
+    closes(lz);
+    lz = socket(AF_INET, SOCK_STREAM, 0);
+    fdt_install_lazy(lz, FDT_LAZY);
+    CHECK(fdt_close_begin(lz) == NULL, ==, 1);
+    CHECK(close(lz), ==, 0);
+    fdt_close_end(lz);
+    CHECK(fdt_lazy(lz), ==, 0);
+    CHECK(fdt_object_slots(), ==, slots);
+    CHECK(probes, ==, probes_before);
 
     /* a bad fd: passthrough, nothing probed, nothing kept */
     probes_before = probes;

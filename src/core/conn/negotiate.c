@@ -272,51 +272,63 @@ void negotiate_connect_failed(struct tcp_sock *t, int fd)
     }
 }
 
+enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len, struct offer_plan *plan)
+{
+    plan->mark = false;
+    plan->unrecorded = false;
+    if (!shunt_settings.accel)
+        return FB_DISABLED;
+    if (shunt_sandbox_refuses())
+        return FB_SANDBOX;
+    if (uring_seen())
+        return FB_URING;
+    if (reg_addr_from_sockaddr(&plan->dst, dst_sa, len) < 0) {
+        plan->unrecorded = true;   /* AF_UNSPEC and friends: the kernel will answer */
+        return FB_NOT_NEGOTIATED;
+    }
+    /* another namespace's listener is found only when the SYN will carry
+     * this socket's cookie (`shunt fabric enable`) */
+    plan->cross = !reg_addr_is_loopback(&plan->dst);
+    if (plan->cross && !synopt_fabric_on())
+        return FB_NOT_LOOPBACK;
+    int r = reg_open();
+    if (r < 0)
+        return r == -EPERM ? FB_NOT_OURS : FB_REGISTRY;
+    /* before the listener's lookup, which costs the registry's lock: a
+     * destination judged short had an accelerated listener a moment ago */
+    if (short_conns_skip(&plan->dst))
+        return FB_SHORT;
+    int m = plan->cross ? reg_host_listener_match(&plan->dst) : reg_listener_match(&plan->dst);
+    if (m <= 0) {
+        plan->mark = plan->cross && m == 0;
+        return m < 0 ? FB_REGISTRY : FB_NO_LISTENER;
+    }
+    return FB_NONE;
+}
+
 void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, socklen_t len)
 {
     if (t->negotiated)
         return;
+    struct offer_plan plan;
+    negotiate_offer_planned(t, fd, negotiate_plan(dst_sa, len, &plan), &plan);
+}
+
+void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason why, const struct offer_plan *plan)
+{
+    if (t->negotiated)
+        return;
     t->negotiated = true;
-    if (!shunt_settings.accel) {
-        fallback_record(t, fd, FB_DISABLED, false);
-        return;
-    }
-    if (shunt_sandbox_refuses()) {
-        fallback_record(t, fd, FB_SANDBOX, false);
-        return;
-    }
-    if (uring_seen()) {
-        fallback_record(t, fd, FB_URING, false);
-        return;
-    }
-    struct reg_addr dst;
-    if (reg_addr_from_sockaddr(&dst, dst_sa, len) < 0)
-        return;   /* AF_UNSPEC and friends: the kernel will answer */
-    /* another namespace's listener is found only when the SYN will carry
-     * this socket's cookie (`shunt fabric enable`) */
-    bool cross = !reg_addr_is_loopback(&dst);
-    if (cross && !synopt_fabric_on()) {
-        fallback_record(t, fd, FB_NOT_LOOPBACK, false);
-        return;
-    }
-    int r = reg_open();
-    if (r < 0) {
-        fallback_record(t, fd, r == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
-        return;
-    }
-    /* before the listener's lookup, which costs the registry's lock: a
-     * destination judged short had an accelerated listener a moment ago */
-    if (short_conns_skip(&dst)) {
-        fallback_record(t, fd, FB_SHORT, false);
-        return;
-    }
-    int m = cross ? reg_host_listener_match(&dst) : reg_listener_match(&dst);
-    if (m <= 0) {
-        if (cross && m == 0)
+    if (why != FB_NONE) {
+        if (plan->mark)
             mark_process(t, fd);
-        fallback_record(t, fd, m < 0 ? FB_REGISTRY : FB_NO_LISTENER, false);
+        if (!plan->unrecorded)
+            fallback_record(t, fd, why, false);
         return;
     }
+    bool cross = plan->cross;
+    struct reg_addr dst = plan->dst;
+    int r;
     /* this connection would be accelerated: not in a process with a ring
      * shunt has not seen yet */
     if (uring_look(fd)) {

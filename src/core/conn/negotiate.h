@@ -15,6 +15,22 @@ void negotiate_listen(struct tcp_sock *t, int fd);
  * accelerated listener matches the destination. */
 void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst, socklen_t len);
 
+/* negotiate_offer in two halves.  The first needs no socket object: what
+ * the destination and this process's state say (acceleration off, a
+ * sandbox, io_uring, not loopback, the registry, a destination judged
+ * short, no listener), FB_NONE when an offer is to be made.  It counts
+ * against the destination's short-connection history, so it runs once per
+ * connect, and its plan goes to the second half: the socket's reason, the
+ * process's mark on the SYN (plan->mark), or the offer. */
+struct offer_plan {
+    struct reg_addr dst;
+    bool cross;         /* not loopback: another namespace's or host's listener */
+    bool mark;          /* the socket is to carry the process mark (needs the object) */
+    bool unrecorded;    /* no reason to record (an address the kernel will refuse) */
+};
+enum fallback_reason negotiate_plan(const struct sockaddr *dst, socklen_t len, struct offer_plan *plan);
+void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason why, const struct offer_plan *plan);
+
 /* connect() failed for good: withdraws the offer. */
 void negotiate_withdraw(struct tcp_sock *t, int fd);
 

@@ -108,7 +108,7 @@ void fdt_init(void)
 
 static bool is_object(uintptr_t v) { return v >= FDT_SENTINELS; }
 /* a socket the table knows: an object, or a connection kept without one */
-static bool is_known_sock(uintptr_t v) { return is_object(v) || v == FDT_KERNEL_SOCK; }
+static bool is_known_sock(uintptr_t v) { return is_object(v) || v == FDT_KERNEL_SOCK || fdt_is_lazy_value(v); }
 static bool is_kernel_only(uintptr_t v) { return is_object(v) && (v & KERNEL_TAG); }
 static struct shunt_sock *obj(uintptr_t v) { return (struct shunt_sock *)(v & ~KERNEL_TAG); }
 
@@ -215,6 +215,28 @@ void fdt_after_fork_child(void)
     memcpy(&probe_lock, &fresh, sizeof fresh);
 }
 
+/* Makes the object of fd's LAZY entry v; false if the entry changed
+ * meanwhile (look again) or no object could be made (then fd passes through
+ * as the kernel's: nothing was promised for it yet). */
+static bool make_lazy(int fd, struct slot *sl, uintptr_t v)
+{
+    const struct fdt_probe_hooks *h = atomic_load_explicit(&probe_hooks, memory_order_acquire);
+    struct shunt_sock *s = h && h->make ? h->make(fd, v) : NULL;
+    uintptr_t expected = v;
+    if (!s) {
+        if (atomic_compare_exchange_strong(&sl->val, &expected, FDT_PASSTHROUGH))
+            count_slot(v, FDT_PASSTHROUGH);
+        return false;
+    }
+    atomic_store(&s->fds, 1);
+    if (atomic_compare_exchange_strong(&sl->val, &expected, (uintptr_t)s))
+        return true;
+    /* another thread made it first, or fd was closed: ours goes */
+    atomic_store(&s->fds, 0);
+    sock_put(s);
+    return false;
+}
+
 struct fdref fdt_get(int fd)
 {
     return fdt_get_marked(fd, NULL);
@@ -230,6 +252,10 @@ struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark)
         if (v == FDT_UNKNOWN) {
             if (!probe_unknown(fd, sl))
                 return passthrough_ref(fd);
+            continue;
+        }
+        if (fdt_is_lazy_value(v)) {
+            make_lazy(fd, sl, v);
             continue;
         }
         if (!is_object(v) || is_kernel_only(v))
@@ -350,14 +376,20 @@ void fdt_settle_kernel(int fd, struct shunt_sock *s)
     atomic_compare_exchange_strong(&sl->val, &expected, (uintptr_t)s | KERNEL_TAG);
 }
 
-void fdt_install_kernel_sock(int fd)
+/* A sentinel for a new fd (the kernel's number, free in its table). */
+static void install_value(int fd, uintptr_t v)
 {
     struct slot *sl = slot_for(fd, true);
     if (!sl)
         return;
-    uintptr_t old = swap_out(sl, FDT_KERNEL_SOCK);
+    uintptr_t old = swap_out(sl, v);
     if (is_object(old))
         sock_put(obj(old));   /* a stale entry the kernel had already closed */
+}
+
+void fdt_install_kernel_sock(int fd)
+{
+    install_value(fd, FDT_KERNEL_SOCK);
 }
 
 void fdt_drop_settled(int fd, struct shunt_sock *s)
@@ -375,6 +407,37 @@ void fdt_drop_settled(int fd, struct shunt_sock *s)
         sched_yield();
     atomic_fetch_sub(&s->fds, 1);
     sock_put(s);
+}
+
+void fdt_install_lazy(int fd, uintptr_t lazy)
+{
+    install_value(fd, lazy);
+}
+
+uintptr_t fdt_lazy(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    uintptr_t v = sl ? atomic_load_explicit(&sl->val, memory_order_acquire) : 0;
+    return fdt_is_lazy_value(v) ? v : 0;
+}
+
+bool fdt_lazy_set(int fd, uintptr_t bit, bool on)
+{
+    struct slot *sl = slot_for(fd, false);
+    if (!sl)
+        return false;
+    uintptr_t v = atomic_load(&sl->val);
+    while (fdt_is_lazy_value(v))
+        if (atomic_compare_exchange_weak(&sl->val, &v, on ? v | bit : v & ~bit))
+            return true;
+    return false;
+}
+
+bool fdt_lazy_to_kernel(int fd, uintptr_t lazy)
+{
+    struct slot *sl = slot_for(fd, false);
+    uintptr_t expected = lazy;
+    return sl && atomic_compare_exchange_strong(&sl->val, &expected, FDT_KERNEL_SOCK);
 }
 
 bool fdt_is_kernel_sock(int fd)
@@ -448,4 +511,17 @@ void fdt_for_each_object(unsigned first, unsigned last, void (*fn)(int fd, void 
 {
     struct visit v = { fn, ctx };
     for_each_slot(first, last, visit_object, &v);
+}
+
+static void visit_lazy(int fd, struct slot *sl, void *ctx)
+{
+    struct visit *v = ctx;
+    if (fdt_is_lazy_value(atomic_load_explicit(&sl->val, memory_order_acquire)))
+        v->fn(fd, v->ctx);
+}
+
+void fdt_for_each_lazy(void (*fn)(int fd, void *ctx), void *ctx)
+{
+    struct visit v = { fn, ctx };
+    for_each_slot(0, ~0U, visit_lazy, &v);
 }

@@ -23,7 +23,23 @@
  * kernel's from then on. */
 extern SHUNT_TLS bool shunt_in_vfork_child;
 
-enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_KERNEL_SOCK = 3, FDT_SENTINELS = 4 };
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_KERNEL_SOCK = 3 };
+
+/*
+ * A TCP socket the program made whose object is not made yet (LAZY): the
+ * socket is new and unconnected, and nothing shunt would keep for it has
+ * happened but what these bits hold.  The first lookup that needs more
+ * makes the object (the hooks' make); a connect that is kernel TCP for good
+ * from its first byte never does (KERNEL_SOCK then).  Values 8 to 15.
+ */
+#define FDT_LAZY ((uintptr_t)8)
+#define FDT_LAZY_V6 ((uintptr_t)1)        /* AF_INET6 (else AF_INET) */
+#define FDT_LAZY_NONBLOCK ((uintptr_t)2)  /* O_NONBLOCK as the program set it */
+#define FDT_LAZY_NODELAY ((uintptr_t)4)   /* TCP_NODELAY as the program set it */
+static inline bool fdt_is_lazy_value(uintptr_t v) { return (v & ~(uintptr_t)7) == FDT_LAZY; }
+
+/* Values below are not objects (no object lives in the first page). */
+#define FDT_SENTINELS ((uintptr_t)4096)
 
 /*
  * A TCP socket whose path is settled on the kernel's (it fell back, or was
@@ -84,6 +100,8 @@ void fdt_init(void);
 struct fdt_probe_hooks {
     struct shunt_sock *(*share)(int fd, uint64_t inode, bool passed);
     struct shunt_sock *(*probe)(int fd, uint64_t inode, bool passed);
+    /* the object of a LAZY entry (lazy: its value), one reference, or NULL */
+    struct shunt_sock *(*make)(int fd, uintptr_t lazy);
 };
 void fdt_set_probe_hooks(const struct fdt_probe_hooks *h);
 
@@ -130,6 +148,23 @@ void fdt_drop_settled(int fd, struct shunt_sock *s);
 
 /* Whether fd's entry is KERNEL_SOCK (no probe). */
 bool fdt_is_kernel_sock(int fd);
+
+/* A new TCP socket at fd, kept LAZY (its object made at its first lookup
+ * that needs one).  Not in a vfork child or a sandbox (no table there). */
+void fdt_install_lazy(int fd, uintptr_t lazy);
+
+/* fd's entry if it is LAZY (0 if not). */
+uintptr_t fdt_lazy(int fd);
+
+/* Changes a LAZY entry's bit: true if done, false if fd is not LAZY (any
+ * more): then the caller takes the object's way. */
+bool fdt_lazy_set(int fd, uintptr_t bit, bool on);
+
+/* A LAZY entry (still lazy, exactly) becomes KERNEL_SOCK: true if so. */
+bool fdt_lazy_to_kernel(int fd, uintptr_t lazy);
+
+/* Calls fn for every LAZY fd (the look for another fd of a socket). */
+void fdt_for_each_lazy(void (*fn)(int fd, void *ctx), void *ctx);
 
 /* Forgets fd, so that its next use probes it again. */
 void fdt_forget(int fd);

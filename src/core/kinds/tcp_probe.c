@@ -4,6 +4,8 @@
  * fd of a socket this process already has.  The table calls these through
  * the hooks tcp_socket_init gives it (core/fd/fdtable.h).
  */
+#include <sys/stat.h>
+
 #include "base/real.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/sockstat.h"
@@ -39,6 +41,14 @@ struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed)
     return s;
 }
 
+struct shunt_sock *tcp_socket_make(int fd, uintptr_t lazy)
+{
+    struct shunt_sock *s = tcp_socket_new(fd, (lazy & FDT_LAZY_V6) ? AF_INET6 : AF_INET, (lazy & FDT_LAZY_NONBLOCK) != 0);
+    if (s)
+        tcp_of(s)->program_nodelay = (lazy & FDT_LAZY_NODELAY) != 0;
+    return s;
+}
+
 struct known_socket {
     uint64_t inode;
     struct shunt_sock *found;
@@ -61,12 +71,32 @@ static void find_inode(int fd, void *ctx)
     fdt_put(&f);
 }
 
+/* A socket made here whose object is not made yet (fdt_install_lazy): it
+ * is made now if its inode is the one looked for, and found. */
+static void find_lazy_inode(int fd, void *ctx)
+{
+    struct known_socket *k = ctx;
+    struct stat st;
+    if (k->found || fstat(fd, &st) < 0 || (uint64_t)st.st_ino != k->inode)
+        return;
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->kind == SOCK_TCP) {
+        tcp_of(f.sock)->inode = k->inode;
+        sock_get(f.sock);
+        k->found = f.sock;
+        k->fd = fd;
+    }
+    fdt_put(&f);
+}
+
 struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed)
 {
     struct known_socket k = { inode, NULL, -1 };
     if (!inode)
         return NULL;
     fdt_for_each_object(0, ~0U, find_inode, &k);
+    if (!k.found)
+        fdt_for_each_lazy(find_lazy_inode, &k);   /* dup'ed behind our back before its first use */
     if (!k.found)
         return NULL;
     struct tcp_sock *t = tcp_of(k.found);
@@ -79,6 +109,7 @@ struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed)
 static const struct fdt_probe_hooks probe_hooks = {
     .share = tcp_socket_share,
     .probe = tcp_socket_probe,
+    .make = tcp_socket_make,
 };
 
 void tcp_socket_init(void)

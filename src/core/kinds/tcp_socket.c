@@ -42,6 +42,38 @@ bool tcp_socket_wanted(int domain, int type, int protocol)
            (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
+uintptr_t tcp_socket_lazy(int domain, int type)
+{
+    return FDT_LAZY | (domain == AF_INET6 ? FDT_LAZY_V6 : 0) | ((type & SOCK_NONBLOCK) ? FDT_LAZY_NONBLOCK : 0);
+}
+
+bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_t len, int *r)
+{
+    struct offer_plan plan;
+    enum fallback_reason why = negotiate_plan(a, len, &plan);
+    if (why != FB_NONE && !plan.mark && !plan.unrecorded) {
+        *r = (int)sysret(shunt_real.connect(fd, a, len));
+        /* kernel TCP for good before it had an object: it gets none (a
+         * connect that failed at once leaves the socket new, as it was) */
+        if ((*r == 0 || *r == -EINPROGRESS || *r == -EINTR) && fdt_lazy_to_kernel(fd, lazy)) {
+            fallback_note(fd, why);
+            sockstat_publish_kernel(fd, PST_ROLE_CLIENT, why, a, len);
+        }
+        return true;
+    }
+    /* an offer, or a mark on the socket: the object's way, with this plan
+     * (the destination's history is counted once, here) */
+    struct fdref f = fdt_get(fd);
+    if (!f.sock || f.sock->kind != SOCK_TCP) {
+        fdt_put(&f);
+        return false;   /* no object could be made: the kernel's connect */
+    }
+    negotiate_offer_planned(tcp_of(f.sock), fd, why, &plan);
+    *r = tcp_connect_negotiated(&f, a, len);
+    fdt_put(&f);
+    return true;
+}
+
 struct shunt_sock *tcp_socket_new(int fd, int domain, int nonblock)
 {
     struct tcp_sock *t = tcp_sock_cache_get();
@@ -218,27 +250,36 @@ static bool disposable(struct tcp_sock *t)
 static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
 {
     struct tcp_sock *t = tcp_of(f->sock);
-    bool first = !t->negotiated;
-    if (first)
-        negotiate_offer(t, f->fd, a, len);
+    if (t->negotiated)   /* a connect again (EALREADY, EISCONN ...): the kernel's answer */
+        return t->strict_failed ? -EPROTO : pt_connect(f, a, len);
+    negotiate_offer(t, f->fd, a, len);
+    return tcp_connect_negotiated(f, a, len);
+}
+
+int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t len)
+{
+    struct tcp_sock *t = tcp_of(f->sock);
     if (t->strict_failed)
         return -EPROTO;
     int r = pt_connect(f, a, len);
-    if (first && r < 0 && r != -EINPROGRESS && r != -EINTR) {
+    bool started = r == 0 || r == -EINPROGRESS || r == -EINTR;
+    if (!started) {
         negotiate_connect_failed(t, f->fd);
         negotiate_withdraw(t, f->fd);
+        return r;
     }
-    else if (first && atomic_load(&t->path) == PATH_TCP)
-        fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
-    if (first && (r == 0 || r == -EINPROGRESS || r == -EINTR)) {
-        if (atomic_load(&t->path) == PATH_TCP && disposable(t)) {
-            /* its record without the object's, and its close then costs
-             * no object's release */
-            sockstat_publish_kernel(f->fd, PST_ROLE_CLIENT, (enum fallback_reason)atomic_load(&t->reason), a, len);
-            fdt_drop_settled(f->fd, f->sock);
-        } else {
-            sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
-        }
+    if (atomic_load(&t->path) != PATH_TCP) {
+        sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
+        return r;
+    }
+    fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
+    if (disposable(t)) {
+        /* its record without the object's, and its close then costs no
+         * object's release */
+        sockstat_publish_kernel(f->fd, PST_ROLE_CLIENT, (enum fallback_reason)atomic_load(&t->reason), a, len);
+        fdt_drop_settled(f->fd, f->sock);
+    } else {
+        sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
     }
     return r;
 }

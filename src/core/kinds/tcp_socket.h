@@ -32,6 +32,22 @@ struct shunt_sock *tcp_socket_probe(int fd, uint64_t inode, bool passed);
  * its sender counted in, which this process already had. */
 struct shunt_sock *tcp_socket_share(int fd, uint64_t inode, bool passed);
 
+/* The object of a socket kept LAZY in the fd table (fdtable.h), from what
+ * the entry kept. */
+struct shunt_sock *tcp_socket_make(int fd, uintptr_t lazy);
+
+/* The fd table's LAZY value for a new socket of these (tcp_socket_wanted). */
+uintptr_t tcp_socket_lazy(int domain, int type);
+
+/* connect() on a LAZY fd: the connection's plan without an object; kernel
+ * TCP for good from its first byte keeps it without one (KERNEL_SOCK).
+ * False: the object's way is to be taken (nothing was done). */
+bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_t len, int *r);
+
+/* A first connect whose negotiation (negotiate_offer, or its planned half)
+ * has run: the kernel's connect, and what follows from its answer. */
+int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t len);
+
 /* The program waits on this socket (epoll, poll, select): a listener it
  * inherited from the process that registered it is registered for this
  * process too, before the first connection arrives (pre-forked workers
