@@ -716,3 +716,38 @@ def test_new_socket_object_made_at_first_need(shunt_build):
     r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "0", "1", "1", "True", "EAGAIN", "1", "1", "1", "z"], r.stdout
+
+
+def test_short_destination_sampled_after_seconds(shunt_build):
+    """A destination judged short is sampled again after at most ten
+    seconds however few connections were made meanwhile (short_conns.c,
+    SAMPLE_SECONDS), and otherwise after a count that grows to 16384: a
+    slow client whose connections turn long finds out within seconds,
+    a fast one pays for few samples.  Four short connections, one more on
+    kernel TCP (reason short), eleven seconds, then a sample: accelerated
+    (before, the count alone decided: the next one was short as well)."""
+    code = textwrap.dedent(r"""
+        import ctypes, socket, time
+        lib = ctypes.CDLL(None)
+        lib.shunt_fd_fallback.restype = ctypes.c_char_p
+        ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(8)
+        def one():
+            c = socket.create_connection(ls.getsockname())
+            a, _ = ls.accept()
+            c.sendall(b"q"); assert a.recv(1) == b"q"
+            a.sendall(b"r"); assert c.recv(1) == b"r"
+            acc = lib.shunt_fd_accelerated(c.fileno())
+            key = lib.shunt_fd_fallback(c.fileno())
+            c.close(); a.close()
+            return "%d:%s" % (acc, key.decode() if key else "-")
+        out = [one() for _ in range(5)]
+        time.sleep(11)
+        out.append(one())
+        print(*out)
+    """)
+    env = base_env(LD_PRELOAD=str(shunt_build / "libshunt.so"), SHUNT_LOG="warn")
+    r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.split()
+    assert [g.split(":")[0] for g in got] == ["1", "1", "1", "1", "0", "1"], got
+    assert got[4] == "0:short", got

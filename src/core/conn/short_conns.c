@@ -16,8 +16,11 @@
  * remembers, per destination, how many in a row were short.  After
  * STREAK_MIN of them the destination's new connections stay on kernel TCP
  * (reason "short"), except samples at growing intervals (every 2nd, 4th,
- * ... 1024th connection): a sample that was worth its channel accelerates
- * the destination's connections again at once.  Nothing here touches the
+ * ... 16384th connection, and at least every SAMPLE_SECONDS): a sample
+ * that was worth its channel accelerates the destination's connections
+ * again at once.  A sample costs a channel's making (a few hundred us);
+ * the count bounds their share of a busy client's connections, the time
+ * how long a slow one's change from short to long goes unnoticed.  Nothing here touches the
  * byte stream or the server: a connection not offered is plain kernel TCP
  * from its first byte.  SHUNT_SHORT_CONNS=0 offers every connection.
  *
@@ -27,6 +30,7 @@
  */
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/self.h"
 #include "core/conn/short_conns.h"
@@ -38,7 +42,8 @@
 /* Short connections in a row before a destination's start on TCP, and the
  * widest gap between two samples. */
 #define STREAK_MIN 4u
-#define GAP_MAX 1024u
+#define GAP_MAX 16384u
+#define SAMPLE_SECONDS 10u
 
 #define SLOTS 64u
 #define PROBES 4u
@@ -47,7 +52,16 @@ struct dest {
     _Atomic uint64_t key;       /* hash of the destination, never 0; 0: a free slot */
     atomic_uint streak;         /* short connections in a row */
     atomic_uint skip;           /* connections left to put on TCP before the next sample */
+    atomic_uint sampled;        /* when the last sample went (now_s) */
 };
+
+/* Seconds of the coarse monotonic clock: no clock read, a tick's precision. */
+static unsigned now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (unsigned)ts.tv_sec;
+}
 
 static struct dest table[SLOTS];
 
@@ -101,7 +115,7 @@ static struct dest *dest_slot(uint64_t key, bool make)
 static unsigned gap(unsigned streak)
 {
     unsigned shift = streak - STREAK_MIN + 1;
-    return shift >= 10 ? GAP_MAX : 1u << shift;
+    return shift >= 14 ? GAP_MAX : 1u << shift;
 }
 
 bool short_conns_skip(const struct reg_addr *dst)
@@ -114,13 +128,19 @@ bool short_conns_skip(const struct reg_addr *dst)
     unsigned streak = atomic_load_explicit(&d->streak, memory_order_relaxed);
     if (streak < STREAK_MIN)
         return false;
+    unsigned now = now_s();
+    bool due = now - atomic_load_explicit(&d->sampled, memory_order_relaxed) >= SAMPLE_SECONDS;
     unsigned s = atomic_load_explicit(&d->skip, memory_order_relaxed);
     for (;;) {
-        /* none left: this one is the sample, and the connections made
-         * while it runs wait for its verdict on TCP */
-        unsigned next = s ? s - 1 : gap(streak);
-        if (atomic_compare_exchange_weak_explicit(&d->skip, &s, next, memory_order_relaxed, memory_order_relaxed))
-            return s != 0;
+        /* none left, or its time: this one is the sample, and the
+         * connections made while it runs wait for its verdict on TCP */
+        bool sample = s == 0 || due;
+        unsigned next = sample ? gap(streak) : s - 1;
+        if (atomic_compare_exchange_weak_explicit(&d->skip, &s, next, memory_order_relaxed, memory_order_relaxed)) {
+            if (sample)
+                atomic_store_explicit(&d->sampled, now, memory_order_relaxed);
+            return !sample;
+        }
     }
 }
 
@@ -141,6 +161,8 @@ void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t byt
     unsigned streak = atomic_load_explicit(&d->streak, memory_order_relaxed);
     if (streak < 64)
         atomic_store_explicit(&d->streak, streak + 1, memory_order_relaxed);
-    if (streak + 1 == STREAK_MIN)
+    if (streak + 1 == STREAK_MIN) {
         atomic_store_explicit(&d->skip, gap(STREAK_MIN), memory_order_relaxed);
+        atomic_store_explicit(&d->sampled, now_s(), memory_order_relaxed);
+    }
 }
