@@ -28,6 +28,7 @@ client connections as the client opens (otherwise the run fails loudly).
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import acceleration, clean_env, free_port, stop_group  # noqa: E402
+import shuntbench  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "integration"))
@@ -253,8 +255,12 @@ def main(argv=None):
                     help="a setting for the server of the shunt runs only (repeatable)")
     ap.add_argument("--client-env", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting for the client of the shunt runs only (repeatable)")
+    ap.add_argument("--keep-time-wait", action="store_true",
+                    help="do not remove loopback sockets in TIME_WAIT before each run (root removes them "
+                         "by default, as shunt bench does)")
     opts = ap.parse_args(argv)
     opts.build = opts.build.resolve()
+    flush = not opts.keep_time_wait and os.geteuid() == 0 and shutil.which("ss") is not None
     rows = []
     with tempfile.TemporaryDirectory(prefix="shunt-servers-") as tmp:
         for group in opts.only.split(","):
@@ -269,6 +275,8 @@ def main(argv=None):
                         rundir.mkdir()
                         print("  %s round %d/%d %s..." % (name, rnd + 1, opts.rounds, "shunt" if shunt else "kernel"),
                               file=sys.stderr, flush=True)
+                        if flush:
+                            shuntbench.flush_time_wait()   # every run from the same state (shuntbench.py)
                         for k, v in case(Run(opts, shunt, rundir)).items():
                             figures[shunt].setdefault(k, []).append(v)
                 for k in figures[False]:
