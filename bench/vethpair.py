@@ -29,23 +29,13 @@ def ip(*args, check=True):
     return r
 
 
-class VethPair:
-    def __init__(self, names, veths, addrs):
-        self.names, self.veths, self.addrs = tuple(names), tuple(veths), tuple(addrs)
-        self.made = []
+class Scoped:
+    """A context whose setup() undoes itself with cleanup() if it fails half
+    way, and whose leaving always runs cleanup()."""
 
     def __enter__(self):
         try:
-            for ns in self.names:
-                ip("netns", "add", ns)
-                self.made.append(ns)
-                ip("-n", ns, "link", "set", "lo", "up")
-            ip("link", "add", self.veths[0], "netns", self.names[0], "type", "veth", "peer", "name", self.veths[1],
-               "netns", self.names[1])
-            for ns, dev, addrs in zip(self.names, self.veths, self.addrs):
-                for a in addrs:
-                    ip("-n", ns, "addr", "add", a, "dev", dev, *(["nodad"] if ":" in a else []))
-                ip("-n", ns, "link", "set", dev, "up")
+            self.setup()
         except BaseException:
             self.cleanup()
             raise
@@ -54,6 +44,24 @@ class VethPair:
     def __exit__(self, *exc):
         self.cleanup()
         return False
+
+
+class VethPair(Scoped):
+    def __init__(self, names, veths, addrs):
+        self.names, self.veths, self.addrs = tuple(names), tuple(veths), tuple(addrs)
+        self.made = []
+
+    def setup(self):
+        for ns in self.names:
+            ip("netns", "add", ns)
+            self.made.append(ns)
+            ip("-n", ns, "link", "set", "lo", "up")
+        ip("link", "add", self.veths[0], "netns", self.names[0], "type", "veth", "peer", "name", self.veths[1],
+           "netns", self.names[1])
+        for ns, dev, addrs in zip(self.names, self.veths, self.addrs):
+            for a in addrs:
+                ip("-n", ns, "addr", "add", a, "dev", dev, *(["nodad"] if ":" in a else []))
+            ip("-n", ns, "link", "set", dev, "up")
 
     def cleanup(self):
         """Deletes the namespaces made; every one is tried.  The failures, in words."""

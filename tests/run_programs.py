@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from vethpair import IP_TIMEOUT, VethPair  # noqa: E402
+from vethpair import IP_TIMEOUT, Scoped, VethPair  # noqa: E402
 
 SUITES = ("conformance", "unit")
 MODES = ("plain", "passthrough", "accelerated", "crossns")
@@ -215,7 +215,7 @@ def checked(argv):
     return r
 
 
-class CrossNamespaces:
+class CrossNamespaces(Scoped):
     """Mode crossns's two network namespaces, cx-<pid>-c (the client's, where tests run) and
     cx-<pid>-s (the server's), joined by a veth pair: 10.77.99.1/24 and fd77::1/64 in the
     client's, .2 and ::2 in the server's (IPv6 without duplicate address detection: usable at
@@ -230,18 +230,6 @@ class CrossNamespaces:
         self.name = {end: "cx-%d-%s" % (os.getpid(), end) for end in "cs"}
         self.pair = None
         self.enabled_fabric = False
-
-    def __enter__(self):
-        try:
-            self.setup()
-        except BaseException:
-            self.cleanup()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.cleanup()
-        return False
 
     def setup(self):
         if os.geteuid() != 0:

@@ -184,6 +184,16 @@ SHUNT_EXPORT int dup3(int fd, int fd2, int flags)
     return dup_onto(fd, fd2, flags, true);
 }
 
+/* A new socket's O_NONBLOCK change (F_SETFL, FIONBIO), kept in its LAZY
+ * entry once the kernel took it: a hint, as the object's is (tcp_fcntl),
+ * so an object made meanwhile may miss it. */
+static long lazy_nonblock(int fd, long r, bool on)
+{
+    if (r == 0)
+        fdt_lazy_set(fd, FDT_LAZY_NONBLOCK, on);
+    return r;
+}
+
 static int do_fcntl(int fd, int cmd, void *arg)
 {
     int saved = errno;
@@ -194,14 +204,9 @@ static int do_fcntl(int fd, int cmd, void *arg)
     bool dups = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
     if (!dups && (cmd != F_SETFL || fdt_kernel_only(fd)))
         return (int)wrap_finish(sysret(shunt_real.fcntl(fd, cmd, arg)), saved);
-    if (cmd == F_SETFL && fdt_lazy(fd)) {
-        /* a new socket's O_NONBLOCK, kept in its LAZY entry: a hint, as the
-         * object's is (tcp_fcntl), so an object made meanwhile may miss it */
-        long r = sysret(shunt_real.fcntl(fd, cmd, arg));
-        if (r == 0)
-            fdt_lazy_set(fd, FDT_LAZY_NONBLOCK, ((long)(intptr_t)arg & O_NONBLOCK) != 0);
-        return (int)wrap_finish(r, saved);
-    }
+    if (cmd == F_SETFL && fdt_lazy(fd))
+        return (int)wrap_finish(lazy_nonblock(fd, sysret(shunt_real.fcntl(fd, cmd, arg)),
+                                              ((long)(intptr_t)arg & O_NONBLOCK) != 0), saved);
     struct fdref f = fdt_get(fd);
     int r = f.ops->fcntl(&f, cmd, arg);
     if (r == -EMFILE && dups && private_fds_yield())
@@ -240,14 +245,10 @@ SHUNT_EXPORT int ioctl(int fd, unsigned long request, ...)
     va_start(ap, request);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    if (request == FIONBIO && arg && fdt_lazy(fd)) {
-        /* a new socket's O_NONBLOCK (Python's setblocking), as fcntl's */
+    if (request == FIONBIO && arg && fdt_lazy(fd)) {   /* Python's setblocking */
         int saved = errno;
         SANDBOX_PASS(shunt_real.ioctl(fd, request, arg));
-        long r = sysret(shunt_real.ioctl(fd, request, arg));
-        if (r == 0)
-            fdt_lazy_set(fd, FDT_LAZY_NONBLOCK, *(int *)arg != 0);
-        return (int)wrap_finish(r, saved);
+        return (int)wrap_finish(lazy_nonblock(fd, sysret(shunt_real.ioctl(fd, request, arg)), *(int *)arg != 0), saved);
     }
     DISPATCH(int, fd, ioctl, request, arg);
 }

@@ -272,40 +272,6 @@ void negotiate_connect_failed(struct tcp_sock *t, int fd)
     }
 }
 
-enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len, struct offer_plan *plan)
-{
-    plan->mark = false;
-    plan->unrecorded = false;
-    if (!shunt_settings.accel)
-        return FB_DISABLED;
-    if (shunt_sandbox_refuses())
-        return FB_SANDBOX;
-    if (uring_seen())
-        return FB_URING;
-    if (reg_addr_from_sockaddr(&plan->dst, dst_sa, len) < 0) {
-        plan->unrecorded = true;   /* AF_UNSPEC and friends: the kernel will answer */
-        return FB_NOT_NEGOTIATED;
-    }
-    /* another namespace's listener is found only when the SYN will carry
-     * this socket's cookie (`shunt fabric enable`) */
-    plan->cross = !reg_addr_is_loopback(&plan->dst);
-    if (plan->cross && !synopt_fabric_on())
-        return FB_NOT_LOOPBACK;
-    int r = reg_open();
-    if (r < 0)
-        return r == -EPERM ? FB_NOT_OURS : FB_REGISTRY;
-    /* before the listener's lookup, which costs the registry's lock: a
-     * destination judged short had an accelerated listener a moment ago */
-    if (short_conns_skip(&plan->dst))
-        return FB_SHORT;
-    int m = plan->cross ? reg_host_listener_match(&plan->dst) : reg_listener_match(&plan->dst);
-    if (m <= 0) {
-        plan->mark = plan->cross && m == 0;
-        return m < 0 ? FB_REGISTRY : FB_NO_LISTENER;
-    }
-    return FB_NONE;
-}
-
 void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst_sa, socklen_t len)
 {
     if (t->negotiated)
@@ -487,22 +453,6 @@ static void claim_cross(struct tcp_sock *t, int fd, const struct synopt *syn)
     claim_offer(t, fd, &offer, REG_HOST);
 }
 
-static enum fallback_reason no_offer_reason(const struct tcp_sock *listener)
-{
-    return uring_seen() ? FB_URING : listener->syn_program ? FB_SAVED_SYN : FB_NO_OFFER;
-}
-
-enum fallback_reason negotiate_unclaimable(const struct tcp_sock *listener)
-{
-    if (!shunt_settings.accel)
-        return FB_DISABLED;
-    if (shunt_sandbox_refuses())
-        return FB_SANDBOX;
-    if (!reg_conn_offers_maybe())
-        return no_offer_reason(listener);
-    return FB_NONE;
-}
-
 void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener, const struct synopt *syn)
 {
     t->negotiated = true;
@@ -527,7 +477,7 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
     /* No offer posted at all (the common case for a client without shunt
      * or one that chose TCP): nothing to look up, without a system call. */
     if (!reg_conn_offers_maybe()) {
-        fallback_record(t, fd, no_offer_reason(listener), false);
+        fallback_record(t, fd, negotiate_no_offer_reason(listener), false);
         return;
     }
     struct reg_addr client, server;
@@ -537,7 +487,7 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
     int found = reg_conn_find_offer(&client, &server, &offer);
     if (found < 0) {
         /* no offer, or no registry to look in (another user's file at its name) */
-        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? no_offer_reason(listener)
+        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? negotiate_no_offer_reason(listener)
                                    : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
         return;
     }

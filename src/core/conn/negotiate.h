@@ -50,6 +50,10 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
  * no offer posted anywhere); FB_NONE: negotiate_claim must look. */
 enum fallback_reason negotiate_unclaimable(const struct tcp_sock *listener);
 
+/* Why an accepted connection had no offer to claim (io_uring, the
+ * program's saved SYNs, or none posted). */
+enum fallback_reason negotiate_no_offer_reason(const struct tcp_sock *listener);
+
 /* connect() failed at once (not EINPROGRESS): undoes what negotiate_offer
  * did to the socket that the program could see (the process mark). */
 void negotiate_connect_failed(struct tcp_sock *t, int fd);

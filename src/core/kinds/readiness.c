@@ -136,6 +136,12 @@ static int kernel_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo
 
 #define STACK_FDS 32
 
+/* A member's entry: a pipe, a Unix socket, TCP for good need no lookup. */
+static struct fdref look_up(int fd)
+{
+    return fdt_kernel_only(fd) ? (struct fdref){ .fd = fd, .ops = &passthrough_ops } : fdt_get(fd);
+}
+
 /* The doorbells a readiness wait for these events needs. */
 static int wants(short events)
 {
@@ -419,9 +425,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         return kernel_ppoll(fds, n, tmo, mask);
     bool any = false, offered_any = false;
     for (nfds_t i = 0; i < n; i++) {
-        /* a pipe, a Unix socket, TCP for good: no lookup (as select's) */
-        refs[i] = fdt_kernel_only(fds[i].fd) ? (struct fdref){ .fd = fds[i].fd, .ops = &passthrough_ops }
-                                             : fdt_get(fds[i].fd);
+        refs[i] = look_up(fds[i].fd);
         if (!refs[i].sock)
             continue;
         tcp_socket_watched(refs[i].sock, fds[i].fd);
@@ -552,8 +556,7 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct sel
             short ev = (short)((bit_isset(r, fd) ? POLLIN : 0) | (bit_isset(w, fd) ? POLLOUT : 0) |
                                (bit_isset(e, fd) ? POLLPRI : 0));
             p[i] = (struct pollfd){ .fd = fd, .events = ev };
-            /* a pipe, a Unix socket, TCP for good: no lookup */
-            refs[i] = fdt_kernel_only(fd) ? (struct fdref){ .fd = fd } : fdt_get(fd);
+            refs[i] = look_up(fd);
             if (refs[i].sock) {
                 tcp_socket_watched(refs[i].sock, fd);
                 any |= accelerated(&refs[i]) != NULL || nested_epoll(&refs[i]);

@@ -42,6 +42,16 @@ bool tcp_socket_wanted(int domain, int type, int protocol)
            (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
+/* fd, just made KERNEL_SOCK: its log line and its record for `shunt stat`
+ * (note: the reason is news, not what the object already logged). */
+static void kept_without_object(int fd, unsigned role, enum fallback_reason why, bool note,
+                                const struct sockaddr *dst, socklen_t dstlen)
+{
+    if (note)
+        fallback_note(fd, why);
+    sockstat_publish_kernel(fd, role, why, dst, dstlen);
+}
+
 uintptr_t tcp_socket_lazy(int domain, int type)
 {
     return FDT_LAZY | (domain == AF_INET6 ? FDT_LAZY_V6 : 0) | ((type & SOCK_NONBLOCK) ? FDT_LAZY_NONBLOCK : 0);
@@ -55,10 +65,8 @@ bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_
         *r = (int)sysret(shunt_real.connect(fd, a, len));
         /* kernel TCP for good before it had an object: it gets none (a
          * connect that failed at once leaves the socket new, as it was) */
-        if ((*r == 0 || *r == -EINPROGRESS || *r == -EINTR) && fdt_lazy_to_kernel(fd, lazy)) {
-            fallback_note(fd, why);
-            sockstat_publish_kernel(fd, PST_ROLE_CLIENT, why, a, len);
-        }
+        if ((*r == 0 || *r == -EINPROGRESS || *r == -EINTR) && fdt_lazy_to_kernel(fd, lazy))
+            kept_without_object(fd, PST_ROLE_CLIENT, why, true, a, len);
         return true;
     }
     /* an offer, or a mark on the socket: the object's way, with this plan
@@ -274,9 +282,8 @@ int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t 
     }
     fdt_settle_kernel(f->fd, f->sock);   /* no listener under shunt: kernel TCP for good */
     if (disposable(t)) {
-        /* its record without the object's, and its close then costs no
-         * object's release */
-        sockstat_publish_kernel(f->fd, PST_ROLE_CLIENT, (enum fallback_reason)atomic_load(&t->reason), a, len);
+        /* its close then costs no object's release */
+        kept_without_object(f->fd, PST_ROLE_CLIENT, (enum fallback_reason)atomic_load(&t->reason), false, a, len);
         fdt_drop_settled(f->fd, f->sock);
     } else {
         sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
@@ -308,9 +315,7 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
         if (why != FB_NONE) {
             /* kernel TCP for good before it has an object: it gets none */
             fdt_install_kernel_sock(fd);
-            if (claims)
-                fallback_note(fd, why);
-            sockstat_publish_kernel(fd, PST_ROLE_SERVER, why, NULL, 0);
+            kept_without_object(fd, PST_ROLE_SERVER, why, claims, NULL, 0);
             return fd;
         }
     }
