@@ -128,7 +128,7 @@ void reg_listener_remove(uint64_t inode)
  * lock: a hint.  Another process may write anything here; each entry's
  * address is copied once and a torn or scribbled one costs a look under
  * the lock, or this connection's acceleration, never more. */
-static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst, bool exact)
+static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst, bool exact, uint64_t *inode)
 {
     uint32_t hwm = reg_listener_hwm(f);
     for (uint32_t i = 0; i < hwm; i++) {
@@ -138,10 +138,22 @@ static bool listed_unlocked(struct reg_file *f, const struct reg_addr *dst, bool
         struct reg_listener copy;
         memcpy(&copy.addr, (const void *)&l->addr, sizeof copy.addr);
         copy.v6only = *(volatile uint32_t *)&l->v6only;
-        if (exact ? reg_addr_eq(&copy.addr, dst) : reg_listener_covers(&copy, dst))
+        if (exact ? reg_addr_eq(&copy.addr, dst) : reg_listener_covers(&copy, dst)) {
+            if (inode)
+                *inode = *(volatile uint64_t *)&l->inode;
             return true;
+        }
     }
     return false;
+}
+
+uint64_t reg_listener_hint(const struct reg_addr *dst)
+{
+    uint64_t inode = 0;
+    struct reg_file *f = reg_mapped();
+    if (f && dst)
+        listed_unlocked(f, dst, false, &inode);
+    return inode;
 }
 
 /* Is there a live listener in f that takes dst (exact: listed addresses,
@@ -185,7 +197,7 @@ int reg_listener_match(const struct reg_addr *dst)
      * without shunt pays a look through the table */
     int r = reg_get(&f);
     if (r == 0)
-        r = listed_unlocked(f, dst, false) ? match_live(f, dst, false) : 0;
+        r = listed_unlocked(f, dst, false, NULL) ? match_live(f, dst, false) : 0;
     errno = saved;
     return r;
 }
@@ -261,7 +273,7 @@ int reg_host_listener_match(const struct reg_addr *dst)
      * look without the lock, which a client connecting to another host (or
      * to a namespace whose server does not run shunt) pays: the lock, which
      * blocks signals and asks for the pid and thread, only for a candidate */
-    if (reg_get_in(REG_HOST, &f) == 0 && listed_unlocked(f, dst, true))
+    if (reg_get_in(REG_HOST, &f) == 0 && listed_unlocked(f, dst, true, NULL))
         r = match_live(f, dst, true);
     errno = saved;
     return r;

@@ -659,6 +659,12 @@ struct reg_file *reg_mapped(void)
     return atomic_load_explicit(&reg_map, memory_order_acquire);
 }
 
+struct reg_verdict *reg_verdicts(void)
+{
+    struct reg_file *f = reg_mapped();
+    return f ? f->verdicts : NULL;
+}
+
 void reg_close_for_test(void)
 {
     struct reg_file *f = atomic_exchange(&reg_map, NULL);

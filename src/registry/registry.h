@@ -15,6 +15,7 @@
 #define SHUNT_REGISTRY_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -87,6 +88,31 @@ bool reg_conn_end(uint64_t inode);
 /* The same, when the other end's processes are known to be gone (its TCP
  * socket reported EOF or a reset): the record goes now, with both ends. */
 bool reg_conn_end_all(uint64_t inode);
+
+/* ---- verdicts on destinations: connections too short for a channel ------
+ *
+ * What core/conn/short_conns.c remembers of a destination, in one shape for
+ * its process-local table and for the one every process of the namespace
+ * shares here, so that a program started again and again for one
+ * connection each (a script's redis-cli, curl, psql -c) is judged across
+ * its runs.  Every word is a hint that any process of the user may have
+ * written: it decides whether a connection is offered, never a byte. */
+struct reg_verdict {
+    _Atomic uint64_t key;       /* hash of the program and the destination, never 0; 0: free */
+    _Atomic uint64_t listener;  /* shared: the inode of the listener it was judged against */
+    atomic_uint streak;         /* short connections in a row */
+    atomic_uint skip;           /* connections left to put on TCP before the next sample */
+    atomic_uint sampled;        /* when the last sample went (seconds of CLOCK_MONOTONIC_COARSE) */
+    uint32_t pad;
+};
+#define REG_VERDICTS 1024u
+
+/* The namespace registry's table of REG_VERDICTS (after reg_open), or NULL. */
+struct reg_verdict *reg_verdicts(void);
+
+/* The inode of a listener this registry lists as taking dst, read without
+ * the lock (a hint), or 0 for none. */
+uint64_t reg_listener_hint(const struct reg_addr *dst);
 
 /* ---- the host's registry: rendezvous across network namespaces ----------
  *

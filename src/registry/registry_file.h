@@ -12,6 +12,7 @@
  *   struct reg_listener[REG_LISTENERS]
  *   struct reg_conn_ent[REG_CONNS]
  *   struct reg_proc[REG_PROCS]        processes that publish an fd table (procstat.h)
+ *   struct reg_verdict[REG_VERDICTS]  destinations judged short (registry.h), without the lock
  *
  * Every table entry is valid or free on its own: an entry is filled while its
  * state word says free and published by storing the state last (release), and
@@ -40,7 +41,7 @@
 #include "transport/seg_lock.h"
 
 #define REG_MAGIC     0x676572746e756873ULL   /* "shuntreg" */
-#define REG_VERSION   7u
+#define REG_VERSION   8u
 #define REG_LISTENERS 1024u
 #define REG_CONNS     16384u
 #define REG_PROCS     8192u
@@ -124,6 +125,7 @@ struct reg_file {
     alignas(64) struct reg_listener listeners[REG_LISTENERS];
     alignas(64) struct reg_conn_ent conns[REG_CONNS];
     alignas(64) struct reg_proc procs[REG_PROCS];
+    alignas(64) struct reg_verdict verdicts[REG_VERDICTS];
 };
 
 #define REG_FILE_SIZE (((sizeof(struct reg_file) + 4095) / 4096) * 4096)
@@ -201,9 +203,17 @@ _Static_assert(sizeof(struct reg_proc) == 32, "reg_proc resized: bump REG_VERSIO
 REG_AT(reg_file, hdr, 0);
 REG_AT(reg_file, listeners, 192);
 REG_AT(reg_file, conns, 65728);
+REG_AT(reg_verdict, key, 0);
+REG_AT(reg_verdict, listener, 8);
+REG_AT(reg_verdict, streak, 16);
+REG_AT(reg_verdict, skip, 20);
+REG_AT(reg_verdict, sampled, 24);
+REG_AT(reg_verdict, pad, 28);
+_Static_assert(sizeof(struct reg_verdict) == 32, "reg_verdict resized: bump REG_VERSION");
 REG_AT(reg_file, procs, 3080384);
+REG_AT(reg_file, verdicts, 3342528);
 #undef REG_AT
-_Static_assert(sizeof(struct reg_file) == 3342528 && REG_FILE_SIZE == 3346432, "registry file resized: bump REG_VERSION");
+_Static_assert(sizeof(struct reg_file) == 3375296 && REG_FILE_SIZE == 3379200, "registry file resized: bump REG_VERSION");
 /* The state words and the magic are atomics that processes share: lock-free,
  * hence address-free (an atomic emulated with a lock would keep the lock in
  * each process's own memory). */

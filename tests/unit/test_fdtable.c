@@ -340,6 +340,39 @@ int main(void)
     CHECK(fdt_object_slots(), ==, slots);
     CHECK(probes, ==, probes_before);
 
+    /* fds beyond the first chunk (chunks made at first use) and at its
+     * edges: visited and forgotten like the others, and the walks that stop
+     * at the highest fd ever looked up still reach them */
+    int base_sk = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(base_sk, >=, 0);
+    const int far[] = { 1023, 1024, 5000, 3000 };   /* 3000 after 5000: a lower one in a new chunk */
+    struct stub *far_obj[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK(dup2(base_sk, far[i]), ==, far[i]);
+        far_obj[i] = calloc(1, sizeof *far_obj[i]);
+        atomic_init(&far_obj[i]->base.refs, 1);
+        far_obj[i]->base.kind = SOCK_TCP;
+        far_obj[i]->base.ops = &stub_ops;
+        fdt_install(far[i], &far_obj[i]->base);
+    }
+    seen = 0;
+    fdt_for_each_object(0, ~0U, count_visit, &seen);
+    CHECK(seen, ==, 4);
+    seen = 0;
+    fdt_for_each_object(1024, 4999, count_visit, &seen);   /* 1024 and 3000 */
+    CHECK(seen, ==, 2);
+    seen = 0;
+    fdt_for_each_object(1023, 1023, count_visit, &seen);
+    CHECK(seen, ==, 1);
+    before = destroyed;
+    fdt_forget_range(1024, ~0U);
+    CHECK(destroyed, ==, before + 3);
+    fdt_forget_range(0, 1023);
+    CHECK(destroyed, ==, before + 4);
+    for (int i = 0; i < 4; i++)
+        CHECK(close(far[i]), ==, 0);
+    CHECK(close(base_sk), ==, 0);
+
     /* a bad fd: passthrough, nothing probed, nothing kept */
     probes_before = probes;
     r = fdt_get(1 << 16);

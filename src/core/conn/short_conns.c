@@ -24,10 +24,24 @@
  * byte stream or the server: a connection not offered is plain kernel TCP
  * from its first byte.  SHUNT_SHORT_CONNS=0 offers every connection.
  *
- * The table is this process's, a few slots indexed by a hash of the
- * destination, updated with relaxed atomics: a lost update or two
- * destinations in one slot cost a sample more or less, never a byte.
+ * A program started again and again for one connection each (a script's
+ * redis-cli, curl or psql -c) never makes four in one process, and paid a
+ * channel for every run (about 1 ms over both ends, with both processes on
+ * one CPU).  So the verdicts are also kept in the namespace's registry,
+ * keyed by the program's name and the destination, and a process that has
+ * no history of its own for a destination follows them: its connections
+ * stay on kernel TCP while that program's recent ones there were short,
+ * with samples counted across its runs.  Only while the listener is the
+ * one they were judged against (its inode): a new server on the port, say
+ * the next test's, starts afresh.  The shared table is written by any
+ * process of the user; every word of it only decides whether a connection
+ * is offered.
+ *
+ * Both tables are a few slots indexed by a hash, updated with relaxed
+ * atomics: a lost update or two destinations in one slot cost a sample
+ * more or less, never a byte.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -48,13 +62,6 @@
 #define SLOTS 64u
 #define PROBES 4u
 
-struct dest {
-    _Atomic uint64_t key;       /* hash of the destination, never 0; 0: a free slot */
-    atomic_uint streak;         /* short connections in a row */
-    atomic_uint skip;           /* connections left to put on TCP before the next sample */
-    atomic_uint sampled;        /* when the last sample went (now_s) */
-};
-
 /* Seconds of the coarse monotonic clock: no clock read, a tick's precision. */
 static unsigned now_s(void)
 {
@@ -63,7 +70,7 @@ static unsigned now_s(void)
     return (unsigned)ts.tv_sec;
 }
 
-static struct dest table[SLOTS];
+static struct reg_verdict table[SLOTS];
 
 static uint64_t mix(uint64_t h)
 {
@@ -85,12 +92,29 @@ static uint64_t dest_key(const struct reg_addr *a)
     return h ? h : 1;
 }
 
-/* The destination's slot; with make, a free one (or the home slot, whose
- * destination is forgotten) if it has none. */
-static struct dest *dest_slot(uint64_t key, bool make)
+/* The key of the shared table: the program's name (its file's, as glibc
+ * keeps it from argv[0]) and the destination. */
+static uint64_t shared_key(uint64_t dest)
+{
+    static _Atomic uint64_t program;
+    uint64_t p = atomic_load_explicit(&program, memory_order_relaxed);
+    if (p == 0) {
+        p = 0xcbf29ce484222325ull;   /* FNV-1a */
+        for (const char *c = program_invocation_short_name; c && *c; c++)
+            p = (p ^ (unsigned char)*c) * 0x100000001b3ull;
+        p |= 1;
+        atomic_store_explicit(&program, p, memory_order_relaxed);
+    }
+    uint64_t h = mix(dest ^ p);
+    return h ? h : 1;
+}
+
+/* The destination's slot in t (n slots); with make, a free one (or the
+ * home slot, whose destination is forgotten) if it has none. */
+static struct reg_verdict *dest_slot(struct reg_verdict *t, unsigned n, uint64_t key, bool make)
 {
     for (unsigned i = 0; i < PROBES; i++) {
-        struct dest *d = &table[(key + i) % SLOTS];
+        struct reg_verdict *d = &t[(key + i) % n];
         uint64_t k = atomic_load_explicit(&d->key, memory_order_relaxed);
         if (k == key)
             return d;
@@ -104,28 +128,26 @@ static struct dest *dest_slot(uint64_t key, bool make)
     }
     if (!make)
         return NULL;
-    struct dest *d = &table[key % SLOTS];
+    struct reg_verdict *d = &t[key % n];
     atomic_store_explicit(&d->streak, 0, memory_order_relaxed);
     atomic_store_explicit(&d->skip, 0, memory_order_relaxed);
     atomic_store_explicit(&d->key, key, memory_order_relaxed);
     return d;
 }
 
-/* Connections to put on TCP after a sample, once streak were short. */
+/* Connections to put on TCP after a sample, once streak were short (any
+ * streak: a shared one may be anything). */
 static unsigned gap(unsigned streak)
 {
     unsigned shift = streak - STREAK_MIN + 1;
-    return shift >= 14 ? GAP_MAX : 1u << shift;
+    return streak < STREAK_MIN || shift >= 14 ? GAP_MAX : 1u << shift;
 }
 
-bool short_conns_skip(const struct reg_addr *dst)
+/* Whether d's verdict, streak short connections read from it, keeps
+ * this connection on TCP (false: it is not short, or this one is the
+ * sample). */
+static bool verdict_skip(struct reg_verdict *d, unsigned streak)
 {
-    if (!shunt_settings.short_conns)
-        return false;
-    struct dest *d = dest_slot(dest_key(dst), false);
-    if (!d)
-        return false;
-    unsigned streak = atomic_load_explicit(&d->streak, memory_order_relaxed);
     if (streak < STREAK_MIN)
         return false;
     unsigned now = now_s();
@@ -144,15 +166,33 @@ bool short_conns_skip(const struct reg_addr *dst)
     }
 }
 
-void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t bytes)
+bool short_conns_skip(const struct reg_addr *dst)
 {
     if (!shunt_settings.short_conns)
-        return;
+        return false;
     uint64_t key = dest_key(dst);
-    bool worth = calls >= WORTH_CALLS || bytes >= WORTH_BYTES;
-    struct dest *d = dest_slot(key, !worth);
+    struct reg_verdict *d = dest_slot(table, SLOTS, key, false);
+    if (d)   /* this process's own history decides once it has one */
+        return verdict_skip(d, atomic_load_explicit(&d->streak, memory_order_relaxed));
+    struct reg_verdict *shared = reg_verdicts();
+    if (!shared || !reg_addr_is_loopback(dst))
+        return false;
+    d = dest_slot(shared, REG_VERDICTS, shared_key(key), false);
     if (!d)
-        return;   /* worth it, and nothing was held against it */
+        return false;
+    /* each shared word once: another process may change any of them */
+    unsigned streak = atomic_load_explicit(&d->streak, memory_order_relaxed);
+    if (streak < STREAK_MIN)
+        return false;
+    uint64_t listener = reg_listener_hint(dst);
+    if (listener == 0 || listener != atomic_load_explicit(&d->listener, memory_order_relaxed))
+        return false;
+    return verdict_skip(d, streak);
+}
+
+/* One judged connection into d's verdict. */
+static void verdict_record(struct reg_verdict *d, bool worth)
+{
     if (worth) {
         atomic_store_explicit(&d->streak, 0, memory_order_relaxed);
         atomic_store_explicit(&d->skip, 0, memory_order_relaxed);
@@ -165,4 +205,27 @@ void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t byt
         atomic_store_explicit(&d->skip, gap(STREAK_MIN), memory_order_relaxed);
         atomic_store_explicit(&d->sampled, now_s(), memory_order_relaxed);
     }
+}
+
+void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t bytes)
+{
+    if (!shunt_settings.short_conns)
+        return;
+    uint64_t key = dest_key(dst);
+    bool worth = calls >= WORTH_CALLS || bytes >= WORTH_BYTES;
+    /* worth it, and nothing was held against it: no slot taken */
+    struct reg_verdict *d = dest_slot(table, SLOTS, key, !worth);
+    if (d)
+        verdict_record(d, worth);
+    struct reg_verdict *shared = reg_verdicts();
+    if (!shared || !reg_addr_is_loopback(dst))
+        return;
+    d = dest_slot(shared, REG_VERDICTS, shared_key(key), !worth);
+    if (!d)
+        return;
+    /* judged against another listener (or none): that history is not this one's */
+    uint64_t listener = reg_listener_hint(dst);
+    if (atomic_exchange_explicit(&d->listener, listener, memory_order_relaxed) != listener)
+        atomic_store_explicit(&d->streak, 0, memory_order_relaxed);
+    verdict_record(d, worth);
 }
