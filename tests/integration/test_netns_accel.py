@@ -212,6 +212,16 @@ def test_fabric_disabled_is_today(nets, ends, shunt, family):
     assert "offered to other namespaces" not in "\n".join(ends.log("server"))
 
 
+def server_with_own_shm(nets, ends, family):
+    """The echo server in namespace a with a /dev/shm of its own (a
+    container's tmpfs): (its address, the process, its port)."""
+    host = nets.addr("a", family)
+    own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
+    srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
+                     proc_name="server")
+    return host, srv, listening_port(srv)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_private_dev_shm_falls_back(fabric, nets, ends, family):
     """Fabric on, both ends under shunt, but the server's namespace has a
@@ -221,11 +231,7 @@ def test_private_dev_shm_falls_back(fabric, nets, ends, family):
     server: the client marked its socket as a shunt process's, the SYN said
     so, and the server knows its peer runs shunt where its rings do not
     reach (no_offer before the mark existed)."""
-    host = nets.addr("a", family)
-    own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
-    srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
-                     proc_name="server")
-    port = listening_port(srv)
+    host, srv, port = server_with_own_shm(nets, ends, family)
     r = nets.run("b", ends.echo() + client_args(port, "bulk", host=host), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT)
     check_client(r, "bulk", expect_mapped=True)
@@ -263,16 +269,47 @@ def test_process_mark_is_the_programs_never(fabric, nets, ends, family):
     and that socket goes unmarked.  The server (a container with its own
     /dev/shm) sees the first SYN flagged (remote_shunt) and the second not
     (no_offer)."""
-    host = nets.addr("a", family)
-    own_shm = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
-    srv = nets.start("a", own_shm + ends.echo() + ["server", "--host", host, "--port", "0"], env=ends.env("server"),
-                     proc_name="server")
-    port = listening_port(srv)
+    host, _, port = server_with_own_shm(nets, ends, family)
     r = nets.run("b", ends.argv([PYTHON, "-c", LOWAT_CLIENT, host, str(port)]), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT, check=True)
     assert r.stdout.decode().split() == ["LOWAT", "0", "0", "LOWAT", "12345", "12345"], r.stdout
     assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 1, REASON["no_offer"]: 1}), ends.log("server")
     assert ends.reasons("client") == Counter({REASON["no_listener"]: 2}), ends.log("client")
+
+
+UNREACHABLE_CLIENT = r'''
+import errno, socket, sys
+TCP_NOTSENT_LOWAT = 25
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+nowhere = "fd99::1" if fam == socket.AF_INET6 else "10.99.0.1"   # no route in this namespace
+for blocking in (True, False):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setblocking(blocking)
+    e = s.connect_ex((nowhere, 80))
+    assert e in (errno.ENETUNREACH, errno.EHOSTUNREACH), errno.errorcode.get(e, e)
+    print("FAILED %d" % s.getsockopt(6, TCP_NOTSENT_LOWAT), flush=True)
+    s.setblocking(True)
+    s.connect((sys.argv[1], int(sys.argv[2])))   # the same socket, again: marked again
+    s.sendall(b"again")
+    assert s.recv(5) == b"again"
+    print("AGAIN %d" % s.getsockopt(6, TCP_NOTSENT_LOWAT), flush=True)
+    s.close()
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mark_taken_off_when_connect_fails_at_once(fabric, nets, ends, family):
+    """A marked connect that fails before a SYN could go (no route: the
+    fabric program never saw it) takes the mark off again: the program
+    reads TCP_NOTSENT_LOWAT 0, as without shunt, blocking or not; the same
+    socket's next connect is marked and consumed as any (0 again, and the
+    server sees the flag: remote_shunt).  The new socket's connect takes
+    this path without a socket object (tcp_connect_lazy)."""
+    host, _, port = server_with_own_shm(nets, ends, family)
+    r = nets.run("b", ends.argv([PYTHON, "-c", UNREACHABLE_CLIENT, host, str(port)]), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT, check=True)
+    assert r.stdout.decode().split() == ["FAILED", "0", "AGAIN", "0"] * 2, r.stdout
+    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 2}), ends.log("server")
 
 
 # ------------------------------------------------------------------ the program's own saved SYNs

@@ -253,21 +253,30 @@ static int bind_any(int fd, int domain)
  * a server under shunt there knows this process runs it
  * (docs/fabric-discovery.md, "Across hosts").  One setsockopt; not when
  * the program set TCP_NOTSENT_LOWAT itself (its value stays). */
+bool negotiate_mark(int fd)
+{
+    int v = SYNOPT_CLIENT_MARK;
+    return shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v) == 0;
+}
+
+void negotiate_unmark(int fd)
+{
+    /* a connect that failed before the program saw it leaves the mark:
+     * the kernel's default again, the value a program without shunt reads */
+    int zero = 0;
+    shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
+}
+
 static void mark_process(struct tcp_sock *t, int fd)
 {
-    if (t->program_lowat)
-        return;
-    int v = SYNOPT_CLIENT_MARK;
-    t->lowat_marked = shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v) == 0;
+    if (!t->program_lowat)
+        t->lowat_marked = negotiate_mark(fd);
 }
 
 void negotiate_connect_failed(struct tcp_sock *t, int fd)
 {
-    /* a connect that failed before the program saw it leaves the mark:
-     * the kernel's default again, the value a program without shunt reads */
     if (t->lowat_marked) {
-        int zero = 0;
-        shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
+        negotiate_unmark(fd);
         t->lowat_marked = false;
     }
 }

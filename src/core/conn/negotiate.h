@@ -25,7 +25,7 @@ void negotiate_offer(struct tcp_sock *t, int fd, const struct sockaddr *dst, soc
 struct offer_plan {
     struct reg_addr dst;
     bool cross;         /* not loopback: another namespace's or host's listener */
-    bool mark;          /* the socket is to carry the process mark (needs the object) */
+    bool mark;          /* the socket is to carry the process mark */
     bool unrecorded;    /* no reason to record (an address the kernel will refuse) */
 };
 enum fallback_reason negotiate_plan(const struct sockaddr *dst, socklen_t len, struct offer_plan *plan);
@@ -57,6 +57,13 @@ enum fallback_reason negotiate_no_offer_reason(const struct tcp_sock *listener);
 /* connect() failed at once (not EINPROGRESS): undoes what negotiate_offer
  * did to the socket that the program could see (the process mark). */
 void negotiate_connect_failed(struct tcp_sock *t, int fd);
+
+/* The process mark on a socket about to connect (plan->mark), for one
+ * with no object (a new socket: the program has not set the option the
+ * mark uses); true if set.  negotiate_unmark takes it off again when the
+ * connect failed at once. */
+bool negotiate_mark(int fd);
+void negotiate_unmark(int fd);
 
 /* The program set TCP_SAVE_SYN on this socket: its SYNs are the program's,
  * and a listener stops being offered to other namespaces. */

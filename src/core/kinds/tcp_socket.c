@@ -61,16 +61,22 @@ bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_
 {
     struct offer_plan plan;
     enum fallback_reason why = negotiate_plan(a, len, &plan);
-    if (why != FB_NONE && !plan.mark && !plan.unrecorded) {
+    if (why != FB_NONE && !plan.unrecorded) {
+        /* the process mark (another host's listener, maybe): still new, so
+         * the program has not set TCP_NOTSENT_LOWAT, which carries it */
+        bool marked = plan.mark && negotiate_mark(fd);
         *r = (int)sysret(shunt_real.connect(fd, a, len));
         /* kernel TCP for good before it had an object: it gets none (a
          * connect that failed at once leaves the socket new, as it was) */
-        if ((*r == 0 || *r == -EINPROGRESS || *r == -EINTR) && fdt_lazy_to_kernel(fd, lazy))
+        bool started = *r == 0 || *r == -EINPROGRESS || *r == -EINTR;
+        if (started && fdt_lazy_to_kernel(fd, lazy))
             kept_without_object(fd, PST_ROLE_CLIENT, why, true, a, len);
+        else if (!started && marked)
+            negotiate_unmark(fd);
         return true;
     }
-    /* an offer, or a mark on the socket: the object's way, with this plan
-     * (the destination's history is counted once, here) */
+    /* an offer: the object's way, with this plan (the destination's
+     * history is counted once, here) */
     struct fdref f = fdt_get(fd);
     if (!f.sock || f.sock->kind != SOCK_TCP) {
         fdt_put(&f);
