@@ -58,7 +58,8 @@ TESTFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread -Itest
 all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
-tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger
+tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger \
+       $(BUILD)/tests/programs/ucx_echo
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
@@ -99,6 +100,11 @@ $(BUILD)/tests/programs/listener_flagger: tests/programs/listener_flagger.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@
 
+# A program that uses UCX itself, as MPI does (test_ucx_programs.py).
+$(BUILD)/tests/programs/ucx_echo: tests/programs/ucx_echo.c tests/lib/ucx_start.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@ -lucp -lucs
+
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
 $(BUILD)/bench/pingpong: bench/pingpong.c bench/floor_ring.h
@@ -124,7 +130,7 @@ $(BUILD)/bench/signal_cost: bench/signal_cost.c
 
 # What UCX gives two processes of one host (docs/architecture.md, "Between
 # namespaces and hosts"); links UCX, which libshunt.so never does.
-$(BUILD)/bench/ucx_probe: bench/ucx_probe.c
+$(BUILD)/bench/ucx_probe: bench/ucx_probe.c tests/lib/ucx_start.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -lucp -lucs
 

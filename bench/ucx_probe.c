@@ -39,6 +39,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "ucx_start.h"
+
 #define MSG 64
 #define REGION 65536
 #define INDEX_AT 4096
@@ -138,17 +140,8 @@ int main(int argc, char **argv)
         enter_netns(ns);
 
     uint64_t t0 = now_ns();
-    ucp_config_t *cfg;
-    MUST(ucp_config_read(NULL, NULL, &cfg));
-    ucp_params_t pp = { .field_mask = UCP_PARAM_FIELD_FEATURES,
-                        .features = UCP_FEATURE_RMA | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP };
     ucp_context_h ctx;
-    MUST(ucp_init(&pp, cfg, &ctx));
-    ucp_config_release(cfg);
-    ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                               .thread_mode = UCS_THREAD_MODE_SINGLE };
-    ucp_worker_h w;
-    MUST(ucp_worker_create(ctx, &wp, &w));
+    ucp_worker_h w = ucx_start(UCP_FEATURE_RMA | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP, &ctx);
     uint64_t t1 = now_ns();
 
     ucp_address_t *addr;
