@@ -510,7 +510,8 @@ static int map_registry(const char *d, uid_t uid, uint64_t netns, bool create, s
         if (r < 0)
             break;
         /* The first open in this process sweeps out what dead processes
-         * left, once it knows the file it mapped is still the registry. */
+         * left (at most once a second for all processes: reg_entries_sweep_due),
+         * once it knows the file it mapped is still the registry. */
         sigset_t old;
         if (reg_lock(f, &old) == 0) {
             if (!still_named(path, &st)) {
@@ -521,11 +522,14 @@ static int map_registry(const char *d, uid_t uid, uint64_t netns, bool create, s
                 shunt_log(LOG_DEBUG, "registry: %s was replaced while we opened it; again", path);
                 continue;
             }
-            struct reg_live_cache lc;
-            reg_live_cache_init(&lc);
-            unsigned nl = reg_sweep_listeners(f, &lc);
-            unsigned nc = reg_sweep_conns(f, &lc);
-            unsigned np = reg_sweep_procs(f, &lc);
+            unsigned nl = 0, nc = 0, np = 0;
+            if (reg_entries_sweep_due(f)) {
+                struct reg_live_cache lc;
+                reg_live_cache_init(&lc);
+                nl = reg_sweep_listeners(f, &lc);
+                nc = reg_sweep_conns(f, &lc);
+                np = reg_sweep_procs(f, &lc);
+            }
             /* the host's registry has no files of its own to sweep */
             *sweep_files = netns != REG_HOST_NETNS && reg_files_sweep_due(f);
             reg_unlock(f, &old);

@@ -88,7 +88,7 @@ struct reg_header {
      * of an offer, read without the lock by an accept that wants to know
      * whether looking can find anything (connections.c) */
     _Atomic uint32_t offers;
-    uint32_t pad1;
+    uint32_t entries_swept_at;      /* CLOCK_BOOTTIME second (+1) of the last sweep of dead entries at an open */
 };
 
 struct reg_listener {
@@ -177,6 +177,7 @@ REG_AT(reg_header, reclaimed_conns, REG_AFTER_LOCK + 40);
 REG_AT(reg_header, reclaimed_procs, REG_AFTER_LOCK + 48);
 REG_AT(reg_header, files_swept_at, REG_AFTER_LOCK + 56);
 REG_AT(reg_header, offers, REG_AFTER_LOCK + 64);
+REG_AT(reg_header, entries_swept_at, REG_AFTER_LOCK + 68);
 #undef REG_AFTER_LOCK
 _Static_assert(sizeof(struct reg_header) == 192, "reg_header resized: bump REG_VERSION");
 REG_AT(reg_listener, state, 0);
@@ -251,5 +252,10 @@ extern int reg_lock_timeout_ms;
  * sweeps of one registry), and how old a file must be to go (sweep.c). */
 extern int reg_sweep_interval_s;
 extern int reg_sweep_grace_s;
+
+/* How often a process's first open sweeps the entries of dead processes
+ * (seconds between two such sweeps of one registry, sweep.c): 0 at every
+ * open, as `shunt stat` and tests want. */
+extern int reg_entries_sweep_interval_s;
 
 #endif

@@ -62,6 +62,9 @@ int reg_map_file(const char *path, uid_t uid, uint64_t netns, struct reg_file **
 /* Is a sweep of the files due (at most one per reg_sweep_interval_s per
  * registry)?  If so, records that it is done now.  Lock held. */
 bool reg_files_sweep_due(struct reg_file *f);
+/* The same for the sweep of dead processes' entries at a process's first
+ * open (reg_entries_sweep_interval_s).  Lock held. */
+bool reg_entries_sweep_due(struct reg_file *f);
 /* Removes this user's files that nobody can use any more: those of
  * namespaces no process of ours is in (their registries included), and
  * those of own's namespace that no record names.  Lock not held. */

@@ -58,20 +58,41 @@
 
 int reg_sweep_interval_s = 60;
 int reg_sweep_grace_s = 60;
+/* Each dead entry costs its process's check (kill, /proc/PID/stat) and a
+ * lookup that meets one removes it anyway: a new process need not pay for
+ * every live one's check, which made a process's start cost grow with the
+ * number of processes under shunt (40 idle ones: 300 more system calls). */
+int reg_entries_sweep_interval_s = 1;
 
 #define SWEEP_LOCK_MS 100        /* a registry whose lock is held longer is left for the next sweep */
 #define SWEEP_MAX_FILES 65536    /* candidates looked at per sweep: the work stays bounded */
 
-bool reg_files_sweep_due(struct reg_file *f)
+/* Is a sweep due whose last one went at *at (a second of CLOCK_BOOTTIME,
+ * plus one: 0 is "never"), interval seconds apart?  If so, *at is now.  A
+ * time ahead of now (a scribble, or another boot's file) is a sweep due. */
+static bool due(uint64_t *at, uint64_t bits, int interval)
 {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec + 1;   /* 0 stays "never" */
-    uint64_t last = f->hdr.files_swept_at;
-    if (last && last <= now && now - last < (uint64_t)reg_sweep_interval_s)
+    uint64_t now = ((uint64_t)ts.tv_sec + 1) & bits;
+    uint64_t last = *at;
+    if (last && last <= now && now - last < (uint64_t)interval)
         return false;
-    f->hdr.files_swept_at = now;
+    *at = now;
     return true;
+}
+
+bool reg_files_sweep_due(struct reg_file *f)
+{
+    return due(&f->hdr.files_swept_at, UINT64_MAX, reg_sweep_interval_s);
+}
+
+bool reg_entries_sweep_due(struct reg_file *f)
+{
+    uint64_t at = f->hdr.entries_swept_at;
+    bool r = due(&at, UINT32_MAX, reg_entries_sweep_interval_s);
+    f->hdr.entries_swept_at = (uint32_t)at;
+    return r;
 }
 
 /* ---- what /dev/shm holds ------------------------------------------------ */

@@ -188,6 +188,9 @@ static int by_holder(const void *a, const void *b)
 int stat_collect(struct stat_snapshot *s, int32_t only_pid)
 {
     memset(s, 0, sizeof *s);
+    /* what dead processes left goes before it is shown, however recently
+     * another process swept */
+    reg_entries_sweep_interval_s = 0;
     int r = reg_open();
     struct reg_file *f = reg_mapped();
     if (r < 0 || !f)

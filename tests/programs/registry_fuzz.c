@@ -121,6 +121,8 @@ static void list_fields(void)
     ADD(T_HDR, reg_header, reclaimed_conns);
     ADD(T_HDR, reg_header, reclaimed_procs);
     ADD(T_HDR, reg_header, files_swept_at);
+    ADD(T_HDR, reg_header, offers);
+    ADD(T_HDR, reg_header, entries_swept_at);
     add("reg_header.*", T_HDR, 0, sizeof(struct reg_header));
     ADD(T_LISTENER, reg_listener, state);
     ADD(T_LISTENER, reg_listener, v6only);

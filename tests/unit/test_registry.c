@@ -446,6 +446,39 @@ static void test_conn_reclaim(void)
     printf("ok: records of dead processes reclaimed, channels unlinked\n");
 }
 
+/* The sweep at a process's first open goes at most once per
+ * reg_entries_sweep_interval_s for all processes: a second open within it
+ * leaves a dead client's offer (a lookup that meets it, or the next sweep
+ * due, removes it); once due, the open sweeps it.  Before, every open swept,
+ * checking every live process's pid and start time: a process's start cost
+ * grew with the processes under shunt. */
+static void test_open_sweep_bounded(void)
+{
+    fresh();
+    char ch[64];
+    make_channel(ch, sizeof ch, 21);
+    reg_close_for_test();
+    CHECK(reg_open_at(dir), ==, 0);     /* a sweep now: the next is a second away at least */
+    reg_entries_sweep_interval_s = 3600;
+    struct dead_post a = { 4000, ch, false };
+    run_child(post_and_die, &a);
+    uint64_t before = reg_mapped()->hdr.reclaimed_conns;
+    reg_close_for_test();
+    CHECK(reg_open_at(dir), ==, 0);     /* not due: left */
+    CHECK(count_conns(), ==, 1);
+    CHECK(reg_mapped()->hdr.reclaimed_conns, ==, before);
+    CHECK(channel_exists(ch), ==, 1);
+    /* a time ahead of now is no reason to wait (another boot's, a scribble) */
+    reg_mapped()->hdr.entries_swept_at = UINT32_MAX;
+    reg_close_for_test();
+    CHECK(reg_open_at(dir), ==, 0);
+    CHECK(count_conns(), ==, 0);
+    CHECK(reg_mapped()->hdr.reclaimed_conns, ==, before + 1);
+    CHECK(channel_exists(ch), ==, 0);
+    reg_entries_sweep_interval_s = 0;
+    printf("ok: the sweep at open at most once per interval\n");
+}
+
 static void fill_conns(void *arg)
 {
     const char *chan = arg;
@@ -535,6 +568,7 @@ int main(void)
     test_listeners_full();
     test_offers();
     test_conn_reclaim();
+    test_open_sweep_bounded();
     test_offers_hint();
     test_conns_full();
     fixture_end();

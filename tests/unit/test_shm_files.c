@@ -549,6 +549,7 @@ static void make_aged_0666(const char *path)
 static void case_sweep(void)
 {
     reg_sweep_interval_s = 0;   /* every first open sweeps */
+    reg_entries_sweep_interval_s = 0;
     /* a namespace that goes: its process made everything, then died */
     struct made gone;
     pid_t d = make_in_new_netns(&gone, NULL);

@@ -3,7 +3,6 @@
  * the peer runs, and how often spins on a socket found nothing.
  */
 #include <sched.h>
-#include <stdatomic.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,13 +13,11 @@
 #include "core/wait/turns.h"
 #include "core/wait/wait_shared.h"
 
-/* 0 until the first wait that could spin asks: a process that never waits
- * on a channel (most start, connect on kernel TCP and exit) does not read
- * /sys for it at start-up */
-static atomic_long online_cpus;
+static long online_cpus = 1;
 
 void wait_init(void)
 {
+    online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 void wait_cpu_relax(void)
@@ -34,14 +31,7 @@ void wait_cpu_relax(void)
 
 bool wait_may_spin(void)
 {
-    if (shunt_settings.spin_us == 0)
-        return false;
-    long n = atomic_load_explicit(&online_cpus, memory_order_relaxed);
-    if (n == 0) {
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-        atomic_store_explicit(&online_cpus, n > 0 ? n : 1, memory_order_relaxed);
-    }
-    return n >= 2;
+    return online_cpus >= 2 && shunt_settings.spin_us > 0;
 }
 
 /* The peer asleep waiting for us: for a doorbell, or on its futex. */
