@@ -67,32 +67,37 @@ int reg_entries_sweep_interval_s = 1;
 #define SWEEP_LOCK_MS 100        /* a registry whose lock is held longer is left for the next sweep */
 #define SWEEP_MAX_FILES 65536    /* candidates looked at per sweep: the work stays bounded */
 
-/* Is a sweep due whose last one went at *at (a second of CLOCK_BOOTTIME,
- * plus one: 0 is "never"), interval seconds apart?  If so, *at is now.  A
- * time ahead of now (a scribble, or another boot's file) is a sweep due. */
-static bool due(uint64_t *at, uint64_t bits, int interval)
+/* The second of CLOCK_BOOTTIME, plus one: 0 in the header is "never". */
+static uint64_t boot_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
-    uint64_t now = ((uint64_t)ts.tv_sec + 1) & bits;
-    uint64_t last = *at;
-    if (last && last <= now && now - last < (uint64_t)interval)
-        return false;
-    *at = now;
-    return true;
+    return (uint64_t)ts.tv_sec + 1;
+}
+
+/* Is a sweep due whose last one went at last, interval seconds apart?  A
+ * time ahead of now (a scribble, or another boot's file) is a sweep due. */
+static bool due(uint64_t last, uint64_t now, int interval)
+{
+    return !last || last > now || now - last >= (uint64_t)interval;
 }
 
 bool reg_files_sweep_due(struct reg_file *f)
 {
-    return due(&f->hdr.files_swept_at, UINT64_MAX, reg_sweep_interval_s);
+    uint64_t now = boot_s();
+    if (!due(f->hdr.files_swept_at, now, reg_sweep_interval_s))
+        return false;
+    f->hdr.files_swept_at = now;
+    return true;
 }
 
 bool reg_entries_sweep_due(struct reg_file *f)
 {
-    uint64_t at = f->hdr.entries_swept_at;
-    bool r = due(&at, UINT32_MAX, reg_entries_sweep_interval_s);
-    f->hdr.entries_swept_at = (uint32_t)at;
-    return r;
+    uint32_t now = (uint32_t)boot_s();
+    if (!due(f->hdr.entries_swept_at, now, reg_entries_sweep_interval_s))
+        return false;
+    f->hdr.entries_swept_at = now;
+    return true;
 }
 
 /* ---- what /dev/shm holds ------------------------------------------------ */

@@ -41,7 +41,7 @@
  * atomics: a lost update or two destinations in one slot cost a sample
  * more or less, never a byte.
  */
-#include <errno.h>
+#include <errno.h>   /* program_invocation_short_name */
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -135,6 +135,17 @@ static struct reg_verdict *dest_slot(struct reg_verdict *t, unsigned n, uint64_t
     return d;
 }
 
+/* The slot of this program's verdict on dst (key: dest_key) in the
+ * namespace registry's table, as dest_slot; only loopback destinations
+ * have one (across namespaces the history stays the process's). */
+static struct reg_verdict *shared_slot(const struct reg_addr *dst, uint64_t key, bool make)
+{
+    struct reg_verdict *shared = reg_verdicts();
+    if (!shared || !reg_addr_is_loopback(dst))
+        return NULL;
+    return dest_slot(shared, REG_VERDICTS, shared_key(key), make);
+}
+
 /* Connections to put on TCP after a sample, once streak were short (any
  * streak: a shared one may be anything). */
 static unsigned gap(unsigned streak)
@@ -174,10 +185,7 @@ bool short_conns_skip(const struct reg_addr *dst)
     struct reg_verdict *d = dest_slot(table, SLOTS, key, false);
     if (d)   /* this process's own history decides once it has one */
         return verdict_skip(d, atomic_load_explicit(&d->streak, memory_order_relaxed));
-    struct reg_verdict *shared = reg_verdicts();
-    if (!shared || !reg_addr_is_loopback(dst))
-        return false;
-    d = dest_slot(shared, REG_VERDICTS, shared_key(key), false);
+    d = shared_slot(dst, key, false);
     if (!d)
         return false;
     /* each shared word once: another process may change any of them */
@@ -217,10 +225,7 @@ void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t byt
     struct reg_verdict *d = dest_slot(table, SLOTS, key, !worth);
     if (d)
         verdict_record(d, worth);
-    struct reg_verdict *shared = reg_verdicts();
-    if (!shared || !reg_addr_is_loopback(dst))
-        return;
-    d = dest_slot(shared, REG_VERDICTS, shared_key(key), !worth);
+    d = shared_slot(dst, key, !worth);
     if (!d)
         return;
     /* judged against another listener (or none): that history is not this one's */

@@ -83,13 +83,11 @@ static atomic_uint highest_fd;
 
 static inline void cover(int fd)
 {
-    if ((unsigned)fd > atomic_load_explicit(&highest_fd, memory_order_relaxed)) {
-        unsigned cur = atomic_load_explicit(&highest_fd, memory_order_relaxed);
-        while ((unsigned)fd > cur &&
-               !atomic_compare_exchange_weak_explicit(&highest_fd, &cur, (unsigned)fd, memory_order_seq_cst,
-                                                      memory_order_relaxed))
-            ;
-    }
+    unsigned cur = atomic_load_explicit(&highest_fd, memory_order_relaxed);
+    while ((unsigned)fd > cur &&
+           !atomic_compare_exchange_weak_explicit(&highest_fd, &cur, (unsigned)fd, memory_order_seq_cst,
+                                                  memory_order_relaxed))
+        ;
 }
 
 static inline struct slot *slot_for(int fd, bool create)
