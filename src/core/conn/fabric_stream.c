@@ -1,0 +1,358 @@
+/*
+ * fabric_stream.c: a connection's bytes over the fabric ring, after the
+ * bytes each end sent by TCP before it moved (the protocol is in
+ * fabric_stream.h; why it looks as it does in docs/architecture.md, "Built:
+ * the fabric stream").
+ *
+ * What a reader must never do is take a doorbell for the program's byte or
+ * the reverse; everything here follows from one order: a writer flushes
+ * its header (the count of its TCP bytes) before its first doorbell, and a
+ * reader looks for that header only after its read of the socket returned.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "base/real.h"
+#include "core/conn/fabric_stream.h"
+#include "transport/fabric_engine.h"
+#include "transport/fabric_ring.h"
+
+#define MAX_IOV 64
+#define WAIT_MS 100          /* a sleep on the socket is re-checked this often */
+
+void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *ring, struct fabric_engine *engine)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = fd;
+    s->ring = ring;
+    s->engine = engine;
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* iov cut to at most max bytes, into out (MAX_IOV entries): its count. */
+static int iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_IOV && max > 0; i++) {
+        size_t len = iov[i].iov_len < max ? iov[i].iov_len : max;
+        out[k].iov_base = iov[i].iov_base;
+        out[k++].iov_len = len;
+        max -= len;
+    }
+    return k;
+}
+
+static int broken(struct fabric_stream *s)
+{
+    s->broken = true;
+    return -EIO;
+}
+
+/* A doorbell: one byte by TCP, only once this end moved (before, the peer
+ * would take it for the program's).  A full socket already holds plenty. */
+static void bell(struct fabric_stream *s)
+{
+    if (!s->moved && fabric_stream_move(s) < 0)
+        return;
+    char b = 0;
+    if (shunt_real.send(s->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+        s->bells_sent++;
+}
+
+int fabric_stream_move(struct fabric_stream *s)
+{
+    if (s->moved)
+        return 0;
+    if (s->broken)
+        return -EIO;
+    uint8_t h[FABRIC_STREAM_HEADER];
+    for (int i = 0; i < FABRIC_STREAM_HEADER; i++)
+        h[i] = (uint8_t)(s->tcp_sent >> (8 * i));
+    struct iovec v = { h, sizeof h };
+    /* the first bytes of a ring of at least 4 KiB: they always fit */
+    if (fabric_ring_write(s->ring, &v, 1, 0, NULL) != (ssize_t)sizeof h || fabric_ring_flush(s->ring) < 0)
+        return broken(s);
+    s->moved = true;
+    /* a reader asleep on the socket must come and read the header: the
+     * next write may find the ring not empty (the header) and ring none */
+    bell(s);
+    return 0;
+}
+
+/* The peer's header, if it has landed: read once, checked. */
+static int look_header(struct fabric_stream *s)
+{
+    if (s->peer_moved)
+        return 0;
+    int64_t n = fabric_ring_readable(s->ring);
+    if (n < 0)
+        return broken(s);
+    if (n < FABRIC_STREAM_HEADER)
+        return 0;   /* a header lands whole: written is published after its bytes */
+    uint8_t h[FABRIC_STREAM_HEADER];
+    struct iovec v = { h, sizeof h };
+    if (fabric_ring_read(s->ring, &v, 1, false, NULL) != (ssize_t)sizeof h)
+        return broken(s);
+    uint64_t p = 0;
+    for (int i = 0; i < FABRIC_STREAM_HEADER; i++)
+        p |= (uint64_t)h[i] << (8 * i);
+    if (p < s->tcp_read)
+        return broken(s);   /* fewer bytes than this end has already read of them */
+    s->peer_tcp = p;
+    s->peer_moved = true;
+    return 0;
+}
+
+/* Every byte the socket holds now is a doorbell. */
+static bool bell_phase(const struct fabric_stream *s)
+{
+    return s->peer_moved && s->tcp_read == s->peer_tcp;
+}
+
+/* Takes the doorbells off the socket, and notes its end. */
+static void drain(struct fabric_stream *s)
+{
+    char buf[256];
+    while (bell_phase(s) && !s->tcp_eof) {
+        ssize_t n = shunt_real.recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            s->bells_read += (uint64_t)n;
+        } else if (n == 0) {
+            s->tcp_eof = true;
+        } else {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                s->tcp_eof = true;
+                s->tcp_error = errno;
+            }
+            break;
+        }
+    }
+}
+
+/* Sleeps until the socket or the engine has news, or WAIT_MS.  A socket
+ * that may still hold the program's bytes says nothing about the ring
+ * (it would be readable at once, forever): then the engine alone, and a
+ * short sleep. */
+static void wait_news(struct fabric_stream *s, bool socket_news)
+{
+    struct pollfd p[2];
+    int n = 0;
+    int tmo = WAIT_MS;
+    if (socket_news)
+        p[n++] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+    else
+        tmo = 1;
+    if (s->engine) {
+        if (!fabric_engine_arm(s->engine)) {
+            fabric_engine_progress(s->engine);
+            return;
+        }
+        p[n++] = (struct pollfd){ .fd = fabric_engine_efd(s->engine), .events = POLLIN };
+    }
+    shunt_real.poll(p, (nfds_t)n, tmo);
+    if (s->engine)
+        fabric_engine_progress(s->engine);
+}
+
+ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool nonblock)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->fin)
+        return -EPIPE;
+    if (!s->moved) {
+        struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+        ssize_t n = shunt_real.sendmsg(s->fd, &mh, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
+        if (n < 0)
+            return -errno;
+        s->tcp_sent += (uint64_t)n;
+        return n;
+    }
+    size_t total = iov_total(iov, iovcnt), done = 0;
+    while (done < total) {
+        bool was_empty = false;
+        ssize_t r = fabric_ring_write(s->ring, iov, iovcnt, done, &was_empty);
+        if (r > 0) {
+            done += (size_t)r;
+            if (was_empty)
+                bell(s);
+            if (nonblock)
+                break;
+            continue;
+        }
+        if (r != -EAGAIN) {
+            if (r != -EPIPE)
+                broken(s);
+            return done ? (ssize_t)done : r;
+        }
+        if (nonblock)
+            return done ? (ssize_t)done : -EAGAIN;
+        drain(s);
+        if (s->tcp_eof)
+            return done ? (ssize_t)done : -EPIPE;   /* the peer's process is gone */
+        /* about to sleep: our count must be where the peer decides */
+        if (fabric_ring_flush(s->ring) < 0)
+            return done ? (ssize_t)done : broken(s);
+        if (fabric_ring_writable(s->ring) != 0)
+            continue;
+        wait_news(s, bell_phase(s));
+    }
+    return (ssize_t)done;
+}
+
+/* The peer's TCP bytes: -EAGAIN when there are none now (or no longer
+ * any to expect), else what recv answers. */
+static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek)
+{
+    struct iovec cut[MAX_IOV];
+    size_t total = iov_total(iov, iovcnt);
+    if (s->peer_moved && total > s->peer_tcp - s->tcp_read)
+        total = (size_t)(s->peer_tcp - s->tcp_read);
+    struct msghdr mh = { .msg_iov = cut, .msg_iovlen = (size_t)iov_cut(iov, iovcnt, total, cut) };
+    ssize_t n = s->tcp_eof ? -1 : shunt_real.recvmsg(s->fd, &mh, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+    int err = s->tcp_eof ? EAGAIN : errno;
+    /* after the read, never before: see the file's comment */
+    if (look_header(s) < 0)
+        return -EIO;
+    if (n > 0) {
+        uint64_t data = (uint64_t)n;
+        if (s->peer_moved && data > s->peer_tcp - s->tcp_read)
+            data = s->peer_tcp - s->tcp_read;   /* the rest are doorbells */
+        if (!peek) {
+            s->tcp_read += data;
+            s->bells_read += (uint64_t)n - data;
+        }
+        return data ? (ssize_t)data : -EAGAIN;
+    }
+    if (n == 0 && total > 0) {
+        s->tcp_eof = true;
+    } else if (n < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        s->tcp_eof = true;
+        s->tcp_error = err;
+    }
+    return -EAGAIN;
+}
+
+ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
+{
+    if (s->broken)
+        return -EIO;
+    if (iov_total(iov, iovcnt) == 0)
+        return 0;
+    for (;;) {
+        if (!bell_phase(s)) {
+            ssize_t n = recv_tcp(s, iov, iovcnt, peek);
+            if (n != -EAGAIN)
+                return n;
+            if (!bell_phase(s)) {
+                if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
+                    return s->tcp_error ? -s->tcp_error : 0;
+                if (nonblock)
+                    return -EAGAIN;
+                wait_news(s, true);
+                continue;
+            }
+        }
+        bool was_full = false;
+        ssize_t r = fabric_ring_read(s->ring, iov, iovcnt, peek, &was_full);
+        if (r > 0) {
+            if (was_full && !peek)
+                bell(s);   /* the peer may be waiting for room */
+            return r;
+        }
+        if (r == 0)
+            return 0;   /* the peer's FIN, after all its bytes */
+        if (r != -EAGAIN)
+            return broken(s);
+        drain(s);
+        if (s->tcp_eof) {
+            /* the peer's process is gone without a FIN in the ring: what
+             * landed before is delivered, then what TCP said */
+            r = fabric_ring_read(s->ring, iov, iovcnt, peek, NULL);
+            if (r >= 0 || r != -EAGAIN)
+                return r >= 0 ? r : broken(s);
+            return s->tcp_error ? -s->tcp_error : 0;
+        }
+        if (nonblock)
+            return -EAGAIN;
+        if (fabric_ring_flush(s->ring) < 0)
+            return broken(s);
+        if (fabric_ring_readable(s->ring) != 0)
+            continue;
+        wait_news(s, true);
+    }
+}
+
+short fabric_stream_poll(struct fabric_stream *s)
+{
+    if (s->broken)
+        return POLLIN | POLLOUT | POLLERR;
+    short rev = 0;
+    if (!bell_phase(s)) {
+        int avail = 0;
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        int ready = shunt_real.poll(&p, 1, 0);
+        if (ready > 0 && shunt_real.ioctl(s->fd, FIONREAD, &avail) < 0)
+            avail = 0;
+        if (look_header(s) < 0)
+            return POLLIN | POLLOUT | POLLERR;
+        if (!s->peer_moved) {
+            if (ready > 0)
+                rev |= POLLIN;   /* the program's bytes, or the end of them */
+        } else if (s->tcp_read < s->peer_tcp && avail > 0) {
+            rev |= POLLIN;       /* bytes come before doorbells: the first are the program's */
+        }
+    }
+    if (!(rev & POLLIN)) {
+        char c;
+        struct iovec v = { &c, 1 };
+        if (bell_phase(s))
+            drain(s);
+        ssize_t r = bell_phase(s) ? fabric_ring_read(s->ring, &v, 1, true, NULL) : -EAGAIN;
+        if (r >= 0 || (r == -EAGAIN && bell_phase(s) && s->tcp_eof))
+            rev |= POLLIN;
+        else if (r != -EAGAIN) {
+            broken(s);
+            return POLLIN | POLLOUT | POLLERR;
+        }
+    }
+    if (!s->fin) {
+        if (!s->moved) {
+            struct pollfd p = { .fd = s->fd, .events = POLLOUT };
+            if (shunt_real.poll(&p, 1, 0) > 0 && (p.revents & POLLOUT))
+                rev |= POLLOUT;
+        } else if (fabric_ring_writable(s->ring) > 0) {
+            rev |= POLLOUT;
+        }
+    }
+    return rev;
+}
+
+int fabric_stream_shutdown(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->fin)
+        return 0;
+    int r = fabric_stream_move(s);
+    if (r < 0)
+        return r;
+    r = fabric_ring_shutdown(s->ring);
+    if (r < 0 && r != -EPIPE)
+        return broken(s);
+    s->fin = true;
+    if (fabric_ring_flush(s->ring) < 0)
+        return broken(s);
+    bell(s);   /* a reader asleep must come and find the FIN */
+    return 0;
+}

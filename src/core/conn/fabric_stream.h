@@ -1,0 +1,87 @@
+/*
+ * fabric_stream.h: one connection's byte stream once both processes are
+ * proven and their fabric rings attached (issue 19): the bytes each end
+ * sent by TCP before it moved, then the ring, with the TCP connection left
+ * as the companion that carries doorbells.  Not yet used by connections:
+ * the hello that proves the server and hands over its ring, and the paths
+ * of the TCP kind that would call this, are not built
+ * (docs/architecture.md, "Built: the fabric stream").
+ *
+ * The move, for each direction on its own (no word is shared: over the
+ * fabric nothing can be compare-exchanged as a segment's negotiation word
+ * is on one host):
+ *   - an end moves its sending side (fabric_stream_move) by putting, as the
+ *     first 8 bytes of its ring, the count P of bytes it sent by TCP, and
+ *     flushing that put before anything else; from then on its writes go to
+ *     the ring, and the only bytes it sends by TCP are doorbells;
+ *   - the reading end reads TCP first and only then looks for that
+ *     header.  No header yet: the bytes it read were all sent before the
+ *     peer moved (a doorbell goes only after the header landed, and the
+ *     header had not landed when it looked, after the read returned), so
+ *     they are the program's.  A header: of the TCP bytes, the first P less
+ *     those already read are the program's, the rest doorbells.
+ *   - an end sends doorbells only once it moved itself, so a doorbell can
+ *     never be taken for the program's bytes by a reader that has not seen
+ *     the header yet.
+ * Doorbells are hints (the ring is the truth): a write that found the
+ * peer's ring empty rings one, as does a read that found it full; a
+ * waiting end flushes its own counts and looks at the ring once more
+ * before it sleeps on the TCP socket.
+ *
+ * Not thread-safe: the caller serializes the calls on one stream (and on
+ * the engine beneath it).
+ */
+#ifndef SHUNT_CORE_CONN_FABRIC_STREAM_H
+#define SHUNT_CORE_CONN_FABRIC_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct fabric_engine;
+struct fabric_ring;
+
+#define FABRIC_STREAM_HEADER 8   /* the count P, little-endian, first in each ring */
+
+struct fabric_stream {
+    struct fabric_ring *ring;     /* attached to the peer's */
+    struct fabric_engine *engine; /* its wake-up fd joins every wait (NULL: none) */
+    int fd;                       /* the connection's TCP socket */
+    /* sending */
+    bool moved;                   /* the header is in the ring: writes go there */
+    bool fin;                     /* shut down for writing (a FIN in the ring) */
+    uint64_t tcp_sent;            /* program bytes sent by TCP before the move */
+    uint64_t bells_sent;
+    /* receiving */
+    bool peer_moved;              /* the peer's header was read: peer_tcp is final */
+    uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
+    uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
+    uint64_t bells_read;
+    bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
+    int tcp_error;                /* the reset's errno, returned once the ring is drained */
+    bool broken;                  /* garbage from the peer: every call fails with EIO */
+};
+
+void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *ring, struct fabric_engine *engine);
+
+/* Moves this end's sending side onto the ring (idempotent).  0 or -errno
+ * (the stream is then broken). */
+int fabric_stream_move(struct fabric_stream *s);
+
+/* send(2)'s answer: bytes sent, or -errno (-EAGAIN when nonblock and no
+ * room, -EPIPE after shutdown, -EIO broken).  A blocking send sends all. */
+ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool nonblock);
+
+/* recv(2)'s answer: bytes read (peek leaves them), 0 at EOF, or -errno. */
+ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek,
+                           bool nonblock);
+
+/* What poll would say now: POLLIN (bytes of the program, or EOF) and
+ * POLLOUT (room), never blocking.  Doorbells are taken off the socket. */
+short fabric_stream_poll(struct fabric_stream *s);
+
+/* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring. */
+int fabric_stream_shutdown(struct fabric_stream *s);
+
+#endif

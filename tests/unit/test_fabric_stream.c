@@ -1,0 +1,272 @@
+/*
+ * test_fabric_stream.c: unit test of the fabric stream
+ * (src/core/conn/fabric_stream.c): a TCP connection on loopback between two
+ * processes, each with its fabric ring attached to the other's (UCX's
+ * shared-memory lanes, then its TCP lanes), and the program's bytes first
+ * by TCP, then, from a point each end picks at random, through the ring.
+ *
+ * What must hold whatever the points: the bytes each side receives are
+ * exactly the other's, in order, then EOF after its shutdown; no doorbell
+ * is ever delivered as a byte and no byte is ever dropped as one; a peek
+ * shows the bytes the next read returns.  Each run also checks that the
+ * ring really carried bytes (a stream that stayed on TCP would pass the
+ * byte checks too) and that doorbells went by TCP and were taken off.
+ *
+ *   exchange  both directions at once, nonblocking, chunks of random
+ *             sizes, each side moving at a random offset of its stream
+ *             (also 0, and "never": then at its shutdown), small rings so
+ *             that writers fill them and wait, readers pausing now and
+ *             then so that the last TCP bytes and the move's doorbell
+ *             reach them in one read;
+ *   blocking  one direction, a blocking writer and a blocking reader with
+ *             random read sizes and peeks, the reader moving first or last.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <string.h>
+
+#include "fabric_fixture.h"
+#include "base/real.h"
+#include "core/conn/fabric_stream.h"
+
+#define RUNS 10
+#define STREAM_BYTES (512u * 1024u)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(uint64_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return n ? rng % n : 0;
+}
+
+/* Byte k of side i's stream. */
+static uint8_t pat(int i, uint64_t k)
+{
+    return (uint8_t)(k * 131u + (k >> 9) * 7u + (uint64_t)i * 91u);
+}
+
+/* A TCP connection on loopback between the two sides: side 0 listens. */
+static int tcp_pair(int sock, int i)
+{
+    if (i == 0) {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+        CHECK_OK(bind(l, (struct sockaddr *)&a, sizeof a));
+        CHECK_OK(listen(l, 1));
+        CHECK_OK(getsockname(l, (struct sockaddr *)&a, &len));
+        send_blob(sock, &a.sin_port, sizeof a.sin_port);
+        int c = accept(l, NULL, NULL);
+        CHECK(c, >=, 0);
+        close(l);
+        return c;
+    }
+    uint32_t n;
+    uint16_t *port = recv_blob(sock, &n);
+    CHECK(n, ==, sizeof *port);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = *port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    CHECK_OK(connect(c, (struct sockaddr *)&a, sizeof a));
+    free(port);
+    int one = 1;
+    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return c;
+}
+
+static void fill(int i, uint64_t from, uint8_t *buf, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        buf[k] = pat(i, from + k);
+}
+
+static void check_bytes(int from_side, uint64_t at, const uint8_t *buf, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (buf[k] != pat(from_side, at + k))
+            FAIL("byte %llu from side %d is %u, not %u", (unsigned long long)(at + k), from_side, buf[k],
+                 pat(from_side, at + k));
+}
+
+static struct fabric_stream stream;
+
+static void start(struct fabric_engine *e, int sock, int i, const char *tls, size_t ring, int *fd,
+                  struct fabric_ring **f)
+{
+    *fd = tcp_pair(sock, i);
+    *f = ring_connect(e, sock, ring, NULL, NULL, tls);
+    fabric_stream_init(&stream, *fd, *f, e);
+}
+
+static void finish(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f)
+{
+    meet(sock, e);
+    fabric_ring_close(f);
+    close(fd);
+}
+
+static void run_exchange(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
+    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
+    uint64_t sent = 0, got = 0;
+    bool shut = false, eof = false;
+    static uint8_t out[70000], in[70000];
+    double until = now_s() + 60;
+    while (!(shut && eof)) {
+        bool progress = false;
+        if (!stream.moved && sent >= move_at)
+            CHECK(fabric_stream_move(&stream), ==, 0);
+        if (sent < STREAM_BYTES) {
+            size_t n = 1 + rnd(rnd(4) ? 2000 : sizeof out - 1);
+            if (n > STREAM_BYTES - sent)
+                n = STREAM_BYTES - sent;
+            if (!stream.moved && move_at != UINT64_MAX && move_at > sent && n > move_at - sent)
+                n = (size_t)(move_at - sent);   /* the move falls between two sends */
+            fill(i, sent, out, n);
+            struct iovec v = { out, n };
+            ssize_t r = fabric_stream_send(&stream, &v, 1, true);
+            if (r != -EAGAIN) {
+                CHECK(r, >, 0);
+                sent += (uint64_t)r;
+                progress = true;
+            }
+        } else if (!shut) {
+            CHECK(fabric_stream_shutdown(&stream), ==, 0);
+            shut = progress = true;
+        }
+        if (!eof) {
+            size_t n = 1 + rnd(rnd(4) ? 3000 : sizeof in - 1);
+            struct iovec v = { in, n };
+            if (rnd(8) == 0)
+                usleep((useconds_t)rnd(300));
+            if (rnd(5) == 0) {   /* a peek shows what the read then returns */
+                ssize_t p = fabric_stream_recv(&stream, &v, 1, true, true);
+                if (p > 0)
+                    check_bytes(1 - i, got, in, (size_t)p);
+            }
+            ssize_t r = fabric_stream_recv(&stream, &v, 1, false, true);
+            if (r == 0) {
+                CHECK(got, ==, STREAM_BYTES);
+                eof = progress = true;
+            } else if (r != -EAGAIN) {
+                CHECK(r, >, 0);
+                check_bytes(1 - i, got, in, (size_t)r);
+                got += (uint64_t)r;
+                progress = true;
+            }
+        }
+        if (!progress) {
+            short ev = fabric_stream_poll(&stream);
+            CHECK(ev & POLLERR, ==, 0);
+            if (!(ev & POLLIN)) {
+                struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+                                       { .fd = fabric_engine_efd(e), .events = POLLIN } };
+                if (fabric_engine_arm(e))
+                    poll(p, 2, 1);
+                fabric_engine_progress(e);
+            }
+        }
+        if (now_s() > until)
+            FAIL("stuck: sent %llu, got %llu, moved %d, peer moved %d", (unsigned long long)sent,
+                 (unsigned long long)got, stream.moved, stream.peer_moved);
+    }
+    CHECK(stream.moved && stream.peer_moved, ==, 1);
+    /* a doorbell this end owed (room given back) moves it early, never late */
+    CHECK(stream.tcp_sent, <=, (move_at == UINT64_MAX ? STREAM_BYTES : move_at));
+    CHECK(stream.tcp_read, ==, stream.peer_tcp);
+    CHECK(stream.bells_sent, >, 0);   /* at least the move's */
+    finish(e, sock, fd, f);
+}
+
+static void run_blocking(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, 4096, &fd, &f);
+    static uint8_t buf[70000];
+    if (i == 0) {   /* the writer: moves at a random offset */
+        uint64_t move_at = 1 + rnd(STREAM_BYTES - 1), sent = 0;
+        while (sent < STREAM_BYTES) {
+            if (!stream.moved && sent >= move_at)
+                CHECK(fabric_stream_move(&stream), ==, 0);
+            size_t n = 1 + rnd(sizeof buf - 1);
+            if (n > STREAM_BYTES - sent)
+                n = STREAM_BYTES - sent;
+            if (!stream.moved && n > move_at - sent)
+                n = (size_t)(move_at - sent);   /* the move falls between two sends */
+            fill(0, sent, buf, n);
+            struct iovec v = { buf, n };
+            ssize_t r = fabric_stream_send(&stream, &v, 1, false);
+            CHECK(r, >, 0);
+            if (stream.moved)
+                CHECK(r, ==, (ssize_t)n);   /* a blocking send on the ring sends everything */
+            sent += (uint64_t)r;
+        }
+        CHECK(fabric_stream_shutdown(&stream), ==, 0);
+    } else {   /* the reader: moves first or never (it sends nothing but doorbells) */
+        if (rnd(2))
+            CHECK(fabric_stream_move(&stream), ==, 0);
+        uint64_t got = 0;
+        for (;;) {
+            size_t n = 1 + rnd(rnd(2) ? 100 : sizeof buf - 1);
+            struct iovec v = { buf, n };
+            if (rnd(3) == 0)
+                usleep((useconds_t)rnd(300));   /* lets bytes and doorbells pile up */
+            if (rnd(4) == 0) {
+                ssize_t p = fabric_stream_recv(&stream, &v, 1, true, false);
+                CHECK(p, >=, 0);
+                check_bytes(0, got, buf, (size_t)p);
+            }
+            ssize_t r = fabric_stream_recv(&stream, &v, 1, false, false);
+            CHECK(r, >=, 0);
+            if (r == 0)
+                break;
+            check_bytes(0, got, buf, (size_t)r);
+            got += (uint64_t)r;
+        }
+        CHECK(got, ==, STREAM_BYTES);
+        CHECK(stream.peer_moved, ==, 1);
+        CHECK(stream.peer_tcp, <, STREAM_BYTES);   /* the ring carried the rest */
+    }
+    finish(e, sock, fd, f);
+}
+
+static const char *phase = "start";
+static int run_no;
+
+static void say_phase(int status, void *side_no)
+{
+    if (status != 0)
+        fprintf(stderr, "(side %d, in %s, run %d)\n", (int)(intptr_t)side_no, phase, run_no);
+}
+
+static void side(int sock, int i, const void *arg)
+{
+    const char *tls = arg;
+    struct fabric_engine *e = engine_open(tls);
+    rng += (uint64_t)i * 7919;
+    on_exit(say_phase, (void *)(intptr_t)i);
+    for (run_no = 0; run_no < RUNS; run_no++) {
+        phase = "exchange";
+        run_exchange(e, sock, i, tls);
+        phase = "blocking";
+        run_blocking(e, sock, i, tls);
+    }
+    fabric_engine_close(e);
+}
+
+int main(void)
+{
+    shunt_real_resolve();   /* the stream and the engine call libc through the table */
+    children_output_open("test_fabric_stream");
+    run_sides(side, NULL);
+    run_sides(side, "tcp");
+    PASS();
+}
