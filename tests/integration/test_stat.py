@@ -246,9 +246,11 @@ def test_watch_json_and_count(shunt, shunt_build, tmp_path, start_server):
             fds = sorted(h["fd"] for c in d["connections"] for h in c["holders"] if h["pid"] == holder.pid)
             assert fds == sorted([cfd, afd]), d
             assert d["listeners"][0]["address"] == "127.0.0.1:%d" % port
-        # without a count it runs until interrupted
+        # without a count it runs until interrupted (SIGINT as a terminal sends it: a runner
+        # started in the background of a shell hands its children SIGINT ignored)
         w = subprocess.Popen([str(shunt_build / "shunt"), "stat", "--watch", "0.1"], stdout=subprocess.PIPE,
-                             text=True, env=base_env())
+                             text=True, env=base_env(),
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             seen = 0
             while seen < 3:
