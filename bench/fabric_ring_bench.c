@@ -8,6 +8,13 @@
  *
  *   fabric_ring_bench [SECONDS_PER_TEST] [ROUNDS]      (default 0.5 and 3)
  *
+ * The fabric stream (src/core/conn/fabric_stream.c) is measured too: the
+ * ring behind a TCP connection that carries the doorbells, both ends moved
+ * at once, its calls blocking (a reader with nothing to read says it
+ * sleeps and sleeps on the socket, so every message costs a doorbell: no
+ * spinning yet) and nonblocking in a loop (a reader that never sleeps is
+ * never rung: the ring alone).
+ *
  * Per transport:
  *   one_way  64 B ping-pong, half the mean round trip over SECONDS;
  *   stream   64 KiB writes for SECONDS, the receiver's bytes over the time
@@ -36,14 +43,16 @@
 #include "check.h"
 #include "fabric_fixture.h"
 #include "base/real.h"
+#include "core/conn/fabric_stream.h"
 
 #define RING (1u << 20)
 #define MSG 64
 #define CHUNK (64u * 1024)
 #define MAX_ROUNDS 15
 
-enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, NKINDS };
-static const char *const kind_names[] = { "ring_shm_lanes", "ring_tcp_lanes", "kernel_tcp", "kernel_tcp_polled" };
+enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, STREAM_SHM, STREAM_SHM_POLLED, NKINDS };
+static const char *const kind_names[] = { "ring_shm_lanes", "ring_tcp_lanes", "kernel_tcp", "kernel_tcp_polled",
+                                          "stream_shm_lanes", "stream_shm_polled" };
 
 struct result {
     double one_way_ns;
@@ -59,11 +68,14 @@ struct spec {
     struct result *out;   /* shared with the parent */
 };
 
-/* One end of the connection under test: the ring, or a TCP socket. */
+/* One end of the connection under test: the ring, a TCP socket, or the
+ * fabric stream (the ring behind a TCP connection that carries doorbells). */
 struct conn {
     enum kind kind;
     struct fabric_ring *f;
     int fd;
+    bool stream;
+    struct fabric_stream st;
 };
 
 /* Writes all n bytes; false if the peer went away. */
@@ -71,7 +83,12 @@ static bool put_all(struct conn *c, const unsigned char *p, size_t n)
 {
     while (n) {
         ssize_t w;
-        if (c->f) {
+        if (c->stream) {
+            struct iovec v = { (void *)p, n };
+            w = fabric_stream_send(&c->st, &v, 1, c->kind == STREAM_SHM_POLLED);
+            if (w == -EAGAIN)
+                continue;
+        } else if (c->f) {
             struct iovec v = { (void *)p, n };
             w = fabric_ring_write(c->f, &v, 1, 0, NULL);
             if (w == -EAGAIN)
@@ -93,7 +110,12 @@ static size_t get(struct conn *c, unsigned char *p, size_t n, bool all)
     size_t got = 0;
     while (got < n) {
         ssize_t r;
-        if (c->f) {
+        if (c->stream) {
+            struct iovec v = { p + got, n - got };
+            r = fabric_stream_recv(&c->st, &v, 1, false, c->kind == STREAM_SHM_POLLED);
+            if (r == -EAGAIN)
+                continue;
+        } else if (c->f) {
             struct iovec v = { p + got, n - got };
             r = fabric_ring_read(c->f, &v, 1, false, NULL);
             if (r == -EAGAIN)
@@ -141,7 +163,10 @@ static void stream(struct conn *c, int i, const struct spec *s)
         double t0 = now_s();
         while (now_s() - t0 < s->secs)
             CHECK(put_all(c, buf, CHUNK), ==, 1);
-        if (c->f) {
+        if (c->stream) {
+            CHECK(fabric_stream_shutdown(&c->st), ==, 0);
+            CHECK(get(c, buf, 1, true), ==, 0);
+        } else if (c->f) {
             CHECK(fabric_ring_shutdown(c->f), ==, 0);
             CHECK(get(c, buf, 1, true), ==, 0);   /* the peer's FIN: it read everything */
         } else {
@@ -156,7 +181,9 @@ static void stream(struct conn *c, int i, const struct spec *s)
     while ((n = get(c, buf, CHUNK, false)) > 0)
         total += n;
     s->out->mbytes_s = (double)total / (now_s() - t0) / 1e6;
-    if (c->f)
+    if (c->stream)
+        CHECK(fabric_stream_shutdown(&c->st), ==, 0);
+    else if (c->f)
         CHECK(fabric_ring_shutdown(c->f), ==, 0);
     else
         CHECK(shutdown(c->fd, SHUT_WR), ==, 0);
@@ -165,14 +192,15 @@ static void stream(struct conn *c, int i, const struct spec *s)
 static void side(int sock, int i, const void *arg)
 {
     const struct spec *s = arg;
-    struct conn c = { .kind = s->kind, .fd = -1 };
+    struct conn c = { .kind = s->kind, .fd = -1, .stream = s->kind == STREAM_SHM || s->kind == STREAM_SHM_POLLED };
     struct fabric_engine *e = NULL;
     if (s->kind == RING_SHM || s->kind == RING_TCP) {
         e = engine_open(s->kind == RING_TCP ? "tcp" : NULL);
         c.f = ring_connect(e, sock, RING, NULL, NULL, s->kind == RING_TCP ? "tcp" : NULL);
         if (i == 0)
             fabric_ring_lanes(c.f, s->out->lanes, sizeof s->out->lanes);
-    } else {
+    }
+    if (s->kind != RING_SHM && s->kind != RING_TCP) {
         if (i == 0)
             c.fd = accept(s->listener, NULL, NULL);
         else {
@@ -188,6 +216,14 @@ static void side(int sock, int i, const void *arg)
         if (i == 0)
             snprintf(s->out->lanes, sizeof s->out->lanes, "%s", "loopback");
     }
+    if (c.stream) {   /* both ends move at once: no TCP bytes before the ring */
+        e = engine_open(NULL);
+        c.f = ring_connect(e, sock, RING, NULL, NULL, NULL);
+        if (i == 0)
+            fabric_ring_lanes(c.f, s->out->lanes, sizeof s->out->lanes);
+        fabric_stream_init(&c.st, c.fd, c.f, e);
+        CHECK(fabric_stream_move(&c.st), ==, 0);
+    }
     if (s->stream)
         stream(&c, i, s);
     else
@@ -197,7 +233,8 @@ static void side(int sock, int i, const void *arg)
         meet(sock, e);   /* neither end closes while the other may still drive a put to it */
         fabric_ring_close(c.f);
         fabric_engine_close(e);
-    } else
+    }
+    if (c.fd >= 0)
         close(c.fd);
 }
 

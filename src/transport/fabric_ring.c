@@ -58,6 +58,9 @@
 #include "transport/fabric_ring.h"
 
 #define FIN_BIT (1ull << 63)
+/* In the consumed count: the reader has read everything and is about to
+ * sleep (fabric_ring_sleep); its next read's count clears it. */
+#define SLEEP_BIT (1ull << 62)
 /* How long an index may stay half-landed before it counts as garbage: a
  * TCP lane finishes a split put with its next segment, which a
  * retransmission may delay by a few hundred ms. */
@@ -85,7 +88,7 @@ _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the 
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 1u
+#define FRING_VERSION 2u   /* 2: SLEEP_BIT in the consumed count */
 
 /* The blob's fixed part, then addr_len bytes of worker address and
  * rkey_len bytes of the region's key.  Native byte order: both ends run
@@ -121,6 +124,7 @@ struct fabric_ring {
     uint64_t tx_keys[2];         /* the peer's, for the words we put there */
     uint64_t tx_written;         /* ours */
     uint64_t tx_consumed;        /* the last good count the peer put back */
+    bool tx_peer_sleeps;         /* ... carried SLEEP_BIT */
     bool tx_shut;
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
@@ -302,9 +306,12 @@ static int refresh(struct fabric_ring *f, int s)
     if (r <= 0)
         return r;
     if (s == SLOT_CONSUMED) {
+        bool sleeps = v & SLEEP_BIT;
+        v &= ~SLEEP_BIT;
         if (v - f->tx_consumed > f->tx_written - f->tx_consumed)
             return -EIO;   /* back, or past what we wrote */
         f->tx_consumed = v;
+        f->tx_peer_sleeps = sleeps;
         return 0;
     }
     bool fin = v & FIN_BIT;
@@ -493,6 +500,35 @@ int fabric_ring_shutdown(struct fabric_ring *f)
     int r = fabric_fence(f->peer);   /* after every byte: EOF comes after them */
     if (r == 0)
         r = put_slot(f, SLOT_WRITTEN, f->tx_written | FIN_BIT);
+    return r ? (int)broke(f, r) : 0;
+}
+
+int fabric_ring_sleep(struct fabric_ring *f)
+{
+    if (f->broken)
+        return -EIO;
+    if (!f->peer)
+        return -ENOTCONN;
+    int r = put_slot(f, SLOT_CONSUMED, f->rx_consumed | SLEEP_BIT);
+    if (r == 0)
+        r = landed(f);
+    return r ? (int)broke(f, r) : 0;
+}
+
+int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
+{
+    if (f->broken)
+        return -EIO;
+    if (!f->peer)
+        return -ENOTCONN;
+    if ((*sleeps = f->tx_peer_sleeps))
+        return 0;
+    /* our last index must have landed before we read the peer's word:
+     * either it sees our bytes in its last look, or we see its word */
+    int r = landed(f);
+    if (r == 0)
+        r = refresh(f, SLOT_CONSUMED);
+    *sleeps = f->tx_peer_sleeps;
     return r ? (int)broke(f, r) : 0;
 }
 

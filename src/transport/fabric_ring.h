@@ -100,6 +100,18 @@ int64_t fabric_ring_writable(struct fabric_ring *f);
  * which the peer reads as EOF after them.  0 or -errno (also -EPIPE twice). */
 int fabric_ring_shutdown(struct fabric_ring *f);
 
+/* This end has read everything and is about to sleep: says so in the
+ * count it puts back (its next read's count unsays it), after which that
+ * put has landed.  The caller then looks at the ring once more before it
+ * sleeps.  0 or -errno. */
+int fabric_ring_sleep(struct fabric_ring *f);
+
+/* After a write: whether the peer said it sleeps, read after this end's
+ * last put landed, so that a peer that said so after its last look at the
+ * ring is seen (a fence on shared-memory lanes, a flush on others, and
+ * only when the first look says no).  0 or -errno. */
+int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps);
+
 /* Every put so far has reached the peer's memory (before a close that
  * must not lose the last bytes or the FIN).  0 or -errno (5 s at most). */
 int fabric_ring_flush(struct fabric_ring *f);

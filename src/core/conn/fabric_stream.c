@@ -159,7 +159,9 @@ static void wait_news(struct fabric_stream *s, bool socket_news)
         }
         p[n++] = (struct pollfd){ .fd = fabric_engine_efd(s->engine), .events = POLLIN };
     }
-    shunt_real.poll(p, (nfds_t)n, tmo);
+    s->sleeps++;
+    if (shunt_real.poll(p, (nfds_t)n, tmo) == 0 && socket_news)
+        s->sleeps_timed_out++;   /* nobody rang: a doorbell lost would show here */
     if (s->engine)
         fabric_engine_progress(s->engine);
 }
@@ -184,8 +186,11 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         ssize_t r = fabric_ring_write(s->ring, iov, iovcnt, done, &was_empty);
         if (r > 0) {
             done += (size_t)r;
-            if (was_empty)
-                bell(s);
+            bool sleeps = false;
+            if (was_empty && fabric_ring_peer_sleeps(s->ring, &sleeps) < 0)
+                return done ? (ssize_t)done : broken(s);
+            if (sleeps)
+                bell(s);   /* only a reader that said it sleeps: one spinning needs none */
             if (nonblock)
                 break;
             continue;
@@ -274,7 +279,11 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
             return 0;   /* the peer's FIN, after all its bytes */
         if (r != -EAGAIN)
             return broken(s);
-        drain(s);
+        /* a loop of nonblocking reads would pay a system call each for
+         * doorbells that come only to a sleeper: the socket is looked at
+         * once in 64 of them (its end is noticed so), and before a sleep */
+        if (!nonblock || (s->empty_looks++ & 63) == 0)
+            drain(s);
         if (s->tcp_eof) {
             /* the peer's process is gone without a FIN in the ring: what
              * landed before is delivered, then what TCP said */
@@ -285,12 +294,19 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         }
         if (nonblock)
             return -EAGAIN;
-        if (fabric_ring_flush(s->ring) < 0)
+        if (fabric_ring_sleep(s->ring) < 0)
             return broken(s);
         if (fabric_ring_readable(s->ring) != 0)
             continue;
         wait_news(s, true);
     }
+}
+
+short fabric_stream_before_sleep(struct fabric_stream *s)
+{
+    if (!s->broken && bell_phase(s) && fabric_ring_sleep(s->ring) < 0)
+        broken(s);
+    return fabric_stream_poll(s);
 }
 
 short fabric_stream_poll(struct fabric_stream *s)

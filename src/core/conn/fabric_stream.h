@@ -24,9 +24,10 @@
  *     never be taken for the program's bytes by a reader that has not seen
  *     the header yet.
  * Doorbells are hints (the ring is the truth): a write that found the
- * peer's ring empty rings one, as does a read that found it full; a
- * waiting end flushes its own counts and looks at the ring once more
- * before it sleeps on the TCP socket.
+ * peer's ring empty rings one only if the peer said it sleeps (a reader
+ * that spins needs none: fabric_ring_sleep), a read that found the ring
+ * full always; a waiting end says it sleeps, which lands before it looks
+ * at the ring once more, and only then sleeps on the TCP socket.
  *
  * Not thread-safe: the caller serializes the calls on one stream (and on
  * the engine beneath it).
@@ -61,6 +62,9 @@ struct fabric_stream {
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
     int tcp_error;                /* the reset's errno, returned once the ring is drained */
     bool broken;                  /* garbage from the peer: every call fails with EIO */
+    unsigned empty_looks;         /* nonblocking reads that found the ring empty */
+    /* the waits of blocking calls, and those no doorbell ended (counters) */
+    uint64_t sleeps, sleeps_timed_out;
 };
 
 void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *ring, struct fabric_engine *engine);
@@ -80,6 +84,11 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
 /* What poll would say now: POLLIN (bytes of the program, or EOF) and
  * POLLOUT (room), never blocking.  Doorbells are taken off the socket. */
 short fabric_stream_poll(struct fabric_stream *s);
+
+/* For a caller about to sleep on the socket itself (poll, epoll): says
+ * this end sleeps, then answers as fabric_stream_poll; sleep only if it
+ * has no POLLIN. */
+short fabric_stream_before_sleep(struct fabric_stream *s);
 
 /* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring. */
 int fabric_stream_shutdown(struct fabric_stream *s);
