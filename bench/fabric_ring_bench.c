@@ -11,9 +11,9 @@
  * The fabric stream (src/core/conn/fabric_stream.c) is measured too: the
  * ring behind a TCP connection that carries the doorbells, both ends moved
  * at once, its calls blocking (a reader with nothing to read says it
- * sleeps and sleeps on the socket, so every message costs a doorbell: no
- * spinning yet) and nonblocking in a loop (a reader that never sleeps is
- * never rung: the ring alone).
+ * sleeps and sleeps on the socket, so every message costs a doorbell),
+ * blocking after a spin of up to 50 us (SHUNT_SPIN_US's default), and
+ * nonblocking in a loop (a reader that never sleeps is never rung).
  *
  * Per transport:
  *   one_way  64 B ping-pong, half the mean round trip over SECONDS;
@@ -50,9 +50,9 @@
 #define CHUNK (64u * 1024)
 #define MAX_ROUNDS 15
 
-enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, STREAM_SHM, STREAM_SHM_POLLED, NKINDS };
+enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, STREAM_SHM, STREAM_SHM_SPIN, STREAM_SHM_POLLED, NKINDS };
 static const char *const kind_names[] = { "ring_shm_lanes", "ring_tcp_lanes", "kernel_tcp", "kernel_tcp_polled",
-                                          "stream_shm_lanes", "stream_shm_polled" };
+                                          "stream_shm_lanes", "stream_shm_spin", "stream_shm_polled" };
 
 struct result {
     double one_way_ns;
@@ -192,7 +192,7 @@ static void stream(struct conn *c, int i, const struct spec *s)
 static void side(int sock, int i, const void *arg)
 {
     const struct spec *s = arg;
-    struct conn c = { .kind = s->kind, .fd = -1, .stream = s->kind == STREAM_SHM || s->kind == STREAM_SHM_POLLED };
+    struct conn c = { .kind = s->kind, .fd = -1, .stream = s->kind >= STREAM_SHM };
     struct fabric_engine *e = NULL;
     if (s->kind == RING_SHM || s->kind == RING_TCP) {
         e = engine_open(s->kind == RING_TCP ? "tcp" : NULL);
@@ -222,6 +222,8 @@ static void side(int sock, int i, const void *arg)
         if (i == 0)
             fabric_ring_lanes(c.f, s->out->lanes, sizeof s->out->lanes);
         fabric_stream_init(&c.st, c.fd, c.f, e);
+        if (s->kind == STREAM_SHM_SPIN)
+            c.st.spin_ns = 50000;   /* SHUNT_SPIN_US's default */
         CHECK(fabric_stream_move(&c.st), ==, 0);
     }
     if (s->stream)

@@ -102,6 +102,7 @@ static void start(struct fabric_engine *e, int sock, int i, const char *tls, siz
     *fd = tcp_pair(sock, i);
     *f = ring_connect(e, sock, ring, NULL, NULL, tls);
     fabric_stream_init(&stream, *fd, *f, e);
+    stream.spin_ns = rnd(2) ? 20000 : 0;   /* a blocking call spins first, or sleeps at once */
 }
 
 static void finish(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f)

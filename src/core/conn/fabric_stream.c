@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
 #include "base/real.h"
 #include "core/conn/fabric_stream.h"
 #include "transport/fabric_engine.h"
@@ -166,6 +167,27 @@ static void wait_news(struct fabric_stream *s, bool socket_news)
         fabric_engine_progress(s->engine);
 }
 
+/* Polls the ring for up to spin_ns before a sleep (a peer on another CPU
+ * usually answers sooner than a doorbell and a wake-up would take): true
+ * as soon as it has bytes to read (read) or room (!read), or an error. */
+static bool spin_for(struct fabric_stream *s, bool read)
+{
+    if (s->spin_ns == 0)
+        return false;
+    uint64_t until = clock_now_ns() + s->spin_ns;
+    do {
+        for (int k = 0; k < 16; k++) {
+            int64_t n = read ? fabric_ring_readable(s->ring) : fabric_ring_writable(s->ring);
+            if (n != 0)
+                return true;
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+    } while (clock_now_ns() < until);
+    return false;
+}
+
 ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool nonblock)
 {
     if (s->broken)
@@ -208,7 +230,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         /* about to sleep: our count must be where the peer decides */
         if (fabric_ring_flush(s->ring) < 0)
             return done ? (ssize_t)done : broken(s);
-        if (fabric_ring_writable(s->ring) != 0)
+        if (fabric_ring_writable(s->ring) != 0 || spin_for(s, false))
             continue;
         wait_news(s, bell_phase(s));
     }
@@ -294,6 +316,8 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         }
         if (nonblock)
             return -EAGAIN;
+        if (spin_for(s, true))
+            continue;
         if (fabric_ring_sleep(s->ring) < 0)
             return broken(s);
         if (fabric_ring_readable(s->ring) != 0)

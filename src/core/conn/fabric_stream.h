@@ -48,6 +48,8 @@ struct fabric_ring;
 struct fabric_stream {
     struct fabric_ring *ring;     /* attached to the peer's */
     struct fabric_engine *engine; /* its wake-up fd joins every wait (NULL: none) */
+    uint64_t spin_ns;             /* a blocking call polls the ring this long before it
+                                   * sleeps (0: never; the caller's choice, as SHUNT_SPIN_US) */
     int fd;                       /* the connection's TCP socket */
     /* sending */
     bool moved;                   /* the header is in the ring: writes go there */
