@@ -232,6 +232,8 @@ static bool lanes_land_at_once(const char *lanes)
     return true;
 }
 
+static int put_slot(struct fabric_ring *f, int s, uint64_t v);
+
 int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
                        uint8_t nonce[FABRIC_RING_NONCE], char *why, size_t whylen)
 {
@@ -268,6 +270,9 @@ int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
     f->puts_land = lanes_land_at_once(lanes);
     if (nonce)
         memcpy(nonce, b.nonce, FABRIC_RING_NONCE);
+    /* what was read before the attach: the peer learns of it now */
+    if (f->rx_consumed && (r = put_slot(f, SLOT_CONSUMED, f->rx_consumed)) != 0)
+        return (int)broke(f, r);
     return 0;
 }
 
@@ -331,8 +336,8 @@ static int look(struct fabric_ring *f, int s)
 {
     if (f->broken)
         return -EIO;
-    if (!f->peer)
-        return -ENOTCONN;
+    if (!f->peer && s != SLOT_WRITTEN)
+        return -ENOTCONN;   /* before the attach an end may read its ring, nothing else */
     fabric_engine_progress(f->e);
     return refresh(f, s) ? (int)broke(f, -EIO) : 0;
 }
@@ -464,6 +469,8 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     if (peek || done == 0)
         return (ssize_t)done;
     f->rx_consumed = before + done;
+    if (!f->peer)
+        return (ssize_t)done;   /* the space goes back at the attach */
     atomic_thread_fence(memory_order_release);   /* the copies out before the put that frees their space */
     r = put_slot(f, SLOT_CONSUMED, f->rx_consumed);   /* after the copy out: the space is free now */
     if (r != 0)

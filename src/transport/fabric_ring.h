@@ -85,7 +85,8 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
                           bool *was_empty);
 
 /* Copies up to the readable bytes into iov and, unless peek, gives the
- * space back to the peer.  The bytes read (> 0), 0 at EOF (the peer shut
+ * space back to the peer (before fabric_ring_attach, which an end may read
+ * its ring without: at the attach).  The bytes read (> 0), 0 at EOF (the peer shut
  * down and every byte before it was read), -EAGAIN (nothing yet), -EIO,
  * -ETIMEDOUT.  *was_full (if not NULL): the ring was full before this
  * read, so the peer may be waiting for space. */

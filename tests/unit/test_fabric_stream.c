@@ -18,6 +18,11 @@
  *             that writers fill them and wait, readers pausing now and
  *             then so that the last TCP bytes and the move's doorbell
  *             reach them in one read;
+ *   handover  as exchange, but the server's ring is attached only once the
+ *             client's blob comes behind the client's header in it (how a
+ *             connection will reach the stream after the server's hello),
+ *             checked against the nonce the server handed out; with a
+ *             wrong nonce the server refuses it and its stream breaks;
  *   blocking  one direction, a blocking writer and a blocking reader with
  *             random read sizes and peeks, the reader moving first or last;
  *             the waits must end by doorbells, not by their bound (a writer
@@ -112,20 +117,22 @@ static void finish(struct fabric_engine *e, int sock, int fd, struct fabric_ring
     close(fd);
 }
 
-static void run_exchange(struct fabric_engine *e, int sock, int i, const char *tls)
+/* Both directions at once until both ends saw EOF; this end moves once it
+ * sent move_at bytes (UINT64_MAX: at its shutdown), or as soon after as its
+ * ring is attached. */
+static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
 {
-    int fd;
-    struct fabric_ring *f;
-    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
-    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
     uint64_t sent = 0, got = 0;
     bool shut = false, eof = false;
     static uint8_t out[70000], in[70000];
     double until = now_s() + 60;
     while (!(shut && eof)) {
         bool progress = false;
-        if (!stream.moved && sent >= move_at)
-            CHECK(fabric_stream_move(&stream), ==, 0);
+        if (!stream.moved && sent >= move_at) {
+            int m = fabric_stream_move(&stream);
+            if (m != -ENOTCONN && m != 0)
+                FAIL("move: %d (broken at fabric_stream.c:%d)", m, stream.broken_line);
+        }
         if (sent < STREAM_BYTES) {
             size_t n = 1 + rnd(rnd(4) ? 2000 : sizeof out - 1);
             if (n > STREAM_BYTES - sent)
@@ -141,8 +148,11 @@ static void run_exchange(struct fabric_engine *e, int sock, int i, const char *t
                 progress = true;
             }
         } else if (!shut) {
-            CHECK(fabric_stream_shutdown(&stream), ==, 0);
-            shut = progress = true;
+            int r = fabric_stream_shutdown(&stream);
+            if (r != -ENOTCONN) {   /* not before the peer's blob came */
+                CHECK(r, ==, 0);
+                shut = progress = true;
+            }
         }
         if (!eof) {
             size_t n = 1 + rnd(rnd(4) ? 3000 : sizeof in - 1);
@@ -181,10 +191,103 @@ static void run_exchange(struct fabric_engine *e, int sock, int i, const char *t
                  (unsigned long long)got, stream.moved, stream.peer_moved);
     }
     CHECK(stream.moved && stream.peer_moved, ==, 1);
-    /* a doorbell this end owed (room given back) moves it early, never late */
-    CHECK(stream.tcp_sent, <=, (move_at == UINT64_MAX ? STREAM_BYTES : move_at));
     CHECK(stream.tcp_read, ==, stream.peer_tcp);
     CHECK(stream.bells_sent, >, 0);   /* at least the move's */
+}
+
+static void run_exchange(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
+    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
+    exchange(e, fd, i, move_at);
+    /* a doorbell this end owed (room given back) moves it early, never late */
+    CHECK(stream.tcp_sent, <=, (move_at == UINT64_MAX ? STREAM_BYTES : move_at));
+    finish(e, sock, fd, f);
+}
+
+/* The server's side of the planned hand-over: the client's blob after its
+ * header carries the hello's nonce, then its ring's blob. */
+static uint8_t nonce_sent[FABRIC_RING_NONCE];
+static int attached;
+
+static int server_attach(void *ctx, const void *blob, size_t len)
+{
+    struct fabric_ring *f = ctx;
+    if (len <= FABRIC_RING_NONCE || memcmp(blob, nonce_sent, FABRIC_RING_NONCE) != 0)
+        return -EACCES;
+    char why[200] = "";
+    int r = fabric_ring_attach(f, (const uint8_t *)blob + FABRIC_RING_NONCE, len - FABRIC_RING_NONCE, NULL,
+                               why, sizeof why);
+    if (r != 0)
+        FAIL("attach to the client's blob: %d %s", r, why);
+    attached++;
+    return 0;
+}
+
+/* Side 0 the server, which hands its ring's blob and a nonce to the client
+ * (as its hello will) and learns the client's only from its own ring; side
+ * 1 the client, which moves with the nonce and its ring's blob behind its
+ * header (or a wrong nonce: the server must refuse it and its stream
+ * break, never take the bytes). */
+static void run_handover(struct fabric_engine *e, int sock, int i, const char *tls, bool wrong_nonce)
+{
+    (void)tls;
+    int fd = tcp_pair(sock, i);
+    struct fabric_ring *f;
+    char why[200] = "";
+    if (fabric_ring_open(e, rnd(2) ? 4096 : 65536, &f, why, sizeof why) != 0)
+        FAIL("fabric_ring_open: %s", why);
+    fabric_stream_init(&stream, fd, f, e);
+    uint8_t blob[FABRIC_RING_NONCE + FABRIC_RING_BLOB_MAX];
+    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
+    if (i == 0) {
+        for (int k = 0; k < FABRIC_RING_NONCE; k++)
+            nonce_sent[k] = (uint8_t)rnd(256);
+        ssize_t n = fabric_ring_blob(f, NULL, blob, sizeof blob);
+        CHECK(n, >, 0);
+        send_blob(sock, blob, (uint32_t)n);
+        send_blob(sock, nonce_sent, FABRIC_RING_NONCE);
+        stream.on_peer_blob = server_attach;
+        stream.ctx = f;
+        attached = 0;
+        if (wrong_nonce) {
+            uint8_t buf[64];
+            struct iovec v = { buf, sizeof buf };
+            ssize_t r;
+            double until = now_s() + 10;
+            while ((r = fabric_stream_recv(&stream, &v, 1, false, true)) == -EAGAIN && now_s() < until)
+                fabric_engine_progress(e);
+            CHECK(r, ==, -EIO);
+            CHECK(attached, ==, 0);
+        } else {
+            exchange(e, fd, i, move_at);
+            CHECK(attached, ==, 1);
+        }
+    } else {
+        uint32_t plen, nlen;
+        void *peer = recv_blob(sock, &plen);
+        if (fabric_ring_attach(f, peer, plen, NULL, why, sizeof why) != 0)
+            FAIL("attach to the server's blob: %s", why);
+        free(peer);
+        uint8_t *nonce = recv_blob(sock, &nlen);   /* what the hello would carry */
+        CHECK(nlen, ==, FABRIC_RING_NONCE);
+        memcpy(blob, nonce, FABRIC_RING_NONCE);
+        free(nonce);
+        if (wrong_nonce)
+            blob[3] ^= 1;
+        ssize_t n = fabric_ring_blob(f, NULL, blob + FABRIC_RING_NONCE, sizeof blob - FABRIC_RING_NONCE);
+        CHECK(n, >, 0);
+        stream.hand_blob = blob;
+        stream.hand_len = FABRIC_RING_NONCE + (size_t)n;
+        if (wrong_nonce) {
+            CHECK(fabric_stream_move(&stream), ==, 0);
+        } else {
+            exchange(e, fd, i, move_at);
+            CHECK(stream.tcp_sent, <=, (move_at == UINT64_MAX ? STREAM_BYTES : move_at));
+        }
+    }
     finish(e, sock, fd, f);
 }
 
@@ -266,7 +369,25 @@ static void side(int sock, int i, const void *arg)
         run_exchange(e, sock, i, tls);
         phase = "blocking";
         run_blocking(e, sock, i, tls);
+        phase = "handover";
+        run_handover(e, sock, i, tls, false);
     }
+    fabric_engine_close(e);
+}
+
+/* A refused hand-over in processes of its own: after it, a new pair of
+ * endpoints between the same two workers failed its first put (UCX's
+ * EOPNOTSUPP, on both kinds of lanes; docs/architecture.md, "Built: the
+ * fabric stream"), which the connection-level code will have to handle
+ * before it refuses a peer. */
+static void refusing_side(int sock, int i, const void *arg)
+{
+    const char *tls = arg;
+    struct fabric_engine *e = engine_open(tls);
+    rng += (uint64_t)i * 7919;
+    on_exit(say_phase, (void *)(intptr_t)i);
+    phase = "handover_wrong_nonce";
+    run_handover(e, sock, i, tls, true);
     fabric_engine_close(e);
 }
 
@@ -276,5 +397,7 @@ int main(void)
     children_output_open("test_fabric_stream");
     run_sides(side, NULL);
     run_sides(side, "tcp");
+    run_sides(refusing_side, NULL);
+    run_sides(refusing_side, "tcp");
     PASS();
 }

@@ -53,8 +53,12 @@ static int iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out
     return k;
 }
 
-static int broken(struct fabric_stream *s)
+/* The stream is broken for good; the line that found it, for the log. */
+#define broken(s) broken_at((s), __LINE__)
+static int broken_at(struct fabric_stream *s, int line)
 {
+    if (!s->broken)
+        s->broken_line = line;
     s->broken = true;
     return -EIO;
 }
@@ -70,18 +74,40 @@ static void bell(struct fabric_stream *s)
         s->bells_sent++;
 }
 
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 int fabric_stream_move(struct fabric_stream *s)
 {
     if (s->moved)
         return 0;
     if (s->broken)
         return -EIO;
+    const void *blob = s->hand_blob;
+    size_t len = s->hand_len;
+    if (len > FABRIC_STREAM_BLOB_MAX)
+        return -EMSGSIZE;
     uint8_t h[FABRIC_STREAM_HEADER];
-    for (int i = 0; i < FABRIC_STREAM_HEADER; i++)
-        h[i] = (uint8_t)(s->tcp_sent >> (8 * i));
-    struct iovec v = { h, sizeof h };
-    /* the first bytes of a ring of at least 4 KiB: they always fit */
-    if (fabric_ring_write(s->ring, &v, 1, 0, NULL) != (ssize_t)sizeof h || fabric_ring_flush(s->ring) < 0)
+    put_le64(h, s->tcp_sent);
+    put_le64(h + 8, len);
+    struct iovec v[2] = { { h, sizeof h }, { (void *)blob, len } };
+    /* the first bytes of a ring of at least 4 KiB, one put that publishes
+     * both: they always fit, and land together */
+    ssize_t w = fabric_ring_write(s->ring, v, 2, 0, NULL);
+    if (w == -ENOTCONN)
+        return -ENOTCONN;   /* the peer's blob has not come yet: nothing to move onto */
+    if (w != (ssize_t)(sizeof h + len) || fabric_ring_flush(s->ring) < 0)
         return broken(s);
     s->moved = true;
     /* a reader asleep on the socket must come and read the header: the
@@ -99,16 +125,21 @@ static int look_header(struct fabric_stream *s)
     if (n < 0)
         return broken(s);
     if (n < FABRIC_STREAM_HEADER)
-        return 0;   /* a header lands whole: written is published after its bytes */
+        return 0;   /* a header lands whole, with its blob: written is published after them */
     uint8_t h[FABRIC_STREAM_HEADER];
     struct iovec v = { h, sizeof h };
-    if (fabric_ring_read(s->ring, &v, 1, false, NULL) != (ssize_t)sizeof h)
+    if (fabric_ring_read(s->ring, &v, 1, true, NULL) != (ssize_t)sizeof h)
         return broken(s);
-    uint64_t p = 0;
-    for (int i = 0; i < FABRIC_STREAM_HEADER; i++)
-        p |= (uint64_t)h[i] << (8 * i);
-    if (p < s->tcp_read)
-        return broken(s);   /* fewer bytes than this end has already read of them */
+    uint64_t p = get_le64(h), len = get_le64(h + 8);
+    if (p < s->tcp_read || len > FABRIC_STREAM_BLOB_MAX || (uint64_t)n < sizeof h + len)
+        return broken(s);   /* fewer bytes than this end already read of them, or no such blob */
+    uint8_t blob[FABRIC_STREAM_BLOB_MAX];
+    struct iovec w[2] = { { h, sizeof h }, { blob, (size_t)len } };
+    if (fabric_ring_read(s->ring, w, 2, false, NULL) != (ssize_t)(sizeof h + len))
+        return broken(s);
+    /* a blob nobody expects, none where one is awaited, or one refused */
+    if (!len != !s->on_peer_blob || (len && s->on_peer_blob(s->ctx, blob, (size_t)len) < 0))
+        return broken(s);
     s->peer_tcp = p;
     s->peer_moved = true;
     return 0;

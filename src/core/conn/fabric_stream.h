@@ -11,7 +11,7 @@
  * fabric nothing can be compare-exchanged as a segment's negotiation word
  * is on one host):
  *   - an end moves its sending side (fabric_stream_move) by putting, as the
- *     first 8 bytes of its ring, the count P of bytes it sent by TCP, and
+ *     first bytes of its ring, the count P of bytes it sent by TCP, and
  *     flushing that put before anything else; from then on its writes go to
  *     the ring, and the only bytes it sends by TCP are doorbells;
  *   - the reading end reads TCP first and only then looks for that
@@ -43,7 +43,14 @@
 struct fabric_engine;
 struct fabric_ring;
 
-#define FABRIC_STREAM_HEADER 8   /* the count P, little-endian, first in each ring */
+/* First in each ring: the count P and the length of a blob that follows
+ * (0: none), both 64 bits little-endian.  The blob is how an end that has
+ * the peer's ring but whose own the peer does not have yet (the client,
+ * after the server's hello) hands over its own: the server reads it in its
+ * ring before it has attached to anything (docs/architecture.md, "Planned:
+ * how a connection reaches the stream"). */
+#define FABRIC_STREAM_HEADER 16
+#define FABRIC_STREAM_BLOB_MAX 2048u   /* half the smallest ring: header and blob fit at once */
 
 struct fabric_stream {
     struct fabric_ring *ring;     /* attached to the peer's */
@@ -64,6 +71,16 @@ struct fabric_stream {
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
     int tcp_error;                /* the reset's errno, returned once the ring is drained */
     bool broken;                  /* garbage from the peer: every call fails with EIO */
+    int broken_line;              /* where in fabric_stream.c it broke (for the log) */
+    /* What follows this end's header when it moves, whenever that is (a
+     * doorbell it owes moves it too): at most FABRIC_STREAM_BLOB_MAX bytes,
+     * kept by the caller.  And where the peer's goes: set, the peer's header
+     * must carry one, which the caller attaches to (< 0 refuses it and
+     * breaks the stream); ctx is the caller's. */
+    const void *hand_blob;
+    size_t hand_len;
+    int (*on_peer_blob)(void *ctx, const void *blob, size_t len);
+    void *ctx;
     unsigned empty_looks;         /* nonblocking reads that found the ring empty */
     /* the waits of blocking calls, and those no doorbell ended (counters) */
     uint64_t sleeps, sleeps_timed_out;
@@ -71,8 +88,9 @@ struct fabric_stream {
 
 void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *ring, struct fabric_engine *engine);
 
-/* Moves this end's sending side onto the ring (idempotent).  0 or -errno
- * (the stream is then broken). */
+/* Moves this end's sending side onto the ring (idempotent).  0, -ENOTCONN
+ * while its ring is not attached to the peer's (it may wait for the peer's
+ * blob: nothing changes), or another -errno (the stream is then broken). */
 int fabric_stream_move(struct fabric_stream *s);
 
 /* send(2)'s answer: bytes sent, or -errno (-EAGAIN when nonblock and no
@@ -92,7 +110,8 @@ short fabric_stream_poll(struct fabric_stream *s);
  * has no POLLIN. */
 short fabric_stream_before_sleep(struct fabric_stream *s);
 
-/* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring. */
+/* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring
+ * (-ENOTCONN as fabric_stream_move). */
 int fabric_stream_shutdown(struct fabric_stream *s);
 
 #endif
