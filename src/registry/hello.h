@@ -4,7 +4,8 @@
  * SYN that it runs shunt (docs/fabric-discovery.md, "Across hosts: proving
  * both processes").  Only such a client can receive it; it removes a hello
  * that names its own socket and takes anything else for the program's data.
- * Format and reader only: no connection sends or reads one yet.
+ * Format and reader; the fabric stream sends and removes one
+ * (core/conn/fabric_stream.c), which no connection runs yet.
  *
  * Every field in network byte order:
  *

@@ -37,6 +37,7 @@
 #include "fabric_fixture.h"
 #include "base/real.h"
 #include "core/conn/fabric_stream.h"
+#include "registry/hello.h"
 
 #define RUNS 10
 #define STREAM_BYTES (512u * 1024u)
@@ -231,15 +232,23 @@ static int server_attach(void *ctx, const void *blob, size_t len)
  * 1 the client, which moves with the nonce and its ring's blob behind its
  * header (or a wrong nonce: the server must refuse it and its stream
  * break, never take the bytes). */
+/* This end's ring, not attached to anything yet, and the stream over fd. */
+static struct fabric_ring *unattached_end(struct fabric_engine *e, int fd, size_t ring)
+{
+    struct fabric_ring *f;
+    char why[200] = "";
+    if (fabric_ring_open(e, ring, &f, why, sizeof why) != 0)
+        FAIL("fabric_ring_open: %s", why);
+    fabric_stream_init(&stream, fd, f, e);
+    return f;
+}
+
 static void run_handover(struct fabric_engine *e, int sock, int i, const char *tls, bool wrong_nonce)
 {
     (void)tls;
     int fd = tcp_pair(sock, i);
-    struct fabric_ring *f;
+    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
     char why[200] = "";
-    if (fabric_ring_open(e, rnd(2) ? 4096 : 65536, &f, why, sizeof why) != 0)
-        FAIL("fabric_ring_open: %s", why);
-    fabric_stream_init(&stream, fd, f, e);
     uint8_t blob[FABRIC_RING_NONCE + FABRIC_RING_BLOB_MAX];
     uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
     if (i == 0) {
@@ -358,6 +367,8 @@ static void say_phase(int status, void *side_no)
         fprintf(stderr, "(side %d, in %s, run %d)\n", (int)(intptr_t)side_no, phase, run_no);
 }
 
+static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls);
+
 static void side(int sock, int i, const void *arg)
 {
     const char *tls = arg;
@@ -371,8 +382,126 @@ static void side(int sock, int i, const void *arg)
         run_blocking(e, sock, i, tls);
         phase = "handover";
         run_handover(e, sock, i, tls, false);
+        phase = "hello";
+        run_hello(e, sock, i, tls);
     }
     fabric_engine_close(e);
+}
+
+/* The client's side of the hello: attach to the server's blob, and hand
+ * over the nonce and this end's blob when it moves. */
+static uint8_t client_hand[FABRIC_RING_NONCE + FABRIC_RING_BLOB_MAX];
+static int hellos;
+
+static int client_on_hello(void *ctx, const struct hello *h)
+{
+    struct fabric_ring *f = ctx;
+    char why[200] = "";
+    if (fabric_ring_attach(f, h->addr, h->addr_len, NULL, why, sizeof why) != 0)
+        FAIL("attach to the hello's blob: %s", why);
+    memcpy(client_hand, h->nonce, FABRIC_RING_NONCE);
+    ssize_t n = fabric_ring_blob(f, NULL, client_hand + FABRIC_RING_NONCE, sizeof client_hand - FABRIC_RING_NONCE);
+    CHECK(n, >, 0);
+    stream.hand_blob = client_hand;
+    stream.hand_len = FABRIC_RING_NONCE + (size_t)n;
+    hellos++;
+    return 0;
+}
+
+/* The whole meeting over the TCP connection itself: the server's hello
+ * first in the stream (naming the client's socket by a tag and cookie the
+ * test makes up, as the SYN's option would give them), the client strips it
+ * and attaches, then hands its blob over in the server's ring. */
+static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    (void)tls;
+    int fd = tcp_pair(sock, i);
+    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
+    stream.ctx = f;
+    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
+    uint64_t names[2];
+    if (i == 0) {
+        names[0] = rnd(1u << 31);
+        names[1] = rng;
+        send_blob(sock, names, sizeof names);
+        for (int k = 0; k < FABRIC_RING_NONCE; k++)
+            nonce_sent[k] = (uint8_t)rnd(256);
+        uint8_t blob[FABRIC_RING_BLOB_MAX];
+        ssize_t n = fabric_ring_blob(f, NULL, blob, sizeof blob);
+        CHECK(n, >, 0);
+        stream.on_peer_blob = server_attach;
+        attached = 0;
+        CHECK(fabric_stream_hello(&stream, (uint32_t)names[0], names[1], nonce_sent, blob, (size_t)n), ==, 0);
+        exchange(e, fd, i, move_at);
+        CHECK(attached, ==, 1);
+    } else {
+        uint32_t len;
+        uint64_t *got = recv_blob(sock, &len);
+        CHECK(len, ==, sizeof names);
+        stream.await_hello = true;
+        stream.hello_tag = (uint32_t)got[0];
+        stream.hello_cookie = got[1];
+        stream.on_hello = client_on_hello;
+        free(got);
+        hellos = 0;
+        exchange(e, fd, i, move_at);
+        CHECK(hellos, ==, 1);
+    }
+    finish(e, sock, fd, f);
+}
+
+/* A client awaiting a hello from a server that sends none: its first
+ * bytes are the program's, also when they start like a hello (the magic's
+ * first bytes, then a pause longer than the hold: held, then delivered) or
+ * are a whole hello for another socket.  The server here is plain TCP. */
+static void run_no_hello(struct fabric_engine *e, int sock, int i, int variant)
+{
+    int fd = tcp_pair(sock, i);
+    uint8_t data[HELLO_MAX + 100];
+    size_t n;
+    if (variant == 0) {   /* the program's bytes start with the magic's first five */
+        memcpy(data, hello_magic, 5);
+        n = 5 + 60;
+        fill(0, 5, data + 5, n - 5);
+    } else {   /* a whole hello, for another cookie */
+        uint8_t nonce[HELLO_NONCE] = { 1 };
+        n = hello_build(data, sizeof data, 7, 1234, nonce, "blob", 4);
+        CHECK(n, >, 0);
+    }
+    if (i == 0) {
+        if (variant == 0) {   /* the prefix, then the rest after the hold */
+            CHECK(send(fd, data, 3, 0), ==, 3);
+            usleep((useconds_t)(HELLO_HOLD_NS / 1000 + 100000));
+            CHECK(send(fd, data + 3, n - 3, 0), ==, (ssize_t)(n - 3));
+        } else {
+            CHECK(send(fd, data, n, 0), ==, (ssize_t)n);
+        }
+        shutdown(fd, SHUT_WR);
+    } else {
+        struct fabric_ring *f = unattached_end(e, fd, 4096);
+        stream.await_hello = true;
+        stream.hello_tag = 7;
+        stream.hello_cookie = 1235;   /* not the hello's */
+        stream.on_hello = client_on_hello;
+        hellos = 0;
+        uint8_t in[sizeof data];
+        size_t got = 0;
+        for (;;) {
+            struct iovec v = { in + got, sizeof in - got };
+            ssize_t r = fabric_stream_recv(&stream, &v, 1, false, false);
+            CHECK(r, >=, 0);
+            if (r == 0)
+                break;
+            got += (size_t)r;
+        }
+        CHECK(got, ==, n);
+        CHECK(memcmp(in, data, n), ==, 0);
+        CHECK(hellos, ==, 0);
+        CHECK(stream.tcp_read, ==, n);
+        fabric_ring_close(f);
+    }
+    meet(sock, e);
+    close(fd);
 }
 
 /* A refused hand-over in processes of its own: after it, a new pair of
@@ -391,12 +520,24 @@ static void refusing_side(int sock, int i, const void *arg)
     fabric_engine_close(e);
 }
 
+static void no_hello_side(int sock, int i, const void *arg)
+{
+    struct fabric_engine *e = engine_open(arg);
+    on_exit(say_phase, (void *)(intptr_t)i);
+    phase = "no_hello_prefix";
+    run_no_hello(e, sock, i, 0);
+    phase = "no_hello_other_cookie";
+    run_no_hello(e, sock, i, 1);
+    fabric_engine_close(e);
+}
+
 int main(void)
 {
     shunt_real_resolve();   /* the stream and the engine call libc through the table */
     children_output_open("test_fabric_stream");
     run_sides(side, NULL);
     run_sides(side, "tcp");
+    run_sides(no_hello_side, NULL);
     run_sides(refusing_side, NULL);
     run_sides(refusing_side, "tcp");
     PASS();

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/real.h"
 #include "core/conn/fabric_stream.h"
+#include "registry/hello.h"
 #include "transport/fabric_engine.h"
 #include "transport/fabric_ring.h"
 
@@ -268,10 +269,75 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
     return (ssize_t)done;
 }
 
+int fabric_stream_hello(struct fabric_stream *s, uint32_t tag, uint64_t cookie, const uint8_t *nonce,
+                        const void *blob, size_t len)
+{
+    uint8_t h[HELLO_MAX];
+    size_t n = hello_build(h, sizeof h, tag, cookie, nonce, blob, len);
+    if (n == 0)
+        return -EMSGSIZE;
+    /* a fresh connection's first bytes, a few hundred of them: the socket
+     * takes them at once; MSG_NOSIGNAL: a client already gone is an error */
+    for (size_t done = 0; done < n;) {
+        ssize_t w = shunt_real.send(s->fd, h + done, n - done, MSG_NOSIGNAL);
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        if (w > 0)
+            done += (size_t)w;
+    }
+    return 0;
+}
+
+/* The client's first bytes: 0 once settled (a hello for this socket taken
+ * off and handed over, or none), -EAGAIN while they may still be one (a
+ * prefix of it, or nothing yet), -errno. */
+static int settle_hello(struct fabric_stream *s)
+{
+    if (!s->await_hello)
+        return 0;
+    uint8_t buf[HELLO_MAX];
+    ssize_t n = shunt_real.recv(s->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return -EAGAIN;
+    if (n <= 0) {   /* the end, or an error: no hello comes; recv will say which */
+        s->await_hello = false;
+        return 0;
+    }
+    struct hello h;
+    enum hello_seen seen = hello_match(buf, (size_t)n, s->hello_tag, s->hello_cookie, &h);
+    if (seen == HELLO_PARTIAL) {
+        uint64_t now = clock_now_ns();
+        if (!s->hello_partial_since)
+            s->hello_partial_since = now;
+        if (now - s->hello_partial_since < HELLO_HOLD_NS)
+            return -EAGAIN;
+        seen = HELLO_NOT;   /* held long enough: the program's bytes after all */
+    }
+    s->await_hello = false;
+    if (seen == HELLO_NOT)
+        return 0;
+    /* found: take exactly the hello off the socket (the peek saw it whole;
+     * h points into buf, so it goes out through another buffer) */
+    for (size_t done = 0; done < h.len;) {
+        uint8_t sink[512];
+        size_t want = h.len - done < sizeof sink ? h.len - done : sizeof sink;
+        ssize_t r = shunt_real.recv(s->fd, sink, want, MSG_DONTWAIT);
+        if (r <= 0)
+            return broken(s);
+        done += (size_t)r;
+    }
+    if (!s->on_hello || s->on_hello(s->ctx, &h) < 0)
+        return broken(s);
+    return 0;
+}
+
 /* The peer's TCP bytes: -EAGAIN when there are none now (or no longer
  * any to expect), else what recv answers. */
 static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek)
 {
+    int hr = settle_hello(s);
+    if (hr < 0)
+        return hr;
     struct iovec cut[MAX_IOV];
     size_t total = iov_total(iov, iovcnt);
     if (s->peer_moved && total > s->peer_tcp - s->tcp_read)
@@ -317,7 +383,8 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
                     return s->tcp_error ? -s->tcp_error : 0;
                 if (nonblock)
                     return -EAGAIN;
-                wait_news(s, true);
+                /* a prefix of a hello held: the socket stays readable, nap */
+                wait_news(s, !(s->await_hello && s->hello_partial_since));
                 continue;
             }
         }
@@ -369,7 +436,11 @@ short fabric_stream_poll(struct fabric_stream *s)
     if (s->broken)
         return POLLIN | POLLOUT | POLLERR;
     short rev = 0;
-    if (!bell_phase(s)) {
+    if (!bell_phase(s) && settle_hello(s) == -EAGAIN) {
+        /* nothing yet, or a prefix of a hello held: not the program's */
+    } else if (s->broken) {
+        return POLLIN | POLLOUT | POLLERR;
+    } else if (!bell_phase(s)) {
         int avail = 0;
         struct pollfd p = { .fd = s->fd, .events = POLLIN };
         int ready = shunt_real.poll(&p, 1, 0);

@@ -42,6 +42,7 @@
 
 struct fabric_engine;
 struct fabric_ring;
+struct hello;
 
 /* First in each ring: the count P and the length of a blob that follows
  * (0: none), both 64 bits little-endian.  The blob is how an end that has
@@ -81,6 +82,16 @@ struct fabric_stream {
     size_t hand_len;
     int (*on_peer_blob)(void *ctx, const void *blob, size_t len);
     void *ctx;
+    /* A client whose SYN said it runs shunt: the first bytes may be the
+     * server's hello naming this socket (boot tag and cookie), which is
+     * removed and handed to on_hello (which attaches to the server's blob
+     * and sets hand_blob; < 0 breaks the stream).  Anything else is the
+     * program's; a strict prefix of a hello is held at most HELLO_HOLD_NS. */
+    bool await_hello;
+    uint32_t hello_tag;
+    uint64_t hello_cookie;
+    int (*on_hello)(void *ctx, const struct hello *h);
+    uint64_t hello_partial_since; /* when a prefix of a hello was first seen (0: not) */
     unsigned empty_looks;         /* nonblocking reads that found the ring empty */
     /* the waits of blocking calls, and those no doorbell ended (counters) */
     uint64_t sleeps, sleeps_timed_out;
@@ -109,6 +120,14 @@ short fabric_stream_poll(struct fabric_stream *s);
  * this end sleeps, then answers as fabric_stream_poll; sleep only if it
  * has no POLLIN. */
 short fabric_stream_before_sleep(struct fabric_stream *s);
+
+#define HELLO_HOLD_NS (200ull * 1000 * 1000)
+
+/* The server's side: sends the hello (docs/fabric-discovery.md, step 3)
+ * naming the client's socket, with the nonce and this end's ring blob,
+ * before any byte of the program (it is not one of them).  0 or -errno. */
+int fabric_stream_hello(struct fabric_stream *s, uint32_t tag, uint64_t cookie, const uint8_t *nonce,
+                        const void *blob, size_t len);
 
 /* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring
  * (-ENOTCONN as fabric_stream_move). */
