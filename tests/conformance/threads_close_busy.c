@@ -33,6 +33,7 @@ static void *send_thread(void *arg)
 	struct blocked *b = arg;
 
 	memset(chunk, 'x', sizeof chunk);
+	__atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
 	if (how == BY_SEND)
 		b->ret = send(b->fd, chunk, sizeof chunk, MSG_NOSIGNAL);
 	else if (how == BY_SENDFILE)
@@ -71,6 +72,7 @@ static void close_during_send(enum how by)
 	filled = xfill(c);
 	b.fd = c;
 	CHECK(pthread_create(&th, NULL, send_thread, &b), ==, 0);
+	wait_started(&b);
 	sleep_ms(100);   /* accelerated: still in its spin, waiting for ring space */
 	CHECK(finished(&b), ==, 0);
 	CHECK_OK(close(c));

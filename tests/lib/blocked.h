@@ -16,6 +16,7 @@ struct blocked {
 	ssize_t ret;
 	int err;
 	char buf[64];
+	int started;   /* the thread is about to make its call */
 	int done;
 };
 
@@ -24,6 +25,7 @@ static inline void *recv_blocked(void *arg)
 	struct blocked *b = arg;
 
 	errno = 0;
+	__atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
 	b->ret = recv(b->fd, b->buf, sizeof(b->buf), 0);
 	b->err = errno;
 	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
@@ -33,6 +35,18 @@ static inline void *recv_blocked(void *arg)
 static inline int finished(struct blocked *b)
 {
 	return __atomic_load_n(&b->done, __ATOMIC_ACQUIRE);
+}
+
+/* Waits until the thread is about to make its call, at most NET_WAIT_MS: on
+ * a machine busy with other work a thread may not run for the 100 ms a test
+ * then gives it to block (its recv came after the close: EBADF). */
+static inline void wait_started(struct blocked *b)
+{
+	double end = now_sec() + NET_WAIT_MS / 1000.0;
+
+	while (!__atomic_load_n(&b->started, __ATOMIC_ACQUIRE) && now_sec() < end)
+		sleep_ms(1);
+	CHECK(__atomic_load_n(&b->started, __ATOMIC_ACQUIRE), ==, 1);
 }
 
 /* Waits until the thread has ended, at most NET_WAIT_MS. */
@@ -58,6 +72,7 @@ static inline void close_leaves_recv_waiting(void)
 	tcp_pair_checked(AF_INET, &c, &s);
 	b->fd = c;
 	CHECK(pthread_create(&th, NULL, recv_blocked, b), ==, 0);
+	wait_started(b);
 	sleep_ms(100);
 	CHECK(finished(b), ==, 0);
 	CHECK_OK(close(c));
