@@ -99,7 +99,6 @@ struct fabric_peer {
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     uint64_t remote_base;
-    bool detects_failure;   /* the endpoint reports a dead peer (UCP_ERR_HANDLING_MODE_PEER) */
 };
 
 static void say(char *why, size_t len, const char *what, const char *detail)
@@ -333,21 +332,20 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
         return -ENOMEM;
     p->e = e;
     p->remote_base = remote_base;
-    /* A dead peer is an error, not a hang, where the lanes can tell; UCX
-     * 1.13's shared-memory lanes cannot (no peer failure handler: the
-     * endpoint is unreachable in that mode), and there the companion TCP
-     * socket tells of a dead peer as it does for shunt's own rings. */
+    /* A dead peer is told by the companion TCP socket, on every lane, as
+     * for shunt's own rings, and every wait here is bounded.  Not by UCX's
+     * peer error handling: UCX 1.13's shared-memory lanes have none (the
+     * endpoint is unreachable in that mode), and with it a forced close of
+     * an endpoint whose peer never made one back (a refused hand-over) left
+     * that peer's worker unable to put to this one again: the next
+     * endpoint's first put failed, EOPNOTSUPP, on both kinds of lanes
+     * (test_fabric_stream's refusal, then an exchange). */
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .address = addr,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = UCP_ERR_HANDLING_MODE_NONE,
     };
     ucs_status_t s = ucx.ucp_ep_create(e->worker, &ep, &p->ep);
-    if (s == UCS_ERR_UNREACHABLE) {
-        ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-        s = ucx.ucp_ep_create(e->worker, &ep, &p->ep);
-    }
-    p->detects_failure = s == UCS_OK && ep.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (s != UCS_OK) {
         free(p);
         return failed(s, "UCX endpoint", why, whylen);
@@ -402,11 +400,6 @@ static bool lane_listed(const char *list, const char *lane)
 
 /* ucp_ep_print_info's lines "lane[0]:  3:sysv/memory.0 md[2] ...": the
  * transport/device of each, without the index. */
-bool fabric_peer_detects_failure(const struct fabric_peer *p)
-{
-    return p->detects_failure;
-}
-
 void fabric_peer_lanes(struct fabric_peer *p, char *out, size_t len)
 {
     out[0] = '\0';

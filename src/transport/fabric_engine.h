@@ -76,10 +76,6 @@ int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t l
 int fabric_fence(struct fabric_peer *p);
 int fabric_flush(struct fabric_peer *p);
 
-/* Whether the endpoint itself reports a dead peer (UCX 1.13's shared-memory
- * lanes do not: the companion TCP socket must). */
-bool fabric_peer_detects_failure(const struct fabric_peer *p);
-
 /* The lanes the endpoint uses, as UCX names them ("sysv/memory,posix/memory"),
  * for shunt stat and the tests. */
 void fabric_peer_lanes(struct fabric_peer *p, char *out, size_t len);
