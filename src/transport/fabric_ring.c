@@ -128,6 +128,8 @@ struct fabric_ring {
     bool tx_shut;
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
+    bool peer_lost;              /* a put of our count to the peer failed: the peer (or the
+                                  * lane) is gone; our ring stays readable, nothing goes out */
 };
 
 static void say(char *why, size_t len, const char *what)
@@ -430,7 +432,7 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
     int r = look(f, SLOT_CONSUMED);
     if (r != 0)
         return r;
-    if (f->tx_shut)
+    if (f->tx_shut || f->peer_lost)
         return -EPIPE;
     uint64_t before = f->tx_written;
     uint64_t space = f->tx_size - (before - f->tx_consumed);
@@ -469,12 +471,17 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     if (peek || done == 0)
         return (ssize_t)done;
     f->rx_consumed = before + done;
-    if (!f->peer)
-        return (ssize_t)done;   /* the space goes back at the attach */
+    if (!f->peer || f->peer_lost)
+        return (ssize_t)done;   /* the space goes back at the attach; or to nobody */
     atomic_thread_fence(memory_order_release);   /* the copies out before the put that frees their space */
     r = put_slot(f, SLOT_CONSUMED, f->rx_consumed);   /* after the copy out: the space is free now */
-    if (r != 0)
-        return broke(f, r);
+    if (r != 0) {
+        /* the peer is gone (over TCP lanes its socket is closed): the bytes
+         * it put before are ours all the same, delivered as kernel TCP
+         * delivers what it acknowledged; what follows tells the caller */
+        f->peer_lost = true;
+        return (ssize_t)done;
+    }
     /* the ring was full before this read: the peer may wait for space */
     if (was_full && (r = wake_hint(f, SLOT_WRITTEN, &f->rx_written, before + f->rx_size, was_full)) != 0)
         return broke(f, r);
@@ -516,6 +523,8 @@ int fabric_ring_sleep(struct fabric_ring *f)
         return -EIO;
     if (!f->peer)
         return -ENOTCONN;
+    if (f->peer_lost)
+        return 0;   /* nobody to tell */
     int r = put_slot(f, SLOT_CONSUMED, f->rx_consumed | SLEEP_BIT);
     if (r == 0)
         r = landed(f);
@@ -528,7 +537,7 @@ int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
         return -EIO;
     if (!f->peer)
         return -ENOTCONN;
-    if ((*sleeps = f->tx_peer_sleeps))
+    if ((*sleeps = f->tx_peer_sleeps) || f->peer_lost)
         return 0;
     /* our last index must have landed before we read the peer's word:
      * either it sees our bytes in its last look, or we see its word */

@@ -86,7 +86,9 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
 
 /* Copies up to the readable bytes into iov and, unless peek, gives the
  * space back to the peer (before fabric_ring_attach, which an end may read
- * its ring without: at the attach).  The bytes read (> 0), 0 at EOF (the peer shut
+ * its ring without: at the attach).  If giving it back fails, the peer is
+ * taken for gone: the bytes are returned all the same, what is left in the
+ * ring stays readable, and writes answer -EPIPE from then on.  The bytes read (> 0), 0 at EOF (the peer shut
  * down and every byte before it was read), -EAGAIN (nothing yet), -EIO,
  * -ETIMEDOUT.  *was_full (if not NULL): the ring was full before this
  * read, so the peer may be waiting for space. */

@@ -23,6 +23,9 @@
  *             connection will reach the stream after the server's hello),
  *             checked against the nonce the server handed out; with a
  *             wrong nonce the server refuses it and its stream breaks;
+ *   peer dies the writer's process exits without a shutdown after its
+ *             bytes went into the ring: the reader gets them all, then EOF
+ *             (or a reset), never EIO, never a hang;
  *   blocking  one direction, a blocking writer and a blocking reader with
  *             random read sizes and peeks, the reader moving first or last;
  *             the waits must end by doorbells, not by their bound (a writer
@@ -521,6 +524,57 @@ static void refusing_side(int sock, int i, const void *arg)
     fabric_engine_close(e);
 }
 
+/* The peer's process dies (it exits without a shutdown) after its bytes went
+ * into the ring: the reader gets every one of them, then the end TCP shows
+ * (EOF, or a reset), never EIO and never a hang, also when giving the space
+ * back to the dead peer fails (over TCP lanes). */
+#define DYING_BYTES (40u * 1024)
+
+static void dying_side(int sock, int i, const void *arg)
+{
+    const char *tls = arg;
+    struct fabric_engine *e = engine_open(tls);
+    on_exit(say_phase, (void *)(intptr_t)i);
+    phase = "peer_dies";
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, 65536, &fd, &f);
+    meet(sock, e);   /* both attached before either goes on */
+    static uint8_t buf[DYING_BYTES];
+    if (i == 0) {
+        CHECK(fabric_stream_move(&stream), ==, 0);
+        fill(0, 0, buf, sizeof buf);
+        struct iovec v = { buf, sizeof buf };
+        CHECK(fabric_stream_send(&stream, &v, 1, false), ==, (ssize_t)sizeof buf);   /* fits the ring */
+        CHECK(fabric_ring_flush(f), ==, 0);
+        _exit(0);   /* no shutdown, no close: as a process killed */
+    }
+    /* the other side's process is gone (its end of the socketpair closes);
+     * meanwhile this side drives its worker, as a waiting end does */
+    struct pollfd p = { .fd = sock, .events = POLLIN };
+    while (poll(&p, 1, 1) == 0)
+        fabric_engine_progress(e);
+    char c;
+    CHECK(read(sock, &c, 1), ==, 0);
+    alarm(30);
+    uint64_t got = 0;
+    ssize_t r;
+    for (;;) {
+        struct iovec v = { buf, 1 + rnd(4096) };
+        r = fabric_stream_recv(&stream, &v, 1, false, false);
+        if (r <= 0)
+            break;
+        check_bytes(0, got, buf, (size_t)r);
+        got += (uint64_t)r;
+    }
+    alarm(0);
+    CHECK(got, ==, DYING_BYTES);
+    CHECK(r == 0 || r == -ECONNRESET, ==, 1);
+    fabric_ring_close(f);
+    close(fd);
+    fabric_engine_close(e);
+}
+
 static void no_hello_side(int sock, int i, const void *arg)
 {
     struct fabric_engine *e = engine_open(arg);
@@ -539,6 +593,8 @@ int main(void)
     run_sides(side, NULL);
     run_sides(side, "tcp");
     run_sides(no_hello_side, NULL);
+    run_sides(dying_side, NULL);
+    run_sides(dying_side, "tcp");
     run_sides(refusing_side, NULL);
     run_sides(refusing_side, "tcp");
     PASS();
