@@ -44,16 +44,34 @@ def log_lines(tmp_path):
     return "".join(p.read_text() for p in sorted(tmp_path.glob("shunt-*.log"))).splitlines()
 
 
+def channel_of(line):
+    m = re.search(r"channel (\S+?)[,)]", line)
+    return m.group(1) if m else None
+
+
 def check_accelerated(tmp_path):
     """The exchange and at least one of UCX's lanes accelerated at both
-    ends; a fallback only for a duplicate lane its client closed first."""
+    ends (each client's channel claimed by a server); UCX's duplicate lane,
+    which its client closes at once, is the only other connection, and its
+    close races with the server's accept, at any step: the offer withdrawn
+    before the claim (the server falls back, "client does not run shunt"),
+    the client's socket already gone when the server asks the kernel about
+    it (the kernel knows no such socket: "offer does not match the
+    connection"), its channel already removed when the server maps it
+    ("channel could not be mapped"), or the claim made and the connection
+    closed before its client looked (a server's line without its client's).
+    One such connection at most, for one of those reasons."""
     lines = log_lines(tmp_path)
-    clients = [l for l in lines if "accelerated (client" in l]
-    servers = [l for l in lines if "accelerated (server" in l]
-    assert len(clients) >= 2 and len(clients) == len(servers), "\n".join(lines)
+    clients = {channel_of(l) for l in lines if "accelerated (client" in l}
+    servers = {channel_of(l) for l in lines if "accelerated (server" in l}
+    assert len(clients) >= 2 and clients <= servers, "\n".join(lines)
     fell = [l for l in lines if ": kernel TCP" in l]
-    assert all(l.endswith("kernel TCP: client does not run shunt") for l in fell), "\n".join(lines)
-    assert len(fell) <= 1, "\n".join(lines)
+    closed_early = ("kernel TCP: client does not run shunt", "kernel TCP: channel could not be mapped")
+    gone = [l for l in lines if "the kernel says 0 (mismatch)" in l]
+    assert all(l.endswith(closed_early) or
+               (l.endswith("kernel TCP: offer does not match the connection") and gone) for l in fell), \
+        "\n".join(lines)
+    assert len(fell) + len(servers - clients) <= 1, "\n".join(lines)
 
 
 def listening(port):
