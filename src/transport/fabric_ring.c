@@ -124,7 +124,7 @@ struct fabric_ring {
     uint64_t tx_keys[2];         /* the peer's, for the words we put there */
     uint64_t tx_written;         /* ours */
     uint64_t tx_consumed;        /* the last good count the peer put back */
-    bool tx_peer_sleeps;         /* ... carried SLEEP_BIT */
+    uint64_t tx_peer_sleeps;     /* ... carried SLEEP_BIT: 1, else 0 (a count for wake_hint) */
     bool tx_shut;
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
@@ -318,7 +318,7 @@ static int refresh(struct fabric_ring *f, int s)
         if (v - f->tx_consumed > f->tx_written - f->tx_consumed)
             return -EIO;   /* back, or past what we wrote */
         f->tx_consumed = v;
-        f->tx_peer_sleeps = sleeps;
+        f->tx_peer_sleeps = sleeps;   /* 0 or 1 */
         return 0;
     }
     bool fin = v & FIN_BIT;
@@ -502,16 +502,21 @@ int64_t fabric_ring_writable(struct fabric_ring *f)
     return (int64_t)(f->tx_size - (f->tx_written - f->tx_consumed));
 }
 
+/* The start of a call that puts to the peer: 0, -EIO or -ENOTCONN. */
+static int attached(const struct fabric_ring *f)
+{
+    return f->broken ? -EIO : !f->peer ? -ENOTCONN : 0;
+}
+
 int fabric_ring_shutdown(struct fabric_ring *f)
 {
-    if (f->broken)
-        return -EIO;
-    if (!f->peer)
-        return -ENOTCONN;
+    int r = attached(f);
+    if (r != 0)
+        return r;
     if (f->tx_shut)
         return -EPIPE;
     f->tx_shut = true;
-    int r = fabric_fence(f->peer);   /* after every byte: EOF comes after them */
+    r = fabric_fence(f->peer);   /* after every byte: EOF comes after them */
     if (r == 0)
         r = put_slot(f, SLOT_WRITTEN, f->tx_written | FIN_BIT);
     return r ? (int)broke(f, r) : 0;
@@ -519,13 +524,10 @@ int fabric_ring_shutdown(struct fabric_ring *f)
 
 int fabric_ring_sleep(struct fabric_ring *f)
 {
-    if (f->broken)
-        return -EIO;
-    if (!f->peer)
-        return -ENOTCONN;
-    if (f->peer_lost)
-        return 0;   /* nobody to tell */
-    int r = put_slot(f, SLOT_CONSUMED, f->rx_consumed | SLEEP_BIT);
+    int r = attached(f);
+    if (r != 0 || f->peer_lost)
+        return r;   /* (lost: nobody to tell) */
+    r = put_slot(f, SLOT_CONSUMED, f->rx_consumed | SLEEP_BIT);
     if (r == 0)
         r = landed(f);
     return r ? (int)broke(f, r) : 0;
@@ -533,18 +535,12 @@ int fabric_ring_sleep(struct fabric_ring *f)
 
 int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
 {
-    if (f->broken)
-        return -EIO;
-    if (!f->peer)
-        return -ENOTCONN;
-    if ((*sleeps = f->tx_peer_sleeps) || f->peer_lost)
-        return 0;
-    /* our last index must have landed before we read the peer's word:
-     * either it sees our bytes in its last look, or we see its word */
-    int r = landed(f);
-    if (r == 0)
-        r = refresh(f, SLOT_CONSUMED);
-    *sleeps = f->tx_peer_sleeps;
+    *sleeps = false;
+    int r = attached(f);
+    if (r != 0 || f->peer_lost)
+        return r;
+    /* read after our last index landed, as every wake decision */
+    r = wake_hint(f, SLOT_CONSUMED, &f->tx_peer_sleeps, 1, sleeps);
     return r ? (int)broke(f, r) : 0;
 }
 
