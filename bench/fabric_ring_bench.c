@@ -6,12 +6,14 @@
  * rings of 1 MiB a direction (SHUNT_RING_SIZE's default); UCX is loaded
  * with dlopen, as libshunt.so loads it.
  *
- *   fabric_ring_bench [SECONDS_PER_TEST] [ROUNDS]      (default 0.5 and 3)
+ *   fabric_ring_bench [SECONDS_PER_TEST] [ROUNDS] [KIND]   (default 0.5, 3, all)
+ *
+ * KIND, one of the names below, runs that one alone (for strace or perf).
  *
  * The fabric stream (src/core/conn/fabric_stream.c) is measured too: the
- * ring behind a TCP connection that carries the doorbells, both ends moved
- * at once, its calls blocking (a reader with nothing to read says it
- * sleeps and sleeps on the socket, so every message costs a doorbell),
+ * ring behind a TCP connection, both ends moved at once, its calls
+ * blocking (a reader with nothing to read says it sleeps and sleeps on the
+ * engine's fd, so every message costs a doorbell, an active message),
  * blocking after a spin of up to 50 us (SHUNT_SPIN_US's default), and
  * nonblocking in a loop (a reader that never sleeps is never rung).
  *
@@ -19,9 +21,10 @@
  *   one_way  64 B ping-pong, half the mean round trip over SECONDS;
  *   stream   64 KiB writes for SECONDS, the receiver's bytes over the time
  *            from its first byte to EOF (FIN, or the kernel's shutdown).
- * The ring is polled (it has no wake-ups: the connection's companion
- * socket will bring them), so kernel TCP is measured both blocking (what
- * programs do) and polled (MSG_DONTWAIT in a loop: the kernel's floor).
+ * The bare ring is polled (its wake-ups are the stream's), so kernel TCP
+ * is measured both blocking (what programs do) and polled (MSG_DONTWAIT in
+ * a loop: the kernel's floor), and a Unix socketpair blocking (what a user
+ * would otherwise pick on one host).
  * Rounds alternate the order of the transports; ratios are taken within
  * each round (other work on the machine moves all of them), then the
  * median over rounds is printed.  Prints a line per transport and round,
@@ -50,9 +53,10 @@
 #define CHUNK (64u * 1024)
 #define MAX_ROUNDS 15
 
-enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, STREAM_SHM, STREAM_SHM_SPIN, STREAM_SHM_POLLED, NKINDS };
+enum kind { RING_SHM, RING_TCP, KERNEL, KERNEL_POLLED, UNIX_SOCK, STREAM_SHM, STREAM_SHM_SPIN, STREAM_SHM_POLLED,
+             NKINDS };
 static const char *const kind_names[] = { "ring_shm_lanes", "ring_tcp_lanes", "kernel_tcp", "kernel_tcp_polled",
-                                          "stream_shm_lanes", "stream_shm_spin", "stream_shm_polled" };
+                                          "unix_socket", "stream_shm_lanes", "stream_shm_spin", "stream_shm_polled" };
 
 struct result {
     double one_way_ns;
@@ -65,11 +69,12 @@ struct spec {
     bool stream;
     double secs;
     int listener;
+    int upair[2];         /* UNIX_SOCK: a socketpair, one end a side */
     struct result *out;   /* shared with the parent */
 };
 
-/* One end of the connection under test: the ring, a TCP socket, or the
- * fabric stream (the ring behind a TCP connection that carries doorbells). */
+/* One end of the connection under test: the ring, a socket, or the
+ * fabric stream (the ring behind a TCP connection). */
 struct conn {
     enum kind kind;
     struct fabric_ring *f;
@@ -200,7 +205,12 @@ static void side(int sock, int i, const void *arg)
         if (i == 0)
             fabric_ring_lanes(c.f, s->out->lanes, sizeof s->out->lanes);
     }
-    if (s->kind != RING_SHM && s->kind != RING_TCP) {
+    if (s->kind == UNIX_SOCK) {
+        c.fd = s->upair[i];
+        close(s->upair[1 - i]);
+        if (i == 0)
+            snprintf(s->out->lanes, sizeof s->out->lanes, "%s", "unix");
+    } else if (s->kind != RING_SHM && s->kind != RING_TCP) {
         if (i == 0)
             c.fd = accept(s->listener, NULL, NULL);
         else {
@@ -256,6 +266,7 @@ int main(int argc, char **argv)
 {
     double secs = argc > 1 ? atof(argv[1]) : 0.5;
     int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    const char *only = argc > 3 ? argv[3] : NULL;
     if (secs <= 0 || rounds < 1 || rounds > MAX_ROUNDS) {
         fprintf(stderr, "usage: fabric_ring_bench [SECONDS_PER_TEST] [ROUNDS (1..%d)]\n", MAX_ROUNDS);
         return 2;
@@ -272,10 +283,18 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         for (int j = 0; j < NKINDS; j++) {
             enum kind k = (enum kind)(r % 2 ? NKINDS - 1 - j : j);   /* every other round backwards */
+            if (only && strcmp(only, kind_names[k]) != 0)
+                continue;
             struct result *out = &res[r * NKINDS + k];
             for (int st = 0; st < 2; st++) {
-                struct spec s = { k, st == 1, secs, listener, out };
+                struct spec s = { k, st == 1, secs, listener, { -1, -1 }, out };
+                if (k == UNIX_SOCK)
+                    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, s.upair), ==, 0);
                 run_sides(side, &s);
+                if (k == UNIX_SOCK) {
+                    close(s.upair[0]);
+                    close(s.upair[1]);
+                }
             }
             printf("round %d %-18s lanes=%-24s one_way_64B_ns=%.0f stream_64KiB_MB_s=%.0f\n", r + 1,
                    kind_names[k], out->lanes, out->one_way_ns, out->mbytes_s);
@@ -284,23 +303,28 @@ int main(int argc, char **argv)
     }
     /* per round: how many times faster one way, how many times the stream,
      * against kernel TCP blocking (K) and polled (P) */
-    double lat[NKINDS][MAX_ROUNDS], bw[NKINDS][MAX_ROUNDS], ratio[4][NKINDS][MAX_ROUNDS];
+    double lat[NKINDS][MAX_ROUNDS], bw[NKINDS][MAX_ROUNDS], ratio[6][NKINDS][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < NKINDS; k++) {
             const struct result *x = &res[r * NKINDS + k], *kb = &res[r * NKINDS + KERNEL],
-                                *kp = &res[r * NKINDS + KERNEL_POLLED];
+                                *kp = &res[r * NKINDS + KERNEL_POLLED], *u = &res[r * NKINDS + UNIX_SOCK];
             lat[k][r] = x->one_way_ns;
             bw[k][r] = x->mbytes_s;
             ratio[0][k][r] = kb->one_way_ns / x->one_way_ns;
             ratio[1][k][r] = x->mbytes_s / kb->mbytes_s;
             ratio[2][k][r] = kp->one_way_ns / x->one_way_ns;
             ratio[3][k][r] = x->mbytes_s / kp->mbytes_s;
+            ratio[4][k][r] = u->one_way_ns / x->one_way_ns;
+            ratio[5][k][r] = x->mbytes_s / u->mbytes_s;
         }
     for (int k = 0; k < NKINDS; k++)
-        printf("median %-18s one_way_64B_ns=%.0f stream_64KiB_MB_s=%.0f  faster one way: x%.2f (K) x%.2f (P)  "
-               "stream: x%.2f (K) x%.2f (P)\n",
+        if (!only)
+            printf("median %-18s one_way_64B_ns=%.0f stream_64KiB_MB_s=%.0f  faster one way: x%.2f (K) x%.2f (P) "
+               "x%.2f (U)  stream: x%.2f (K) x%.2f (P) x%.2f (U)\n",
                kind_names[k], median(lat[k], rounds), median(bw[k], rounds), median(ratio[0][k], rounds),
-               median(ratio[2][k], rounds), median(ratio[1][k], rounds), median(ratio[3][k], rounds));
-    printf("(K: against kernel_tcp, blocking; P: against kernel_tcp_polled; medians of each round's ratio)\n");
+               median(ratio[2][k], rounds), median(ratio[4][k], rounds), median(ratio[1][k], rounds),
+               median(ratio[3][k], rounds), median(ratio[5][k], rounds));
+    printf("(K: against kernel_tcp, blocking; P: against kernel_tcp_polled; U: against unix_socket, blocking; "
+           "medians of each round's ratio)\n");
     return 0;
 }

@@ -9,15 +9,15 @@
  * peer, memory regions a peer may write into (the rings: the fabric
  * transport mirrors shunt's own ring protocol with one-sided puts, see
  * docs/architecture.md "Between namespaces and hosts"), puts with a fence
- * between data and the index that publishes it, and a wake-up fd for
- * shunt's own waits.  Not yet used by connections: the discovery that pairs
+ * between data and the index that publishes it, doorbells (an active
+ * message each), and a wake-up fd for shunt's own waits that they ring.  Not yet used by connections: the discovery that pairs
  * two sockets across namespaces comes first.
  *
  * Configured explicitly, never through the program's UCX_ variables: UCX
  * reads SHUNT_UCX_* (so an MPI program's own UCX settings stay its own),
  * its memory hooks are off in processes where shunt loaded it, and the
- * lanes are those of `tls` (default "^tcp": UCX's TCP lanes are slower than
- * kernel TCP; tests force "tcp").
+ * lanes are those of `tls` (default "^tcp,cma": UCX's TCP lanes are slower
+ * than kernel TCP, cma made puts bimodal; tests force "tcp").
  */
 #ifndef SHUNT_TRANSPORT_FABRIC_ENGINE_H
 #define SHUNT_TRANSPORT_FABRIC_ENGINE_H
@@ -30,7 +30,7 @@ struct fabric_engine;
 struct fabric_peer;
 
 /* Loads UCX (once per process) and makes this process's context and
- * worker, with the lanes of tls (NULL: "^tcp").  0, or -errno with a line
+ * worker, with the lanes of tls (NULL: "^tcp,cma").  0, or -errno with a line
  * saying why in why (no UCX installed, no lane, an engine error). */
 int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen);
 void fabric_engine_close(struct fabric_engine *e);
@@ -40,6 +40,8 @@ void fabric_engine_close(struct fabric_engine *e);
 int fabric_engine_efd(struct fabric_engine *e);
 bool fabric_engine_arm(struct fabric_engine *e);
 unsigned fabric_engine_progress(struct fabric_engine *e);
+/* Doorbells (fabric_bell) that reached this worker so far. */
+uint64_t fabric_engine_bells_heard(const struct fabric_engine *e);
 
 /* The worker's address, to give the peer (freed with _address_free). */
 int fabric_engine_address(struct fabric_engine *e, void **addr, size_t *len);
@@ -74,6 +76,11 @@ void fabric_peer_close(struct fabric_peer *p);
  * may still be read until the caller closes the peer, which it then must). */
 int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len);
 int fabric_fence(struct fabric_peer *p);
+/* A doorbell: an active message that makes the peer's wake-up fd readable
+ * (an armed worker's), carrying nothing; a put wakes nobody.  Never waits
+ * (the peer may be dead or its endpoint not wired up yet: it goes when it
+ * can).  0 or -EIO. */
+int fabric_bell(struct fabric_peer *p);
 int fabric_flush(struct fabric_peer *p);
 
 /* The lanes the endpoint uses, as UCX names them ("sysv/memory,posix/memory"),

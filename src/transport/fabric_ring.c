@@ -33,7 +33,7 @@
  * the written count, in the same put, so it can never be seen ahead of or
  * apart from the last bytes.
  *
- * Wake decisions (the caller's companion doorbell).  A side about to sleep
+ * Wake decisions (the doorbell, fabric_ring_bell).  A side about to sleep
  * flushes its own index first, then looks again (fabric_ring.h); a side
  * deciding whether to ring must, the other way, have its index landed
  * before it reads the peer's.  Over shared-memory lanes a put has landed
@@ -542,6 +542,14 @@ int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
     /* read after our last index landed, as every wake decision */
     r = wake_hint(f, SLOT_CONSUMED, &f->tx_peer_sleeps, 1, sleeps);
     return r ? (int)broke(f, r) : 0;
+}
+
+int fabric_ring_bell(struct fabric_ring *f)
+{
+    int r = attached(f);
+    if (r != 0 || f->peer_lost)
+        return r ? r : -EPIPE;   /* (lost: nobody to wake) */
+    return fabric_bell(f->peer);   /* a failure leaves the end as it is: a doorbell is a hint */
 }
 
 int fabric_ring_flush(struct fabric_ring *f)

@@ -20,8 +20,9 @@
  * the ring), and garbage is -EIO, after which the caller falls back to
  * kernel TCP; nothing read from the region ever widens a copy.
  *
- * No wake-ups here (a put wakes nobody; the companion TCP socket's
- * doorbell does): a write says whether the peer had read everything before
+ * A put wakes nobody; a doorbell (fabric_ring_bell, the engine's active
+ * message, which makes the peer's wake-up fd readable) does, when the
+ * caller decides one is due: a write says whether the peer had read everything before
  * it (was_empty: the reader may be asleep), a read whether the ring was
  * full before it (was_full: the writer may be).  Both are exact only if a
  * side about to sleep first makes its own last index land at the peer
@@ -114,6 +115,10 @@ int fabric_ring_sleep(struct fabric_ring *f);
  * ring is seen (a fence on shared-memory lanes, a flush on others, and
  * only when the first look says no).  0 or -errno. */
 int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps);
+
+/* Rings the peer's doorbell (fabric_bell): 0, -ENOTCONN before the attach,
+ * -EPIPE once the peer is taken for gone, -EIO.  Never waits. */
+int fabric_ring_bell(struct fabric_ring *f);
 
 /* Every put so far has reached the peer's memory (before a close that
  * must not lose the last bytes or the FIN).  0 or -errno (5 s at most). */

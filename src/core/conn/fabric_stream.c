@@ -4,10 +4,11 @@
  * fabric_stream.h; why it looks as it does in docs/architecture.md, "Built:
  * the fabric stream").
  *
- * What a reader must never do is take a doorbell for the program's byte or
- * the reverse; everything here follows from one order: a writer flushes
- * its header (the count of its TCP bytes) before its first doorbell, and a
- * reader looks for that header only after its read of the socket returned.
+ * The TCP stream carries the program's bytes and nothing else: an end's
+ * bytes before its move, counted in the header it puts first in its ring.
+ * Doorbells are the engine's active messages, so a reader never has to
+ * tell a doorbell from a byte, and an end that moves back to TCP later has
+ * nothing to take out of the stream.
  */
 #include <errno.h>
 #include <poll.h>
@@ -64,14 +65,13 @@ static int broken_at(struct fabric_stream *s, int line)
     return -EIO;
 }
 
-/* A doorbell: one byte by TCP, only once this end moved (before, the peer
- * would take it for the program's).  A full socket already holds plenty. */
+/* A doorbell: the engine's active message, which wakes the peer's wait on
+ * its worker's fd; never a byte in the TCP stream, which carries only the
+ * program's bytes.  A doorbell that cannot go is a hint lost: every wait
+ * is bounded, and the ring is the truth. */
 static void bell(struct fabric_stream *s)
 {
-    if (!s->moved && fabric_stream_move(s) < 0)
-        return;
-    char b = 0;
-    if (shunt_real.send(s->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+    if (fabric_ring_bell(s->ring) == 0)
         s->bells_sent++;
 }
 
@@ -111,8 +111,8 @@ int fabric_stream_move(struct fabric_stream *s)
     if (w != (ssize_t)(sizeof h + len) || fabric_ring_flush(s->ring) < 0)
         return broken(s);
     s->moved = true;
-    /* a reader asleep on the socket must come and read the header: the
-     * next write may find the ring not empty (the header) and ring none */
+    /* a reader asleep must come and read the header: the next write may
+     * find the ring not empty (the header) and ring none */
     bell(s);
     return 0;
 }
@@ -143,39 +143,40 @@ static int look_header(struct fabric_stream *s)
         return broken(s);
     s->peer_tcp = p;
     s->peer_moved = true;
+    if (len)
+        bell(s);   /* attached just now: the space read before went back, the peer may wait for it */
     return 0;
 }
 
-/* Every byte the socket holds now is a doorbell. */
-static bool bell_phase(const struct fabric_stream *s)
+/* The peer moved and every byte it sent by TCP was read: the socket has
+ * nothing more to say but its end. */
+static bool tcp_done(const struct fabric_stream *s)
 {
     return s->peer_moved && s->tcp_read == s->peer_tcp;
 }
 
-/* Takes the doorbells off the socket, and notes its end. */
-static void drain(struct fabric_stream *s)
+/* Notes the socket's end once the peer's TCP bytes are all read.  A byte
+ * there is not this protocol's (the peer sends none after its move). */
+static void look_socket_end(struct fabric_stream *s)
 {
-    char buf[256];
-    while (bell_phase(s) && !s->tcp_eof) {
-        ssize_t n = shunt_real.recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            s->bells_read += (uint64_t)n;
-        } else if (n == 0) {
-            s->tcp_eof = true;
-        } else {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                s->tcp_eof = true;
-                s->tcp_error = errno;
-            }
-            break;
-        }
+    if (!tcp_done(s) || s->tcp_eof || s->broken)
+        return;
+    char c;
+    ssize_t n = shunt_real.recv(s->fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n > 0) {
+        broken(s);
+    } else if (n == 0) {
+        s->tcp_eof = true;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        s->tcp_eof = true;
+        s->tcp_error = errno;
     }
 }
 
-/* Sleeps until the socket or the engine has news, or WAIT_MS.  A socket
- * that may still hold the program's bytes says nothing about the ring
- * (it would be readable at once, forever): then the engine alone, and a
- * short sleep. */
+/* Sleeps until the socket or the engine has news (a doorbell wakes the
+ * engine's fd), or WAIT_MS.  A socket that may still hold the program's
+ * bytes says nothing about the ring (it would be readable at once,
+ * forever): then the engine alone, and a short sleep. */
 static void wait_news(struct fabric_stream *s, bool socket_news)
 {
     struct pollfd p[2];
@@ -256,7 +257,9 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         }
         if (nonblock)
             return done ? (ssize_t)done : -EAGAIN;
-        drain(s);
+        look_socket_end(s);
+        if (s->broken)
+            return done ? (ssize_t)done : -EIO;
         if (s->tcp_eof)
             return done ? (ssize_t)done : -EPIPE;   /* the peer's process is gone */
         /* about to sleep: our count must be where the peer decides */
@@ -264,7 +267,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
             return done ? (ssize_t)done : broken(s);
         if (fabric_ring_writable(s->ring) != 0 || spin_for(s, false))
             continue;
-        wait_news(s, bell_phase(s));
+        wait_news(s, tcp_done(s));
     }
     return (ssize_t)done;
 }
@@ -349,14 +352,13 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
     if (look_header(s) < 0)
         return -EIO;
     if (n > 0) {
-        uint64_t data = (uint64_t)n;
-        if (s->peer_moved && data > s->peer_tcp - s->tcp_read)
-            data = s->peer_tcp - s->tcp_read;   /* the rest are doorbells */
-        if (!peek) {
-            s->tcp_read += data;
-            s->bells_read += (uint64_t)n - data;
-        }
-        return data ? (ssize_t)data : -EAGAIN;
+        /* read before the header was known: the peer sends nothing by TCP
+         * after its move, so more than its count is not this protocol */
+        if (s->peer_moved && (uint64_t)n > s->peer_tcp - s->tcp_read)
+            return broken(s);
+        if (!peek)
+            s->tcp_read += (uint64_t)n;
+        return n;
     }
     if (n == 0 && total > 0) {
         s->tcp_eof = true;
@@ -374,11 +376,11 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
     if (iov_total(iov, iovcnt) == 0)
         return 0;
     for (;;) {
-        if (!bell_phase(s)) {
+        if (!tcp_done(s)) {
             ssize_t n = recv_tcp(s, iov, iovcnt, peek);
             if (n != -EAGAIN)
                 return n;
-            if (!bell_phase(s)) {
+            if (!tcp_done(s)) {
                 if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
                     return s->tcp_error ? -s->tcp_error : 0;
                 if (nonblock)
@@ -399,11 +401,13 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
             return 0;   /* the peer's FIN, after all its bytes */
         if (r != -EAGAIN)
             return broken(s);
-        /* a loop of nonblocking reads would pay a system call each for
-         * doorbells that come only to a sleeper: the socket is looked at
-         * once in 64 of them (its end is noticed so), and before a sleep */
+        /* the peer's end shows only on the socket; a loop of nonblocking
+         * reads looks at it once in 64 (a system call each otherwise), a
+         * read that will sleep every time */
         if (!nonblock || (s->empty_looks++ & 63) == 0)
-            drain(s);
+            look_socket_end(s);
+        if (s->broken)
+            return -EIO;
         if (s->tcp_eof) {
             /* the peer's process is gone without a FIN in the ring: what
              * landed before is delivered, then what TCP said */
@@ -426,7 +430,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
 
 short fabric_stream_before_sleep(struct fabric_stream *s)
 {
-    if (!s->broken && bell_phase(s) && fabric_ring_sleep(s->ring) < 0)
+    if (!s->broken && tcp_done(s) && fabric_ring_sleep(s->ring) < 0)
         broken(s);
     return fabric_stream_poll(s);
 }
@@ -436,11 +440,11 @@ short fabric_stream_poll(struct fabric_stream *s)
     if (s->broken)
         return POLLIN | POLLOUT | POLLERR;
     short rev = 0;
-    if (!bell_phase(s) && settle_hello(s) == -EAGAIN) {
+    if (!tcp_done(s) && settle_hello(s) == -EAGAIN) {
         /* nothing yet, or a prefix of a hello held: not the program's */
     } else if (s->broken) {
         return POLLIN | POLLOUT | POLLERR;
-    } else if (!bell_phase(s)) {
+    } else if (!tcp_done(s)) {
         int avail = 0;
         struct pollfd p = { .fd = s->fd, .events = POLLIN };
         int ready = shunt_real.poll(&p, 1, 0);
@@ -452,16 +456,17 @@ short fabric_stream_poll(struct fabric_stream *s)
             if (ready > 0)
                 rev |= POLLIN;   /* the program's bytes, or the end of them */
         } else if (s->tcp_read < s->peer_tcp && avail > 0) {
-            rev |= POLLIN;       /* bytes come before doorbells: the first are the program's */
+            rev |= POLLIN;       /* the last of its TCP bytes */
         }
     }
     if (!(rev & POLLIN)) {
         char c;
         struct iovec v = { &c, 1 };
-        if (bell_phase(s))
-            drain(s);
-        ssize_t r = bell_phase(s) ? fabric_ring_read(s->ring, &v, 1, true, NULL) : -EAGAIN;
-        if (r >= 0 || (r == -EAGAIN && bell_phase(s) && s->tcp_eof))
+        look_socket_end(s);
+        if (s->broken)
+            return POLLIN | POLLOUT | POLLERR;
+        ssize_t r = tcp_done(s) ? fabric_ring_read(s->ring, &v, 1, true, NULL) : -EAGAIN;
+        if (r >= 0 || (r == -EAGAIN && tcp_done(s) && s->tcp_eof))
             rev |= POLLIN;
         else if (r != -EAGAIN) {
             broken(s);

@@ -2,7 +2,7 @@
  * fabric_stream.h: one connection's byte stream once both processes are
  * proven and their fabric rings attached (issue 19): the bytes each end
  * sent by TCP before it moved, then the ring, with the TCP connection left
- * as the companion that carries doorbells.  Not yet used by connections:
+ * as the companion whose end tells of the peer's.  Not yet used by connections:
  * the hello that proves the server and hands over its ring, and the paths
  * of the TCP kind that would call this, are not built
  * (docs/architecture.md, "Built: the fabric stream").
@@ -12,22 +12,19 @@
  * is on one host):
  *   - an end moves its sending side (fabric_stream_move) by putting, as the
  *     first bytes of its ring, the count P of bytes it sent by TCP, and
- *     flushing that put before anything else; from then on its writes go to
- *     the ring, and the only bytes it sends by TCP are doorbells;
- *   - the reading end reads TCP first and only then looks for that
- *     header.  No header yet: the bytes it read were all sent before the
- *     peer moved (a doorbell goes only after the header landed, and the
- *     header had not landed when it looked, after the read returned), so
- *     they are the program's.  A header: of the TCP bytes, the first P less
- *     those already read are the program's, the rest doorbells.
- *   - an end sends doorbells only once it moved itself, so a doorbell can
- *     never be taken for the program's bytes by a reader that has not seen
- *     the header yet.
- * Doorbells are hints (the ring is the truth): a write that found the
- * peer's ring empty rings one only if the peer said it sleeps (a reader
- * that spins needs none: fabric_ring_sleep), a read that found the ring
- * full always; a waiting end says it sleeps, which lands before it looks
- * at the ring once more, and only then sleeps on the TCP socket.
+ *     flushing that put; from then on its writes go to the ring, and it
+ *     sends nothing by TCP;
+ *   - the reading end reads the peer's TCP bytes until it finds that
+ *     header, then P of them in all, then the ring.  A TCP byte beyond P is
+ *     not this protocol's (the stream breaks).
+ * The TCP stream thus carries the program's bytes only.  Doorbells are the
+ * engine's active messages (fabric_ring_bell), which wake a wait on the
+ * engine's fd, and they are hints (the ring is the truth): a write that
+ * found the peer's ring empty rings one only if the peer said it sleeps (a
+ * reader that spins needs none: fabric_ring_sleep), a read that found the
+ * ring full always; a waiting end says it sleeps, which lands before it
+ * looks at the ring once more, and only then sleeps on the engine's fd and
+ * on the socket (whose end, EOF or a reset, tells that the peer is gone).
  *
  * Not thread-safe: the caller serializes the calls on one stream (and on
  * the engine beneath it).
@@ -68,13 +65,11 @@ struct fabric_stream {
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
     uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
     uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
-    uint64_t bells_read;
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
     int tcp_error;                /* the reset's errno, returned once the ring is drained */
     bool broken;                  /* garbage from the peer: every call fails with EIO */
     int broken_line;              /* where in fabric_stream.c it broke (for the log) */
-    /* What follows this end's header when it moves, whenever that is (a
-     * doorbell it owes moves it too): at most FABRIC_STREAM_BLOB_MAX bytes,
+    /* What follows this end's header when it moves, whenever that is: at most FABRIC_STREAM_BLOB_MAX bytes,
      * kept by the caller.  And where the peer's goes: set, the peer's header
      * must carry one, which the caller attaches to (< 0 refuses it and
      * breaks the stream); ctx is the caller's. */
@@ -113,7 +108,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
                            bool nonblock);
 
 /* What poll would say now: POLLIN (bytes of the program, or EOF) and
- * POLLOUT (room), never blocking.  Doorbells are taken off the socket. */
+ * POLLOUT (room), never blocking. */
 short fabric_stream_poll(struct fabric_stream *s);
 
 /* For a caller about to sleep on the socket itself (poll, epoll): says
