@@ -58,9 +58,15 @@
 #include "transport/fabric_ring.h"
 
 #define FIN_BIT (1ull << 63)
+/* In the written count instead: the writer went back to TCP after these
+ * bytes (fabric_ring_go_back); final, as FIN is. */
+#define BACK_BIT (1ull << 62)
 /* In the consumed count: the reader has read everything and is about to
  * sleep (fabric_ring_sleep); its next read's count clears it. */
 #define SLEEP_BIT (1ull << 62)
+/* In the consumed count, from some count on in every one: the reader asks
+ * the writer to stop writing into the ring (fabric_ring_ask). */
+#define ASK_BIT (1ull << 61)
 /* How long an index may stay half-landed before it counts as garbage: a
  * TCP lane finishes a split put with its next segment, which a
  * retransmission may delay by a few hundred ms. */
@@ -88,7 +94,7 @@ _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the 
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 2u   /* 2: SLEEP_BIT in the consumed count */
+#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, and BACK_BIT in written */
 
 /* The blob's fixed part, then addr_len bytes of worker address and
  * rkey_len bytes of the region's key.  Native byte order: both ends run
@@ -117,7 +123,9 @@ struct fabric_ring {
 
     uint64_t rx_written;         /* the last good count the peer put here */
     bool rx_fin;                 /* ... carried the FIN */
+    bool rx_back;                /* ... carried BACK_BIT */
     uint64_t rx_consumed;        /* ours */
+    bool rx_asked;               /* we asked the writer to stop (ASK_BIT in every count we put) */
 
     struct fabric_peer *peer;
     uint64_t tx_size;
@@ -125,12 +133,19 @@ struct fabric_ring {
     uint64_t tx_written;         /* ours */
     uint64_t tx_consumed;        /* the last good count the peer put back */
     uint64_t tx_peer_sleeps;     /* ... carried SLEEP_BIT: 1, else 0 (a count for wake_hint) */
+    bool tx_peer_asks;           /* a count the peer put back carried ASK_BIT (kept once seen) */
     bool tx_shut;
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
     bool peer_lost;              /* a put of our count to the peer failed: the peer (or the
                                   * lane) is gone; our ring stays readable, nothing goes out */
 };
+
+/* Our consumed count as the peer gets it: with ASK_BIT once we asked. */
+static uint64_t consumed_word(const struct fabric_ring *f)
+{
+    return f->rx_consumed | (f->rx_asked ? ASK_BIT : 0);
+}
 
 static void say(char *why, size_t len, const char *what)
 {
@@ -273,7 +288,7 @@ int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
     if (nonce)
         memcpy(nonce, b.nonce, FABRIC_RING_NONCE);
     /* what was read before the attach: the peer learns of it now */
-    if (f->rx_consumed && (r = put_slot(f, SLOT_CONSUMED, f->rx_consumed)) != 0)
+    if ((f->rx_consumed || f->rx_asked) && (r = put_slot(f, SLOT_CONSUMED, consumed_word(f))) != 0)
         return (int)broke(f, r);
     return 0;
 }
@@ -313,21 +328,23 @@ static int refresh(struct fabric_ring *f, int s)
     if (r <= 0)
         return r;
     if (s == SLOT_CONSUMED) {
-        bool sleeps = v & SLEEP_BIT;
-        v &= ~SLEEP_BIT;
-        if (v - f->tx_consumed > f->tx_written - f->tx_consumed)
+        bool sleeps = v & SLEEP_BIT, asks = v & ASK_BIT;
+        v &= ~(SLEEP_BIT | ASK_BIT);
+        if (v - f->tx_consumed > f->tx_written - f->tx_consumed || v & FIN_BIT)
             return -EIO;   /* back, or past what we wrote */
         f->tx_consumed = v;
         f->tx_peer_sleeps = sleeps;   /* 0 or 1 */
+        f->tx_peer_asks |= asks;      /* an ask is never taken back */
         return 0;
     }
-    bool fin = v & FIN_BIT;
-    uint64_t n = v & ~FIN_BIT;
-    if (n - f->rx_written > f->rx_size || n - f->rx_consumed > f->rx_size ||
-        (f->rx_fin && (n != f->rx_written || !fin)))
-        return -EIO;   /* back, beyond the ring, or moved after FIN */
+    bool fin = v & FIN_BIT, back = v & BACK_BIT;
+    uint64_t n = v & ~(FIN_BIT | BACK_BIT);
+    if (n - f->rx_written > f->rx_size || n - f->rx_consumed > f->rx_size || (fin && back) ||
+        ((f->rx_fin || f->rx_back) && (n != f->rx_written || fin != f->rx_fin || back != f->rx_back)))
+        return -EIO;   /* back, beyond the ring, both ends at once, or moved after its end */
     f->rx_written = n;
     f->rx_fin = fin;
+    f->rx_back = back;
     return 0;
 }
 
@@ -465,7 +482,7 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     uint64_t before = f->rx_consumed;
     uint64_t avail = f->rx_written - before;   /* <= rx_size: checked */
     if (avail == 0)
-        return f->rx_fin ? 0 : -EAGAIN;
+        return f->rx_fin ? 0 : f->rx_back ? -EXDEV : -EAGAIN;
     uint64_t done;
     pieces(f, iov, iovcnt, 0, before, f->rx_size, avail, copy_piece, &done);
     if (peek || done == 0)
@@ -474,7 +491,7 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     if (!f->peer || f->peer_lost)
         return (ssize_t)done;   /* the space goes back at the attach; or to nobody */
     atomic_thread_fence(memory_order_release);   /* the copies out before the put that frees their space */
-    r = put_slot(f, SLOT_CONSUMED, f->rx_consumed);   /* after the copy out: the space is free now */
+    r = put_slot(f, SLOT_CONSUMED, consumed_word(f));   /* after the copy out: the space is free now */
     if (r != 0) {
         /* the peer is gone (over TCP lanes its socket is closed): the bytes
          * it put before are ours all the same, delivered as kernel TCP
@@ -494,6 +511,29 @@ int64_t fabric_ring_readable(struct fabric_ring *f)
     return r ? r : (int64_t)(f->rx_written - f->rx_consumed);
 }
 
+/* The start of a call that puts to the peer: 0, -EIO or -ENOTCONN. */
+static int attached(const struct fabric_ring *f)
+{
+    return f->broken ? -EIO : !f->peer ? -ENOTCONN : 0;
+}
+
+/* The writing side's last count: its bytes so far, then the end (FIN_BIT)
+ * or the way back to TCP (BACK_BIT), in one put after them, so that the
+ * reader never sees the one before or apart from the other. */
+static int end_with(struct fabric_ring *f, uint64_t bit)
+{
+    int r = attached(f);
+    if (r != 0)
+        return r;
+    if (f->tx_shut)
+        return -EPIPE;
+    f->tx_shut = true;
+    r = fabric_fence(f->peer);   /* after every byte */
+    if (r == 0)
+        r = put_slot(f, SLOT_WRITTEN, f->tx_written | bit);
+    return r ? (int)broke(f, r) : 0;
+}
+
 int64_t fabric_ring_writable(struct fabric_ring *f)
 {
     int r = look(f, SLOT_CONSUMED);
@@ -502,24 +542,36 @@ int64_t fabric_ring_writable(struct fabric_ring *f)
     return (int64_t)(f->tx_size - (f->tx_written - f->tx_consumed));
 }
 
-/* The start of a call that puts to the peer: 0, -EIO or -ENOTCONN. */
-static int attached(const struct fabric_ring *f)
-{
-    return f->broken ? -EIO : !f->peer ? -ENOTCONN : 0;
-}
-
 int fabric_ring_shutdown(struct fabric_ring *f)
 {
+    return end_with(f, FIN_BIT);
+}
+
+int fabric_ring_go_back(struct fabric_ring *f)
+{
+    return end_with(f, BACK_BIT);
+}
+
+int fabric_ring_ask(struct fabric_ring *f)
+{
     int r = attached(f);
-    if (r != 0)
-        return r;
-    if (f->tx_shut)
-        return -EPIPE;
-    f->tx_shut = true;
-    r = fabric_fence(f->peer);   /* after every byte: EOF comes after them */
+    if (r != 0 || f->peer_lost)
+        return r ? r : -EPIPE;
+    f->rx_asked = true;
+    r = put_slot(f, SLOT_CONSUMED, consumed_word(f));
     if (r == 0)
-        r = put_slot(f, SLOT_WRITTEN, f->tx_written | FIN_BIT);
+        r = fabric_flush(f->peer);
     return r ? (int)broke(f, r) : 0;
+}
+
+bool fabric_ring_peer_asked(const struct fabric_ring *f)
+{
+    return f->tx_peer_asks;
+}
+
+bool fabric_ring_peer_went_back(struct fabric_ring *f)
+{
+    return look(f, SLOT_WRITTEN) == 0 && f->rx_back;
 }
 
 int fabric_ring_sleep(struct fabric_ring *f)
@@ -527,7 +579,7 @@ int fabric_ring_sleep(struct fabric_ring *f)
     int r = attached(f);
     if (r != 0 || f->peer_lost)
         return r;   /* (lost: nobody to tell) */
-    r = put_slot(f, SLOT_CONSUMED, f->rx_consumed | SLEEP_BIT);
+    r = put_slot(f, SLOT_CONSUMED, consumed_word(f) | SLEEP_BIT);
     if (r == 0)
         r = landed(f);
     return r ? (int)broke(f, r) : 0;

@@ -90,7 +90,8 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
  * its ring without: at the attach).  If giving it back fails, the peer is
  * taken for gone: the bytes are returned all the same, what is left in the
  * ring stays readable, and writes answer -EPIPE from then on.  The bytes read (> 0), 0 at EOF (the peer shut
- * down and every byte before it was read), -EAGAIN (nothing yet), -EIO,
+ * down and every byte before it was read), -EXDEV (the peer went back to
+ * TCP and every byte before was read), -EAGAIN (nothing yet), -EIO,
  * -ETIMEDOUT.  *was_full (if not NULL): the ring was full before this
  * read, so the peer may be waiting for space. */
 ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iovcnt, bool peek,
@@ -98,11 +99,28 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
 
 /* Bytes readable now, bytes writable now, or -EIO. */
 int64_t fabric_ring_readable(struct fabric_ring *f);
+
 int64_t fabric_ring_writable(struct fabric_ring *f);
 
 /* Shuts the writing side down: a FIN after the bytes already written,
  * which the peer reads as EOF after them.  0 or -errno (also -EPIPE twice). */
 int fabric_ring_shutdown(struct fabric_ring *f);
+/* The writing side goes back to TCP: after the bytes already written, a
+ * mark in the same count (BACK_BIT), needing no room, which the reader
+ * meets as -EXDEV once it has read them all.  Writes answer -EPIPE from
+ * then on.  0 or -errno (also -EPIPE after a shutdown). */
+int fabric_ring_go_back(struct fabric_ring *f);
+
+/* Asks the writer to stop writing into this end's ring (ASK_BIT, in this
+ * count and every one this end puts back from now on), flushed.  The
+ * writer sees it with fabric_ring_peer_asked after any call that looked at
+ * its consumed count (write, writable), and what it does about it is its
+ * caller's.  0 or -errno. */
+int fabric_ring_ask(struct fabric_ring *f);
+bool fabric_ring_peer_asked(const struct fabric_ring *f);
+/* Whether the peer's last count carries the way back (fabric_ring_go_back),
+ * by a look now: bytes may still come before it. */
+bool fabric_ring_peer_went_back(struct fabric_ring *f);
 
 /* This end has read everything and is about to sleep: says so in the
  * count it puts back (its next read's count unsays it), after which that

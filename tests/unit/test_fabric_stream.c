@@ -46,6 +46,7 @@
 #define STREAM_BYTES (512u * 1024u)
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t seed;   /* TEST_SEED, or a new one each run: printed when a side fails */
 
 static uint64_t rnd(uint64_t n)
 {
@@ -123,8 +124,10 @@ static void finish(struct fabric_engine *e, int sock, int fd, struct fabric_ring
 
 /* Both directions at once until both ends saw EOF; this end moves once it
  * sent move_at bytes (UINT64_MAX: at its shutdown), or as soon after as its
- * ring is attached. */
-static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
+ * ring is attached; goes back to TCP once it sent back_at bytes, and asks
+ * the peer to once it got ask_at (UINT64_MAX: never). */
+static void exchange_back(struct fabric_engine *e, int fd, int i, uint64_t move_at, uint64_t back_at,
+                          uint64_t ask_at)
 {
     uint64_t sent = 0, got = 0;
     bool shut = false, eof = false;
@@ -137,12 +140,21 @@ static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
             if (m != -ENOTCONN && m != 0)
                 FAIL("move: %d (broken at fabric_stream.c:%d)", m, stream.broken_line);
         }
+        if (!stream.back && !shut && sent >= back_at)
+            CHECK(fabric_stream_return(&stream), ==, 0);
+        if (!stream.asked && got >= ask_at) {
+            int a = fabric_stream_ask(&stream);
+            if (a != -ENOTCONN)   /* not before this end's ring is attached */
+                CHECK(a, ==, 0);
+        }
         if (sent < STREAM_BYTES) {
             size_t n = 1 + rnd(rnd(4) ? 2000 : sizeof out - 1);
             if (n > STREAM_BYTES - sent)
                 n = STREAM_BYTES - sent;
             if (!stream.moved && move_at != UINT64_MAX && move_at > sent && n > move_at - sent)
                 n = (size_t)(move_at - sent);   /* the move falls between two sends */
+            if (!stream.back && back_at != UINT64_MAX && back_at > sent && n > back_at - sent)
+                n = (size_t)(back_at - sent);   /* and so does the way back */
             fill(i, sent, out, n);
             struct iovec v = { out, n };
             ssize_t r = fabric_stream_send(&stream, &v, 1, true);
@@ -173,7 +185,9 @@ static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
                 CHECK(got, ==, STREAM_BYTES);
                 eof = progress = true;
             } else if (r != -EAGAIN) {
-                CHECK(r, >, 0);
+                if (r < 0)
+                    FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)got,
+                         stream.broken_line);
                 check_bytes(1 - i, got, in, (size_t)r);
                 got += (uint64_t)r;
                 progress = true;
@@ -194,9 +208,16 @@ static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
             FAIL("stuck: sent %llu, got %llu, moved %d, peer moved %d", (unsigned long long)sent,
                  (unsigned long long)got, stream.moved, stream.peer_moved);
     }
+    CHECK(stream.moved || (stream.back && back_at < move_at), ==, 1);
+    if (stream.moved)
+        CHECK(stream.bells_sent, >, 0);   /* at least the move's */
+}
+
+static void exchange(struct fabric_engine *e, int fd, int i, uint64_t move_at)
+{
+    exchange_back(e, fd, i, move_at, UINT64_MAX, UINT64_MAX);
     CHECK(stream.moved && stream.peer_moved, ==, 1);
     CHECK(stream.tcp_read, ==, stream.peer_tcp);
-    CHECK(stream.bells_sent, >, 0);   /* at least the move's */
 }
 
 static void run_exchange(struct fabric_engine *e, int sock, int i, const char *tls)
@@ -208,6 +229,41 @@ static void run_exchange(struct fabric_engine *e, int sock, int i, const char *t
     exchange(e, fd, i, move_at);
     /* where it chose: its shutdown moves it if nothing did before */
     CHECK(stream.tcp_sent, ==, (move_at == UINT64_MAX ? STREAM_BYTES : move_at));
+    finish(e, sock, fd, f);
+}
+
+/* Going back to TCP: each end moves, then may go back at a random offset
+ * (also before it moved: then it never does) and may ask the peer to; the
+ * ends tell each other their plans, so that what must have happened is
+ * checked: an end that went back did, and its reader read to its mark;
+ * whatever the timing, every byte arrives once, in order, then EOF. */
+static void run_back(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
+    uint64_t plan[3];
+    plan[0] = rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 2);                 /* move_at */
+    plan[1] = rnd(4) == 0 ? UINT64_MAX : rnd(STREAM_BYTES);           /* back_at */
+    plan[2] = rnd(3) == 0 ? rnd(STREAM_BYTES) : UINT64_MAX;           /* ask_at */
+    send_blob(sock, plan, sizeof plan);
+    uint32_t n;
+    uint64_t *peer = recv_blob(sock, &n);
+    CHECK(n, ==, sizeof plan);
+    exchange_back(e, fd, i, plan[0], plan[1], plan[2]);
+    if (plan[1] != UINT64_MAX) {
+        CHECK(stream.back, ==, 1);
+        CHECK(stream.moved, ==, plan[0] <= plan[1]);   /* back first: never moved */
+    }
+    bool peer_moves = peer[1] == UINT64_MAX || peer[0] <= peer[1];
+    CHECK(stream.peer_moved, ==, peer_moves);
+    if (peer_moves)
+        CHECK(stream.tcp_read, ==, stream.peer_tcp);
+    if (peer[1] != UINT64_MAX && peer_moves)
+        CHECK(stream.peer_back, ==, 1);   /* its ring read to the mark, the rest by TCP */
+    if (!stream.moved)
+        CHECK(stream.tcp_sent, ==, STREAM_BYTES);
+    free(peer);
     finish(e, sock, fd, f);
 }
 
@@ -309,6 +365,20 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
     struct fabric_ring *f;
     start(e, sock, i, tls, 4096, &fd, &f);
     static uint8_t buf[70000];
+    /* the reader asks the writer back to TCP in half the runs, while the
+     * writer is still sending (it cannot be done before the reader has
+     * nearly all: a ring of 4 KiB), so the writer must go back */
+    uint64_t ask_at = UINT64_MAX;
+    if (i == 1) {
+        ask_at = rnd(2) ? 1 + rnd(STREAM_BYTES / 2) : UINT64_MAX;
+        send_blob(sock, &ask_at, sizeof ask_at);
+    } else {
+        uint32_t n;
+        uint64_t *a = recv_blob(sock, &n);
+        CHECK(n, ==, sizeof ask_at);
+        ask_at = *a;
+        free(a);
+    }
     if (i == 0) {   /* the writer: moves at a random offset */
         uint64_t move_at = 1 + rnd(STREAM_BYTES - 1), sent = 0;
         while (sent < STREAM_BYTES) {
@@ -328,6 +398,8 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
             sent += (uint64_t)r;
         }
         CHECK(fabric_stream_shutdown(&stream), ==, 0);
+        if (ask_at != UINT64_MAX)
+            CHECK(stream.back, ==, 1);   /* asked while it sent: the rest went by TCP */
     } else {   /* the reader: moves first or never (it sends nothing) */
         if (rnd(2))
             CHECK(fabric_stream_move(&stream), ==, 0);
@@ -348,10 +420,13 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
                 break;
             check_bytes(0, got, buf, (size_t)r);
             got += (uint64_t)r;
+            if (got >= ask_at && !stream.asked)
+                CHECK(fabric_stream_ask(&stream), ==, 0);
         }
         CHECK(got, ==, STREAM_BYTES);
         CHECK(stream.peer_moved, ==, 1);
         CHECK(stream.peer_tcp, <, STREAM_BYTES);   /* the ring carried the rest */
+        CHECK(stream.peer_back, ==, ask_at != UINT64_MAX);
     }
     /* a wait is ended by a doorbell, not by its bound (100 ms): one that is
      * never rung shows as waits that time out */
@@ -367,7 +442,8 @@ static int run_no;
 static void say_phase(int status, void *side_no)
 {
     if (status != 0)
-        fprintf(stderr, "(side %d, in %s, run %d)\n", (int)(intptr_t)side_no, phase, run_no);
+        fprintf(stderr, "(side %d, in %s, run %d; TEST_SEED=%llu)\n", (int)(intptr_t)side_no, phase, run_no,
+                (unsigned long long)seed);
 }
 
 static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls);
@@ -383,6 +459,8 @@ static void side(int sock, int i, const void *arg)
         run_exchange(e, sock, i, tls);
         phase = "blocking";
         run_blocking(e, sock, i, tls);
+        phase = "back";
+        run_back(e, sock, i, tls);
         phase = "handover";
         run_handover(e, sock, i, tls, false);
         phase = "hello";
@@ -593,6 +671,11 @@ int main(void)
 {
     shunt_real_resolve();   /* the stream and the engine call libc through the table */
     children_output_open("test_fabric_stream");
+    const char *given = getenv("TEST_SEED");
+    seed = given ? strtoull(given, NULL, 10) : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
+    rng ^= seed * 0x9E3779B97F4A7C15ull;
+    if (!rng)
+        rng = 1;
     run_sides(side, NULL);
     run_sides(side, "tcp");
     run_sides(no_hello_side, NULL);

@@ -55,6 +55,22 @@ static int iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out
     return k;
 }
 
+/* iov from its byte skip on, into out (MAX_IOV entries): its count. */
+static int iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_IOV; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        out[k].iov_base = (char *)iov[i].iov_base + skip;
+        out[k++].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+    }
+    return k;
+}
+
 /* The stream is broken for good; the line that found it, for the log. */
 #define broken(s) broken_at((s), __LINE__)
 static int broken_at(struct fabric_stream *s, int line)
@@ -91,8 +107,8 @@ static uint64_t get_le64(const uint8_t *p)
 
 int fabric_stream_move(struct fabric_stream *s)
 {
-    if (s->moved)
-        return 0;
+    if (s->moved || s->back)
+        return 0;   /* (back before it moved: it never will) */
     if (s->broken)
         return -EIO;
     const void *blob = s->hand_blob;
@@ -148,21 +164,27 @@ static int look_header(struct fabric_stream *s)
     return 0;
 }
 
-/* The peer moved and every byte it sent by TCP was read: the socket has
- * nothing more to say but its end. */
-static bool tcp_done(const struct fabric_stream *s)
+/* The peer's bytes come from the ring now: it moved, every byte it sent
+ * by TCP before was read, and the ring was not read to its way back.  The
+ * socket has nothing more to say then but the peer's end, or the bytes
+ * the peer sends once it went back (after the mark in the ring). */
+static bool ring_phase(const struct fabric_stream *s)
 {
-    return s->peer_moved && s->tcp_read == s->peer_tcp;
+    return s->peer_moved && s->tcp_read == s->peer_tcp && !s->peer_back;
 }
 
 /* Notes the socket's end once the peer's TCP bytes are all read.  A byte
- * there is not this protocol's (the peer sends none after its move). */
+ * or the end there belongs to the peer's way back if its ring says so
+ * (looked at after the socket: the mark lands before the peer sends a byte
+ * or its FIN by TCP); otherwise a byte is not this protocol's. */
 static void look_socket_end(struct fabric_stream *s)
 {
-    if (!tcp_done(s) || s->tcp_eof || s->broken)
+    if (!ring_phase(s) || s->tcp_eof || s->broken)
         return;
     char c;
     ssize_t n = shunt_real.recv(s->fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n >= 0 && fabric_ring_peer_went_back(s->ring))
+        return;   /* the reader meets them after the ring's last byte */
     if (n > 0) {
         broken(s);
     } else if (n == 0) {
@@ -221,22 +243,82 @@ static bool spin_for(struct fabric_stream *s, bool read)
     return false;
 }
 
+int fabric_stream_return(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->back || s->fin)
+        return 0;   /* (after its FIN an end sends nothing more) */
+    if (!s->moved) {
+        s->back = true;   /* on TCP already: it never moves now */
+        return 0;
+    }
+    int r = fabric_ring_go_back(s->ring);
+    if (r < 0 || fabric_ring_flush(s->ring) < 0)
+        return broken(s);
+    s->back = true;
+    bell(s);   /* a reader asleep must come and find the mark */
+    return 0;
+}
+
+int fabric_stream_ask(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->asked)
+        return 0;
+    int r = fabric_ring_ask(s->ring);
+    if (r == -ENOTCONN || r == -EPIPE)
+        return r;
+    if (r < 0)
+        return broken(s);
+    s->asked = true;
+    bell(s);   /* a peer asleep must come and see it */
+    return 0;
+}
+
+/* Goes back if the peer asked, by its count as last looked at (fresh when
+ * `look` asks for a look first). */
+static void serve_peer(struct fabric_stream *s, bool look)
+{
+    if (!s->moved || s->back || s->fin || s->broken)
+        return;
+    if (look && fabric_ring_writable(s->ring) < 0) {
+        broken(s);
+        return;
+    }
+    if (fabric_ring_peer_asked(s->ring))
+        fabric_stream_return(s);
+}
+
+/* The program's bytes by TCP, from byte skip of iov: sent, or -errno. */
+static ssize_t tcp_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, size_t skip, bool nonblock)
+{
+    struct iovec rest[MAX_IOV];
+    struct msghdr mh = { .msg_iov = rest, .msg_iovlen = (size_t)iov_skip(iov, iovcnt, skip, rest) };
+    ssize_t n = shunt_real.sendmsg(s->fd, &mh, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
+    if (n < 0)
+        return -errno;
+    if (!s->moved)
+        s->tcp_sent += (uint64_t)n;
+    return n;
+}
+
 ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool nonblock)
 {
     if (s->broken)
         return -EIO;
     if (s->fin)
         return -EPIPE;
-    if (!s->moved) {
-        struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-        ssize_t n = shunt_real.sendmsg(s->fd, &mh, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
-        if (n < 0)
-            return -errno;
-        s->tcp_sent += (uint64_t)n;
-        return n;
-    }
+    serve_peer(s, false);
+    if (!s->moved || s->back)
+        return tcp_send(s, iov, iovcnt, 0, nonblock);
     size_t total = iov_total(iov, iovcnt), done = 0;
     while (done < total) {
+        if (s->back) {   /* the peer asked meanwhile: the rest by TCP, after the ring's */
+            ssize_t t = tcp_send(s, iov, iovcnt, done, nonblock);
+            return t > 0 ? (ssize_t)done + t : done ? (ssize_t)done : t;
+        }
         bool was_empty = false;
         ssize_t r = fabric_ring_write(s->ring, iov, iovcnt, done, &was_empty);
         if (r > 0) {
@@ -246,6 +328,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
                 return done ? (ssize_t)done : broken(s);
             if (sleeps)
                 bell(s);   /* only a reader that said it sleeps: one spinning needs none */
+            serve_peer(s, false);   /* the write looked at the peer's count */
             if (nonblock)
                 break;
             continue;
@@ -267,7 +350,12 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
             return done ? (ssize_t)done : broken(s);
         if (fabric_ring_writable(s->ring) != 0 || spin_for(s, false))
             continue;
-        wait_news(s, tcp_done(s));
+        serve_peer(s, false);   /* (writable looked) */
+        if (s->back)
+            continue;
+        /* the socket tells of the peer's end, unless the peer's bytes come
+         * by TCP now: then it may be readable for good */
+        wait_news(s, ring_phase(s) && !fabric_ring_peer_went_back(s->ring));
     }
     return (ssize_t)done;
 }
@@ -346,19 +434,29 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
     if (s->peer_moved && total > s->peer_tcp - s->tcp_read)
         total = (size_t)(s->peer_tcp - s->tcp_read);
     struct msghdr mh = { .msg_iov = cut, .msg_iovlen = (size_t)iov_cut(iov, iovcnt, total, cut) };
-    ssize_t n = s->tcp_eof ? -1 : shunt_real.recvmsg(s->fd, &mh, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+    /* A peek first, the header after, then only the peer's bytes before
+     * its move are taken: once it went back, the bytes it sends by TCP
+     * come after its ring's, and a read before the header was known may
+     * have reached them (the header had landed before the first of them
+     * was sent, so a look after the read finds it). */
+    ssize_t n = s->tcp_eof ? -1 : shunt_real.recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_PEEK);
     int err = s->tcp_eof ? EAGAIN : errno;
-    /* after the read, never before: see the file's comment */
     if (look_header(s) < 0)
         return -EIO;
     if (n > 0) {
-        /* read before the header was known: the peer sends nothing by TCP
-         * after its move, so more than its count is not this protocol */
-        if (s->peer_moved && (uint64_t)n > s->peer_tcp - s->tcp_read)
-            return broken(s);
-        if (!peek)
-            s->tcp_read += (uint64_t)n;
-        return n;
+        uint64_t data = (uint64_t)n;
+        if (s->peer_moved && data > s->peer_tcp - s->tcp_read)
+            data = s->peer_tcp - s->tcp_read;
+        if (data == 0)
+            return -EAGAIN;
+        if (!peek) {
+            struct iovec take[MAX_IOV];
+            struct msghdr tm = { .msg_iov = take, .msg_iovlen = (size_t)iov_cut(iov, iovcnt, (size_t)data, take) };
+            if (shunt_real.recvmsg(s->fd, &tm, MSG_DONTWAIT) != (ssize_t)data)
+                return broken(s);   /* the bytes just seen are gone: another reader */
+            s->tcp_read += data;
+        }
+        return (ssize_t)data;
     }
     if (n == 0 && total > 0) {
         s->tcp_eof = true;
@@ -369,6 +467,40 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
     return -EAGAIN;
 }
 
+/* After the ring's way back: the socket, as plain TCP (a blocking wait
+ * still watches the engine, so that asks from the peer are served). */
+static ssize_t recv_back(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
+{
+    for (;;) {
+        struct iovec cut[MAX_IOV];
+        struct msghdr mh = { .msg_iov = cut, .msg_iovlen = (size_t)iov_skip(iov, iovcnt, 0, cut) };
+        ssize_t n = shunt_real.recvmsg(s->fd, &mh, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+        if (n >= 0)
+            return n;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        if (nonblock)
+            return -EAGAIN;
+        serve_peer(s, true);
+        wait_news(s, true);
+    }
+}
+
+/* The ring's answer, as fabric_ring_read's, but for its way back, which
+ * turns the reader to the socket (-EAGAIN then: look again). */
+static ssize_t read_ring(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek)
+{
+    bool was_full = false;
+    ssize_t r = fabric_ring_read(s->ring, iov, iovcnt, peek, &was_full);
+    if (r > 0 && was_full && !peek)
+        bell(s);   /* the peer may be waiting for room */
+    if (r == -EXDEV) {
+        s->peer_back = true;
+        return -EAGAIN;
+    }
+    return r >= 0 || r == -EAGAIN ? r : broken(s);
+}
+
 ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
 {
     if (s->broken)
@@ -376,31 +508,30 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
     if (iov_total(iov, iovcnt) == 0)
         return 0;
     for (;;) {
-        if (!tcp_done(s)) {
+        if (s->broken)
+            return -EIO;
+        if (s->peer_back)
+            return recv_back(s, iov, iovcnt, peek, nonblock);
+        if (!ring_phase(s)) {
             ssize_t n = recv_tcp(s, iov, iovcnt, peek);
             if (n != -EAGAIN)
                 return n;
-            if (!tcp_done(s)) {
+            if (!ring_phase(s)) {
                 if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
                     return s->tcp_error ? -s->tcp_error : 0;
                 if (nonblock)
                     return -EAGAIN;
+                serve_peer(s, true);
                 /* a prefix of a hello held: the socket stays readable, nap */
                 wait_news(s, !(s->await_hello && s->hello_partial_since));
                 continue;
             }
         }
-        bool was_full = false;
-        ssize_t r = fabric_ring_read(s->ring, iov, iovcnt, peek, &was_full);
-        if (r > 0) {
-            if (was_full && !peek)
-                bell(s);   /* the peer may be waiting for room */
-            return r;
-        }
-        if (r == 0)
-            return 0;   /* the peer's FIN, after all its bytes */
-        if (r != -EAGAIN)
-            return broken(s);
+        ssize_t r = read_ring(s, iov, iovcnt, peek);
+        if (r >= 0)
+            return r;   /* bytes, or the peer's FIN after all of them */
+        if (r != -EAGAIN || s->peer_back)
+            continue;   /* broken, or the way back: the loop's first tests answer */
         /* the peer's end shows only on the socket; a loop of nonblocking
          * reads looks at it once in 64 (a system call each otherwise), a
          * read that will sleep every time */
@@ -409,20 +540,26 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         if (s->broken)
             return -EIO;
         if (s->tcp_eof) {
-            /* the peer's process is gone without a FIN in the ring: what
-             * landed before is delivered, then what TCP said */
-            r = fabric_ring_read(s->ring, iov, iovcnt, peek, NULL);
-            if (r >= 0 || r != -EAGAIN)
-                return r >= 0 ? r : broken(s);
+            /* the peer's process is gone without a FIN or the way back in
+             * the ring: what landed before is delivered, then what TCP said */
+            r = read_ring(s, iov, iovcnt, peek);
+            if (r >= 0)
+                return r;
+            if (r != -EAGAIN || s->peer_back)
+                continue;
             return s->tcp_error ? -s->tcp_error : 0;
         }
         if (nonblock)
             return -EAGAIN;
+        serve_peer(s, true);   /* a peer that asks may wait for our way back */
         if (spin_for(s, true))
             continue;
         if (fabric_ring_sleep(s->ring) < 0)
             return broken(s);
-        if (fabric_ring_readable(s->ring) != 0)
+        char c;
+        struct iovec one = { &c, 1 };
+        r = fabric_ring_read(s->ring, &one, 1, true, NULL);   /* bytes, the FIN, the way back: no sleep */
+        if (r != -EAGAIN)
             continue;
         wait_news(s, true);
     }
@@ -430,53 +567,61 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
 
 short fabric_stream_before_sleep(struct fabric_stream *s)
 {
-    if (!s->broken && tcp_done(s) && fabric_ring_sleep(s->ring) < 0)
+    if (!s->broken && ring_phase(s) && fabric_ring_sleep(s->ring) < 0)
         broken(s);
     return fabric_stream_poll(s);
+}
+
+/* The socket's own readiness for events (a poll that does not wait). */
+static short socket_ready(const struct fabric_stream *s, short events)
+{
+    struct pollfd p = { .fd = s->fd, .events = events };
+    return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
 }
 
 short fabric_stream_poll(struct fabric_stream *s)
 {
     if (s->broken)
         return POLLIN | POLLOUT | POLLERR;
+    serve_peer(s, true);
     short rev = 0;
-    if (!tcp_done(s) && settle_hello(s) == -EAGAIN) {
+    if (s->peer_back) {
+        /* after the ring's way back: the socket's */
+    } else if (!ring_phase(s) && settle_hello(s) == -EAGAIN) {
         /* nothing yet, or a prefix of a hello held: not the program's */
     } else if (s->broken) {
         return POLLIN | POLLOUT | POLLERR;
-    } else if (!tcp_done(s)) {
+    } else if (!ring_phase(s)) {
         int avail = 0;
-        struct pollfd p = { .fd = s->fd, .events = POLLIN };
-        int ready = shunt_real.poll(&p, 1, 0);
-        if (ready > 0 && shunt_real.ioctl(s->fd, FIONREAD, &avail) < 0)
+        short ready = socket_ready(s, POLLIN);
+        if (ready && shunt_real.ioctl(s->fd, FIONREAD, &avail) < 0)
             avail = 0;
         if (look_header(s) < 0)
             return POLLIN | POLLOUT | POLLERR;
         if (!s->peer_moved) {
-            if (ready > 0)
+            if (ready)
                 rev |= POLLIN;   /* the program's bytes, or the end of them */
         } else if (s->tcp_read < s->peer_tcp && avail > 0) {
             rev |= POLLIN;       /* the last of its TCP bytes */
         }
     }
-    if (!(rev & POLLIN)) {
+    if (!(rev & POLLIN) && !s->peer_back && ring_phase(s)) {
         char c;
         struct iovec v = { &c, 1 };
         look_socket_end(s);
         if (s->broken)
             return POLLIN | POLLOUT | POLLERR;
-        ssize_t r = tcp_done(s) ? fabric_ring_read(s->ring, &v, 1, true, NULL) : -EAGAIN;
-        if (r >= 0 || (r == -EAGAIN && tcp_done(s) && s->tcp_eof))
-            rev |= POLLIN;
-        else if (r != -EAGAIN) {
-            broken(s);
+        ssize_t r = read_ring(s, &v, 1, true);
+        if (s->broken)
             return POLLIN | POLLOUT | POLLERR;
-        }
+        if (r >= 0 || (r == -EAGAIN && !s->peer_back && s->tcp_eof))
+            rev |= POLLIN;   /* bytes, the FIN, or the peer's end */
     }
+    if (s->peer_back && (socket_ready(s, POLLIN) & (POLLIN | POLLHUP | POLLERR)))
+        rev |= POLLIN;
     if (!s->fin) {
-        if (!s->moved) {
-            struct pollfd p = { .fd = s->fd, .events = POLLOUT };
-            if (shunt_real.poll(&p, 1, 0) > 0 && (p.revents & POLLOUT))
+        if (!s->moved || s->back) {
+            if (socket_ready(s, POLLOUT) & POLLOUT)
                 rev |= POLLOUT;
         } else if (fabric_ring_writable(s->ring) > 0) {
             rev |= POLLOUT;
@@ -491,6 +636,12 @@ int fabric_stream_shutdown(struct fabric_stream *s)
         return -EIO;
     if (s->fin)
         return 0;
+    if (s->back) {   /* the direction is TCP's again: so is its end */
+        if (shunt_real.shutdown(s->fd, SHUT_WR) < 0)
+            return -errno;
+        s->fin = true;
+        return 0;
+    }
     int r = fabric_stream_move(s);
     if (r < 0)
         return r;

@@ -58,11 +58,14 @@ struct fabric_stream {
     int fd;                       /* the connection's TCP socket */
     /* sending */
     bool moved;                   /* the header is in the ring: writes go there */
-    bool fin;                     /* shut down for writing (a FIN in the ring) */
+    bool fin;                     /* shut down for writing (a FIN in the ring, or TCP's once back) */
+    bool back;                    /* went back to TCP: the ring's count is marked, writes go by TCP */
     uint64_t tcp_sent;            /* program bytes sent by TCP before the move */
     uint64_t bells_sent;
     /* receiving */
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
+    bool peer_back;               /* the ring was read to the peer's mark: the rest comes by TCP */
+    bool asked;                   /* this end asked the peer to go back (fabric_stream_ask) */
     uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
     uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
@@ -125,7 +128,25 @@ int fabric_stream_hello(struct fabric_stream *s, uint32_t tag, uint64_t cookie, 
                         const void *blob, size_t len);
 
 /* shutdown(SHUT_WR): moves if it had not, then a FIN in the ring
- * (-ENOTCONN as fabric_stream_move). */
+ * (-ENOTCONN as fabric_stream_move), or TCP's own once this end is back. */
 int fabric_stream_shutdown(struct fabric_stream *s);
+
+/* Going back to kernel TCP, each direction on its own (the TCP stream
+ * carries the program's bytes only, so nothing needs taking out of it):
+ *   - an end's sending side goes back by marking its ring's last count
+ *     (fabric_ring_go_back: no room needed, so a full ring, or a reader
+ *     that never reads again, never holds it), flushing it, then ringing;
+ *     its writes go by TCP from then on.  The reader reads the ring to the
+ *     mark, then the socket.  A TCP byte it finds while its ring shows no
+ *     mark breaks the stream (the mark lands before the first such byte is
+ *     sent, and the ring is looked at after the socket);
+ *   - an end asks the peer to send that way (fabric_stream_ask): the peer
+ *     goes back at its next call on the stream (a doorbell brings a
+ *     sleeper to it), and the asking end reads its ring to the mark.
+ *
+ * fabric_stream_return: 0 (also for an end that never moved: it never
+ * will), or -errno. */
+int fabric_stream_return(struct fabric_stream *s);
+int fabric_stream_ask(struct fabric_stream *s);
 
 #endif
