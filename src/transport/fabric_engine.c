@@ -76,6 +76,8 @@
     X(ucp_rkey_destroy, void, (ucp_rkey_h))                                                                  \
     X(ucp_put_nbx, ucs_status_ptr_t, (ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,                  \
                                       const ucp_request_param_t *))                                          \
+    X(ucp_get_nbx, ucs_status_ptr_t, (ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,                        \
+                                      const ucp_request_param_t *))                                          \
     X(ucp_worker_set_am_recv_handler, ucs_status_t, (ucp_worker_h, const ucp_am_handler_param_t *))          \
     X(ucp_am_send_nbx, ucs_status_ptr_t, (ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,    \
                                           const ucp_request_param_t *))                                      \
@@ -412,6 +414,12 @@ int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t l
 {
     ucp_request_param_t rp = { 0 };
     return finish(p->e, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp));
+}
+
+int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len)
+{
+    ucp_request_param_t rp = { 0 };
+    return finish(p->e, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp));
 }
 
 int fabric_bell(struct fabric_peer *p)

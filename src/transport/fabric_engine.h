@@ -75,6 +75,9 @@ void fabric_peer_close(struct fabric_peer *p);
  * peer drives its worker; the operation is abandoned, not undone, and src
  * may still be read until the caller closes the peer, which it then must). */
 int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len);
+/* Reads len bytes at offset of the peer's region into dst: 0 or -errno,
+ * as fabric_put. */
+int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len);
 int fabric_fence(struct fabric_peer *p);
 /* A doorbell: an active message that makes the peer's wake-up fd readable
  * (an armed worker's), carrying nothing; a put wakes nobody.  Never waits

@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/clock.h"
 #include "base/own_file.h"
@@ -67,6 +68,10 @@
 /* In the consumed count, from some count on in every one: the reader asks
  * the writer to stop writing into the ring (fabric_ring_ask). */
 #define ASK_BIT (1ull << 61)
+/* ... or leaves: it reads nothing past this count, which stays as it is,
+ * and the writer sends again by TCP what it wrote past it
+ * (fabric_ring_leave).  Implies ASK_BIT. */
+#define LEAVE_BIT (1ull << 60)
 /* How long an index may stay half-landed before it counts as garbage: a
  * TCP lane finishes a split put with its next segment, which a
  * retransmission may delay by a few hundred ms. */
@@ -94,7 +99,7 @@ _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the 
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, and BACK_BIT in written */
+#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, and BACK_BIT in written */
 
 /* The blob's fixed part, then addr_len bytes of worker address and
  * rkey_len bytes of the region's key.  Native byte order: both ends run
@@ -126,6 +131,7 @@ struct fabric_ring {
     bool rx_back;                /* ... carried BACK_BIT */
     uint64_t rx_consumed;        /* ours */
     bool rx_asked;               /* we asked the writer to stop (ASK_BIT in every count we put) */
+    bool rx_left;                /* we left the ring (LEAVE_BIT): rx_consumed is final */
 
     struct fabric_peer *peer;
     uint64_t tx_size;
@@ -134,6 +140,10 @@ struct fabric_ring {
     uint64_t tx_consumed;        /* the last good count the peer put back */
     uint64_t tx_peer_sleeps;     /* ... carried SLEEP_BIT: 1, else 0 (a count for wake_hint) */
     bool tx_peer_asks;           /* a count the peer put back carried ASK_BIT (kept once seen) */
+    bool tx_peer_left;           /* ... LEAVE_BIT: tx_consumed is final */
+    unsigned char *tx_copy;      /* what we put into the peer's ring, by the same offsets (tx_size
+                                  * bytes, touched as used), to send again by TCP if the peer
+                                  * leaves; NULL where we read it back from there instead */
     bool tx_shut;
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
@@ -144,7 +154,7 @@ struct fabric_ring {
 /* Our consumed count as the peer gets it: with ASK_BIT once we asked. */
 static uint64_t consumed_word(const struct fabric_ring *f)
 {
-    return f->rx_consumed | (f->rx_asked ? ASK_BIT : 0);
+    return f->rx_consumed | (f->rx_asked ? ASK_BIT : 0) | (f->rx_left ? LEAVE_BIT : 0);
 }
 
 static void say(char *why, size_t len, const char *what)
@@ -231,6 +241,20 @@ ssize_t fabric_ring_blob(struct fabric_ring *f, const uint8_t nonce[FABRIC_RING_
     return (ssize_t)total;
 }
 
+/* Whether every lane maps the peer's region into this process (UCX's sysv
+ * and posix transports): the region then outlives the peer's process for
+ * as long as we keep the mapping, and what we put there can be read back
+ * after the peer left, even across its exec, at no cost before. */
+static bool lanes_map_peer(const char *lanes)
+{
+    if (!*lanes)
+        return false;
+    for (const char *l = lanes; *l; l += strcspn(l, ",") + (l[strcspn(l, ",")] == ','))
+        if (strncmp(l, "sysv/", 5) != 0 && strncmp(l, "posix/", 6) != 0)
+            return false;
+    return true;
+}
+
 /* Whether every lane stores into the peer's memory before the put
  * returns: UCX's shared-memory transports do (a copy into a mapped
  * segment, or the kernel's process_vm_writev). */
@@ -279,11 +303,23 @@ int fabric_ring_attach(struct fabric_ring *f, const void *blob, size_t len,
                                 whylen);
     if (r != 0)
         return r;
+    char lanes[128];
+    fabric_peer_lanes(f->peer, lanes, sizeof lanes);
+    if (!lanes_map_peer(lanes)) {
+        /* the copy of what we put (touched as used): the peer's memory may
+         * be gone when we need it back (RDMA, TCP lanes) */
+        void *copy = mmap(NULL, b.ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (copy == MAP_FAILED) {
+            fabric_peer_close(f->peer);
+            f->peer = NULL;
+            say(why, whylen, "no memory for the copy of the outgoing ring");
+            return -ENOMEM;
+        }
+        f->tx_copy = copy;
+    }
     f->tx_size = b.ring_size;
     f->tx_keys[0] = b.keys[0];
     f->tx_keys[1] = b.keys[1];
-    char lanes[128];
-    fabric_peer_lanes(f->peer, lanes, sizeof lanes);
     f->puts_land = lanes_land_at_once(lanes);
     if (nonce)
         memcpy(nonce, b.nonce, FABRIC_RING_NONCE);
@@ -328,13 +364,15 @@ static int refresh(struct fabric_ring *f, int s)
     if (r <= 0)
         return r;
     if (s == SLOT_CONSUMED) {
-        bool sleeps = v & SLEEP_BIT, asks = v & ASK_BIT;
-        v &= ~(SLEEP_BIT | ASK_BIT);
-        if (v - f->tx_consumed > f->tx_written - f->tx_consumed || v & FIN_BIT)
-            return -EIO;   /* back, or past what we wrote */
+        bool sleeps = v & SLEEP_BIT, asks = v & (ASK_BIT | LEAVE_BIT), left = v & LEAVE_BIT;
+        v &= ~(SLEEP_BIT | ASK_BIT | LEAVE_BIT);
+        if (v - f->tx_consumed > f->tx_written - f->tx_consumed || v & (FIN_BIT | BACK_BIT) ||
+            (f->tx_peer_left && (v != f->tx_consumed || !left)))
+            return -EIO;   /* back, past what we wrote, or moved after it left */
         f->tx_consumed = v;
         f->tx_peer_sleeps = sleeps;   /* 0 or 1 */
         f->tx_peer_asks |= asks;      /* an ask is never taken back */
+        f->tx_peer_left = left;
         return 0;
     }
     bool fin = v & FIN_BIT, back = v & BACK_BIT;
@@ -417,9 +455,17 @@ static int pieces(struct fabric_ring *f, const struct iovec *iov, int iovcnt, si
     return 0;
 }
 
+/* Puts from the copy where there is one, which keeps the bytes until the
+ * peer consumed them (on shared-memory lanes it cost a quarter of the
+ * 64 KiB stream's rate in fabric_ring_bench, so there the bytes are read
+ * back from the peer's region instead; on RDMA lanes a put's source is
+ * best memory the engine registered anyway). */
 static int put_piece(struct fabric_ring *f, uint64_t at, void *src, size_t n)
 {
-    return fabric_put(f->peer, DATA_AT + at, src, n);
+    if (!f->tx_copy)
+        return fabric_put(f->peer, DATA_AT + at, src, n);
+    memcpy(f->tx_copy + at, src, n);
+    return fabric_put(f->peer, DATA_AT + at, f->tx_copy + at, n);
 }
 
 static int copy_piece(struct fabric_ring *f, uint64_t at, void *dst, size_t n)
@@ -449,7 +495,7 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
     int r = look(f, SLOT_CONSUMED);
     if (r != 0)
         return r;
-    if (f->tx_shut || f->peer_lost)
+    if (f->tx_shut || f->peer_lost || f->tx_peer_left)
         return -EPIPE;
     uint64_t before = f->tx_written;
     uint64_t space = f->tx_size - (before - f->tx_consumed);
@@ -476,6 +522,8 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
 ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iovcnt, bool peek,
                          bool *was_full)
 {
+    if (f->rx_left)
+        return -EPIPE;   /* its count is final: the writer sends the rest by TCP */
     int r = look(f, SLOT_WRITTEN);
     if (r != 0)
         return r;
@@ -488,8 +536,10 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     if (peek || done == 0)
         return (ssize_t)done;
     f->rx_consumed = before + done;
-    if (!f->peer || f->peer_lost)
-        return (ssize_t)done;   /* the space goes back at the attach; or to nobody */
+    if (!f->peer || f->peer_lost || f->tx_peer_left)
+        return (ssize_t)done;   /* the space goes back at the attach; or to nobody (a peer that
+                                 * left may not drive its engine any more: over TCP lanes a put
+                                 * to it would wait for nothing) */
     atomic_thread_fence(memory_order_release);   /* the copies out before the put that frees their space */
     r = put_slot(f, SLOT_CONSUMED, consumed_word(f));   /* after the copy out: the space is free now */
     if (r != 0) {
@@ -552,21 +602,67 @@ int fabric_ring_go_back(struct fabric_ring *f)
     return end_with(f, BACK_BIT);
 }
 
-int fabric_ring_ask(struct fabric_ring *f)
+/* Sets a flag that every consumed count we put from now on carries, and
+ * puts one now, flushed. */
+static int tell_peer(struct fabric_ring *f, bool *flag)
 {
     int r = attached(f);
     if (r != 0 || f->peer_lost)
         return r ? r : -EPIPE;
-    f->rx_asked = true;
+    *flag = true;
     r = put_slot(f, SLOT_CONSUMED, consumed_word(f));
     if (r == 0)
         r = fabric_flush(f->peer);
     return r ? (int)broke(f, r) : 0;
 }
 
+int fabric_ring_ask(struct fabric_ring *f)
+{
+    return tell_peer(f, &f->rx_asked);
+}
+
 bool fabric_ring_peer_asked(const struct fabric_ring *f)
 {
     return f->tx_peer_asks;
+}
+
+int fabric_ring_leave(struct fabric_ring *f)
+{
+    return tell_peer(f, &f->rx_left);
+}
+
+bool fabric_ring_peer_left(const struct fabric_ring *f)
+{
+    return f->tx_peer_left;
+}
+
+uint64_t fabric_ring_peer_consumed(const struct fabric_ring *f)
+{
+    return f->tx_consumed;
+}
+
+uint64_t fabric_ring_written(const struct fabric_ring *f)
+{
+    return f->tx_written;
+}
+
+ssize_t fabric_ring_unread(struct fabric_ring *f, uint64_t from, void *buf, size_t cap)
+{
+    if (!f->peer || from - f->tx_consumed > f->tx_written - f->tx_consumed)
+        return -EINVAL;   /* (from is ours: within what the peer had not read) */
+    uint64_t n = f->tx_written - from, at = from & (f->tx_size - 1);
+    if (n > cap)
+        n = cap;
+    if (n > f->tx_size - at)
+        n = f->tx_size - at;   /* up to the ring's end; the caller asks again for the rest */
+    if (n == 0)
+        return 0;
+    if (f->tx_copy) {
+        memcpy(buf, f->tx_copy + at, n);
+        return (ssize_t)n;
+    }
+    int r = fabric_get(f->peer, DATA_AT + at, buf, n);
+    return r ? r : (ssize_t)n;
 }
 
 bool fabric_ring_peer_went_back(struct fabric_ring *f)
@@ -577,8 +673,8 @@ bool fabric_ring_peer_went_back(struct fabric_ring *f)
 int fabric_ring_sleep(struct fabric_ring *f)
 {
     int r = attached(f);
-    if (r != 0 || f->peer_lost)
-        return r;   /* (lost: nobody to tell) */
+    if (r != 0 || f->peer_lost || f->tx_peer_left)
+        return r;   /* (lost or left: nobody to tell) */
     r = put_slot(f, SLOT_CONSUMED, consumed_word(f) | SLEEP_BIT);
     if (r == 0)
         r = landed(f);
@@ -589,7 +685,7 @@ int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
 {
     *sleeps = false;
     int r = attached(f);
-    if (r != 0 || f->peer_lost)
+    if (r != 0 || f->peer_lost || f->tx_peer_left)
         return r;
     /* read after our last index landed, as every wake decision */
     r = wake_hint(f, SLOT_CONSUMED, &f->tx_peer_sleeps, 1, sleeps);
@@ -599,8 +695,8 @@ int fabric_ring_peer_sleeps(struct fabric_ring *f, bool *sleeps)
 int fabric_ring_bell(struct fabric_ring *f)
 {
     int r = attached(f);
-    if (r != 0 || f->peer_lost)
-        return r ? r : -EPIPE;   /* (lost: nobody to wake) */
+    if (r != 0 || f->peer_lost || f->tx_peer_left)
+        return r ? r : -EPIPE;   /* (lost or left: nobody to wake) */
     return fabric_bell(f->peer);   /* a failure leaves the end as it is: a doorbell is a hint */
 }
 
@@ -608,8 +704,8 @@ int fabric_ring_flush(struct fabric_ring *f)
 {
     if (f->broken)
         return -EIO;
-    if (!f->peer)
-        return 0;
+    if (!f->peer || f->tx_peer_left)
+        return 0;   /* (a peer that left waits for nothing of ours) */
     int r = fabric_flush(f->peer);
     return r ? (int)broke(f, r) : 0;
 }
@@ -628,6 +724,8 @@ void fabric_ring_close(struct fabric_ring *f)
         return;
     fabric_peer_close(f->peer);
     fabric_region_unmap(f->e, &f->reg);
+    if (f->tx_copy)
+        munmap(f->tx_copy, f->tx_size);
     free(f);
 }
 

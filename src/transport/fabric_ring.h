@@ -118,6 +118,27 @@ int fabric_ring_go_back(struct fabric_ring *f);
  * caller's.  0 or -errno. */
 int fabric_ring_ask(struct fabric_ring *f);
 bool fabric_ring_peer_asked(const struct fabric_ring *f);
+
+/* This end leaves the ring: it reads nothing more from it, and the writer
+ * is to send by TCP everything it wrote past what this end consumed
+ * (LEAVE_BIT, which asks too, in this count and every one after; the count
+ * never moves again), flushed.  For an end whose process is about to lose
+ * its engine (exec, or a child after fork).  0 or -errno. */
+int fabric_ring_leave(struct fabric_ring *f);
+/* Whether the peer left, by its count as last looked at (tx_consumed is
+ * then where it stopped reading). */
+bool fabric_ring_peer_left(const struct fabric_ring *f);
+/* Copies into buf (at most cap bytes, and not past the ring's end: call
+ * again for the rest) what this end wrote from stream position from on,
+ * which the peer has not consumed: from a copy kept of what was put, or,
+ * on lanes that map the peer's region here (sysv, posix), read back from
+ * it, which stays mapped after the peer's process let go of it.  The bytes
+ * copied, 0 when there are none, -EINVAL if from is not within what the
+ * peer had not read, or the engine's -errno. */
+ssize_t fabric_ring_unread(struct fabric_ring *f, uint64_t from, void *buf, size_t cap);
+/* The peer's consumed count as last looked at, and this end's written. */
+uint64_t fabric_ring_peer_consumed(const struct fabric_ring *f);
+uint64_t fabric_ring_written(const struct fabric_ring *f);
 /* Whether the peer's last count carries the way back (fabric_ring_go_back),
  * by a look now: bytes may still come before it. */
 bool fabric_ring_peer_went_back(struct fabric_ring *f);

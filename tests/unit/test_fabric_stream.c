@@ -122,6 +122,49 @@ static void finish(struct fabric_engine *e, int sock, int fd, struct fabric_ring
     close(fd);
 }
 
+/* The next read of a loop: a random size, mostly small; now and then a
+ * pause first, so that bytes pile up and writers wait. */
+static struct iovec next_read(uint8_t *in, size_t cap)
+{
+    struct iovec v = { in, 1 + rnd(rnd(4) ? 3000 : cap - 1) };
+    if (rnd(8) == 0)
+        usleep((useconds_t)rnd(300));
+    return v;
+}
+
+/* A read's answer r, checked: bytes against the pattern (got moves), or
+ * 0 once every byte came (EOF).  Whether anything happened. */
+static bool took(int from_side, ssize_t r, const uint8_t *in, uint64_t *got, bool *eof)
+{
+    if (r == -EAGAIN)
+        return false;
+    if (r == 0) {
+        CHECK(*got, ==, STREAM_BYTES);
+        *eof = true;
+        return true;
+    }
+    if (r < 0)
+        FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)*got,
+             stream.broken_line);
+    check_bytes(from_side, *got, in, (size_t)r);
+    *got += (uint64_t)r;
+    return true;
+}
+
+/* Nothing moved: the wait a program under shunt makes (the stream says it
+ * sleeps, then a poll on the socket and the engine's fd), briefly. */
+static void nap(struct fabric_engine *e, int fd)
+{
+    short ev = fabric_stream_before_sleep(&stream);
+    CHECK(ev & POLLERR, ==, 0);
+    if (!(ev & POLLIN)) {
+        struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = fabric_engine_efd(e), .events = POLLIN } };
+        if (fabric_engine_arm(e))
+            poll(p, 2, 1);
+        fabric_engine_progress(e);
+    }
+}
+
 /* Both directions at once until both ends saw EOF; this end moves once it
  * sent move_at bytes (UINT64_MAX: at its shutdown), or as soon after as its
  * ring is attached; goes back to TCP once it sent back_at bytes, and asks
@@ -171,43 +214,22 @@ static void exchange_back(struct fabric_engine *e, int fd, int i, uint64_t move_
             }
         }
         if (!eof) {
-            size_t n = 1 + rnd(rnd(4) ? 3000 : sizeof in - 1);
-            struct iovec v = { in, n };
-            if (rnd(8) == 0)
-                usleep((useconds_t)rnd(300));
+            struct iovec v = next_read(in, sizeof in);
             if (rnd(5) == 0) {   /* a peek shows what the read then returns */
                 ssize_t p = fabric_stream_recv(&stream, &v, 1, true, true);
                 if (p > 0)
                     check_bytes(1 - i, got, in, (size_t)p);
             }
-            ssize_t r = fabric_stream_recv(&stream, &v, 1, false, true);
-            if (r == 0) {
-                CHECK(got, ==, STREAM_BYTES);
-                eof = progress = true;
-            } else if (r != -EAGAIN) {
-                if (r < 0)
-                    FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)got,
-                         stream.broken_line);
-                check_bytes(1 - i, got, in, (size_t)r);
-                got += (uint64_t)r;
+            if (took(1 - i, fabric_stream_recv(&stream, &v, 1, false, true), in, &got, &eof))
                 progress = true;
-            }
         }
-        if (!progress) {
-            short ev = fabric_stream_before_sleep(&stream);
-            CHECK(ev & POLLERR, ==, 0);
-            if (!(ev & POLLIN)) {
-                struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-                                       { .fd = fabric_engine_efd(e), .events = POLLIN } };
-                if (fabric_engine_arm(e))
-                    poll(p, 2, 1);
-                fabric_engine_progress(e);
-            }
-        }
+        if (!progress)
+            nap(e, fd);
         if (now_s() > until)
             FAIL("stuck: sent %llu, got %llu, moved %d, peer moved %d", (unsigned long long)sent,
                  (unsigned long long)got, stream.moved, stream.peer_moved);
     }
+    CHECK(fabric_stream_settle(&stream, true), ==, 0);   /* as a close would: what is owed by TCP */
     CHECK(stream.moved || (stream.back && back_at < move_at), ==, 1);
     if (stream.moved)
         CHECK(stream.bells_sent, >, 0);   /* at least the move's */
@@ -264,6 +286,116 @@ static void run_back(struct fabric_engine *e, int sock, int i, const char *tls)
     if (!stream.moved)
         CHECK(stream.tcp_sent, ==, STREAM_BYTES);
     free(peer);
+    finish(e, sock, fd, f);
+}
+
+/* One end leaves the fabric at a random point, as a process about to exec
+ * a program without shunt (or a child after fork) will, and goes on as
+ * plain TCP: its reads and writes are the socket's own from then on; on
+ * shared-memory lanes it may also close its ring at once (an exec ends its
+ * memory).  The other end goes on with the stream: it must notice, send
+ * again by TCP what the leaver had not read from the ring, then the rest,
+ * and read the leaver's ring to its mark, then its TCP bytes.  Every byte
+ * in both directions, then EOF. */
+static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
+    /* the leaving side, when (its bytes read), whether it closes its ring,
+     * and when the other goes back to TCP on its own before (UINT64_MAX:
+     * never), so that its ring may hold bytes before its mark that the
+     * leaver never reads, which must come before its TCP bytes */
+    uint64_t plan[4];
+    if (i == 0) {
+        plan[0] = rnd(2);
+        plan[1] = rnd(STREAM_BYTES / 2);
+        plan[2] = tls == NULL && rnd(2);
+        plan[3] = rnd(2) ? rnd(STREAM_BYTES / 2) : UINT64_MAX;
+        send_blob(sock, plan, sizeof plan);
+    } else {
+        uint32_t n;
+        uint64_t *p = recv_blob(sock, &n);
+        CHECK(n, ==, sizeof plan);
+        memcpy(plan, p, sizeof plan);
+        free(p);
+    }
+    bool leaver = plan[0] == (uint64_t)i, left = false;
+    uint64_t move_at = rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 2);
+    uint64_t sent = 0, got = 0;
+    bool shut = false, eof = false;
+    static uint8_t out[70000], in[70000];
+    double until = now_s() + 60;
+    while (!(shut && eof)) {
+        bool progress = false;
+        if (leaver && !left && got >= plan[1]) {
+            CHECK(fabric_stream_leave(&stream), ==, 0);
+            left = true;
+            if (plan[2]) {   /* its memory gone, as after an exec */
+                fabric_ring_close(f);
+                f = NULL;
+            }
+        }
+        if (!left && !stream.moved && sent >= move_at)
+            CHECK(fabric_stream_move(&stream), ==, 0);
+        if (!leaver && stream.moved && !stream.back && sent >= plan[3])
+            CHECK(fabric_stream_return(&stream), ==, 0);
+        if (left && !plan[2])
+            fabric_engine_progress(e);   /* a process that keeps its engine drives it */
+        if (sent < STREAM_BYTES) {
+            size_t n = 1 + rnd(rnd(4) ? 2000 : sizeof out - 1);
+            if (n > STREAM_BYTES - sent)
+                n = STREAM_BYTES - sent;
+            fill(i, sent, out, n);
+            struct iovec v = { out, n };
+            ssize_t r;
+            if (left) {
+                r = send(fd, out, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+                r = r < 0 ? -errno : r;
+            } else {
+                r = fabric_stream_send(&stream, &v, 1, true);
+            }
+            if (r == -EWOULDBLOCK)
+                r = -EAGAIN;
+            if (r != -EAGAIN) {
+                if (r <= 0)
+                    FAIL("send: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)sent,
+                         stream.broken_line);
+                sent += (uint64_t)r;
+                progress = true;
+            }
+        } else if (!shut) {
+            int r = left ? (shutdown(fd, SHUT_WR) == 0 ? 0 : -errno) : fabric_stream_shutdown(&stream);
+            CHECK(r, ==, 0);
+            shut = progress = true;
+        }
+        if (!eof) {
+            struct iovec v = next_read(in, sizeof in);
+            ssize_t r = left ? recv(fd, in, v.iov_len, MSG_DONTWAIT) : fabric_stream_recv(&stream, &v, 1, false, true);
+            if (left && r < 0)
+                r = errno == EWOULDBLOCK ? -EAGAIN : -errno;
+            if (took(1 - i, r, in, &got, &eof))
+                progress = true;
+        }
+        if (!progress) {
+            if (left) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                poll(&p, 1, 1);
+            } else {
+                nap(e, fd);
+            }
+        }
+        if (now_s() > until)
+            FAIL("stuck: sent %llu, got %llu, left %d, leaver %d", (unsigned long long)sent, (unsigned long long)got,
+                 left, leaver);
+    }
+    CHECK(left, ==, leaver);
+    if (!leaver)
+        CHECK(fabric_stream_settle(&stream, true), ==, 0);   /* as a close would */
+    /* an end that stayed on the ring had to notice to send the rest (one
+     * that went back on its own may have had nothing left to send again) */
+    if (!leaver && stream.moved && plan[3] == UINT64_MAX)
+        CHECK(stream.peer_left, ==, 1);
     finish(e, sock, fd, f);
 }
 
@@ -365,22 +497,23 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
     struct fabric_ring *f;
     start(e, sock, i, tls, 4096, &fd, &f);
     static uint8_t buf[70000];
-    /* the reader asks the writer back to TCP in half the runs, while the
-     * writer is still sending (it cannot be done before the reader has
-     * nearly all: a ring of 4 KiB), so the writer must go back */
-    uint64_t ask_at = UINT64_MAX;
-    if (i == 1) {
-        ask_at = rnd(2) ? 1 + rnd(STREAM_BYTES / 2) : UINT64_MAX;
-        send_blob(sock, &ask_at, sizeof ask_at);
-    } else {
-        uint32_t n;
-        uint64_t *a = recv_blob(sock, &n);
-        CHECK(n, ==, sizeof ask_at);
-        ask_at = *a;
-        free(a);
-    }
-    if (i == 0) {   /* the writer: moves at a random offset */
-        uint64_t move_at = 1 + rnd(STREAM_BYTES - 1), sent = 0;
+    /* the writer moves at a random offset; the reader asks it back to TCP
+     * in half the runs; each tells the other */
+    uint64_t plan[2] = { 1 + rnd(STREAM_BYTES - 1), rnd(2) ? 1 + rnd(STREAM_BYTES / 2) : UINT64_MAX };
+    send_blob(sock, &plan[i], sizeof plan[i]);
+    uint32_t len;
+    uint64_t *theirs = recv_blob(sock, &len);
+    CHECK(len, ==, sizeof plan[0]);
+    plan[1 - i] = *theirs;
+    free(theirs);
+    uint64_t move_at = plan[0], ask_at = plan[1];
+    /* asked while it still sent through the ring when it moved in the first
+     * half (the rest cannot all fit a 4 KiB ring before the reader has
+     * nearly all, and it asks in the first half); a writer that moved later
+     * may have had everything in the socket's buffers by then */
+    bool must_go_back = ask_at != UINT64_MAX && move_at <= STREAM_BYTES / 2;
+    if (i == 0) {
+        uint64_t sent = 0;
         while (sent < STREAM_BYTES) {
             if (!stream.moved && sent >= move_at)
                 CHECK(fabric_stream_move(&stream), ==, 0);
@@ -398,8 +531,11 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
             sent += (uint64_t)r;
         }
         CHECK(fabric_stream_shutdown(&stream), ==, 0);
-        if (ask_at != UINT64_MAX)
-            CHECK(stream.back, ==, 1);   /* asked while it sent: the rest went by TCP */
+        CHECK(fabric_stream_settle(&stream, true), ==, 0);   /* as a close would */
+        if (must_go_back)
+            CHECK(stream.back, ==, 1);
+        if (ask_at == UINT64_MAX)
+            CHECK(stream.back, ==, 0);
     } else {   /* the reader: moves first or never (it sends nothing) */
         if (rnd(2))
             CHECK(fabric_stream_move(&stream), ==, 0);
@@ -426,13 +562,18 @@ static void run_blocking(struct fabric_engine *e, int sock, int i, const char *t
         CHECK(got, ==, STREAM_BYTES);
         CHECK(stream.peer_moved, ==, 1);
         CHECK(stream.peer_tcp, <, STREAM_BYTES);   /* the ring carried the rest */
-        CHECK(stream.peer_back, ==, ask_at != UINT64_MAX);
+        if (must_go_back)
+            CHECK(stream.peer_back, ==, 1);
+        if (ask_at == UINT64_MAX)
+            CHECK(stream.peer_back, ==, 0);
     }
     /* a wait is ended by a doorbell, not by its bound (100 ms): one that is
      * never rung shows as waits that time out */
     if (stream.sleeps_timed_out > 3 + stream.sleeps / 8)
-        FAIL("%llu of %llu waits ended without a doorbell", (unsigned long long)stream.sleeps_timed_out,
-             (unsigned long long)stream.sleeps);
+        FAIL("%llu of %llu waits ended without a doorbell (move at %llu, ask at %llu, back %d, peer back %d, "
+             "peer moved %d, peer tcp %llu)", (unsigned long long)stream.sleeps_timed_out,
+             (unsigned long long)stream.sleeps, (unsigned long long)move_at, (unsigned long long)ask_at,
+             stream.back, stream.peer_back, stream.peer_moved, (unsigned long long)stream.peer_tcp);
     finish(e, sock, fd, f);
 }
 
@@ -461,6 +602,8 @@ static void side(int sock, int i, const void *arg)
         run_blocking(e, sock, i, tls);
         phase = "back";
         run_back(e, sock, i, tls);
+        phase = "leave";
+        run_leave(e, sock, i, tls);
         phase = "handover";
         run_handover(e, sock, i, tls, false);
         phase = "hello";

@@ -71,6 +71,9 @@ static int iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *o
     return k;
 }
 
+static int settle_hello(struct fabric_stream *s);
+static void push_owed(struct fabric_stream *s);
+
 /* The stream is broken for good; the line that found it, for the log. */
 #define broken(s) broken_at((s), __LINE__)
 static int broken_at(struct fabric_stream *s, int line)
@@ -111,6 +114,12 @@ int fabric_stream_move(struct fabric_stream *s)
         return 0;   /* (back before it moved: it never will) */
     if (s->broken)
         return -EIO;
+    /* a peer that left reads no ring: this end stays on TCP (should it
+     * leave just after this look, what goes into the ring is sent again) */
+    if (fabric_ring_writable(s->ring) >= 0 && fabric_ring_peer_left(s->ring)) {
+        s->back = true;
+        return 0;
+    }
     const void *blob = s->hand_blob;
     size_t len = s->hand_len;
     if (len > FABRIC_STREAM_BLOB_MAX)
@@ -124,9 +133,14 @@ int fabric_stream_move(struct fabric_stream *s)
     ssize_t w = fabric_ring_write(s->ring, v, 2, 0, NULL);
     if (w == -ENOTCONN)
         return -ENOTCONN;   /* the peer's blob has not come yet: nothing to move onto */
+    if (w == -EPIPE && fabric_ring_peer_left(s->ring)) {
+        s->back = true;     /* it left after the look above: this end stays on TCP */
+        return 0;
+    }
     if (w != (ssize_t)(sizeof h + len) || fabric_ring_flush(s->ring) < 0)
         return broken(s);
     s->moved = true;
+    s->header_len = sizeof h + len;
     /* a reader asleep must come and read the header: the next write may
      * find the ring not empty (the header) and ring none */
     bell(s);
@@ -261,6 +275,39 @@ int fabric_stream_return(struct fabric_stream *s)
     return 0;
 }
 
+int fabric_stream_leave(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->left)
+        return 0;
+    /* a hello's prefix held: the server's bytes, not the program's, or the
+     * reverse; either way the socket's next reader must not have to tell */
+    while (s->await_hello && settle_hello(s) == -EAGAIN) {
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        shunt_real.poll(&p, 1, 1);
+    }
+    if (s->broken)
+        return -EIO;
+    int r = fabric_ring_leave(s->ring);
+    if (r == -ENOTCONN)
+        return r;
+    if (r < 0 && r != -EPIPE)
+        return broken(s);
+    /* the sending side: a mark for a peer that still reads its ring */
+    if (!s->back && !s->fin) {
+        if (!s->moved)
+            s->back = true;
+        else if (fabric_ring_go_back(s->ring) == 0 && fabric_ring_flush(s->ring) == 0)
+            s->back = true;
+        else
+            return broken(s);
+    }
+    bell(s);   /* a peer asleep must come and send again what this end leaves */
+    s->left = true;
+    return 0;
+}
+
 int fabric_stream_ask(struct fabric_stream *s)
 {
     if (s->broken)
@@ -278,22 +325,88 @@ int fabric_stream_ask(struct fabric_stream *s)
 }
 
 /* Goes back if the peer asked, by its count as last looked at (fresh when
- * `look` asks for a look first). */
+ * `look` asks for a look first).  If it left: no mark (nobody reads the
+ * ring), and what it had not read is owed by TCP, first. */
 static void serve_peer(struct fabric_stream *s, bool look)
 {
-    if (!s->moved || s->back || s->fin || s->broken)
+    if (!s->moved || s->broken || s->peer_left)
         return;
     if (look && fabric_ring_writable(s->ring) < 0) {
         broken(s);
         return;
     }
-    if (fabric_ring_peer_asked(s->ring))
+    if (fabric_ring_peer_left(s->ring)) {
+        s->peer_left = true;
+        uint64_t from = fabric_ring_peer_consumed(s->ring);
+        s->resend_pos = from > s->header_len ? from : s->header_len;   /* the header is not the program's */
+        s->resend_end = fabric_ring_written(s->ring);
+        if (s->resend_end < s->resend_pos)
+            s->resend_end = s->resend_pos;
+        if (s->fin && !s->back)
+            s->fin_owed = true;   /* the ring's FIN, which it will not read: TCP's, after the bytes */
+        s->back = true;
+        return;
+    }
+    if (!s->back && !s->fin && fabric_ring_peer_asked(s->ring))
         fabric_stream_return(s);
+}
+
+/* What an end that went back owes before its first byte or FIN by TCP:
+ * its ring read to the mark (else a peer that leaves later would get the
+ * bytes it sends again behind these), or, if the peer left, what it had
+ * not read, sent again; then a FIN owed.  0 once clear, -EAGAIN while not
+ * (nonblock; a blocking call waits), or -errno. */
+static int clear_tcp(struct fabric_stream *s, bool nonblock)
+{
+    while (s->moved && s->back) {
+        serve_peer(s, true);
+        if (s->broken)
+            return -EIO;
+        if (s->peer_left) {
+            if (s->resend_pos == s->resend_end)
+                break;
+            uint8_t chunk[16384];
+            size_t want = s->resend_end - s->resend_pos < sizeof chunk ? (size_t)(s->resend_end - s->resend_pos)
+                                                                        : sizeof chunk;
+            ssize_t got = fabric_ring_unread(s->ring, s->resend_pos, chunk, want);
+            if (got <= 0)
+                return broken(s);   /* the bytes the peer left cannot be had: EIO, never a gap */
+            ssize_t n = shunt_real.send(s->fd, chunk, (size_t)got, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                s->resend_pos += (uint64_t)n;
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                return -errno;
+        } else if (fabric_ring_peer_consumed(s->ring) == fabric_ring_written(s->ring)) {
+            break;   /* read to the mark */
+        }
+        if (nonblock)
+            return -EAGAIN;
+        wait_news(s, false);   /* the peer's read, or its leave, comes with a doorbell */
+    }
+    if (s->fin_owed) {
+        s->fin_owed = false;
+        if (shunt_real.shutdown(s->fd, SHUT_WR) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+int fabric_stream_settle(struct fabric_stream *s, bool wait)
+{
+    if (s->broken)
+        return -EIO;
+    serve_peer(s, true);
+    return clear_tcp(s, !wait);
 }
 
 /* The program's bytes by TCP, from byte skip of iov: sent, or -errno. */
 static ssize_t tcp_send(struct fabric_stream *s, const struct iovec *iov, int iovcnt, size_t skip, bool nonblock)
 {
+    int c = clear_tcp(s, nonblock);
+    if (c < 0)
+        return c;
     struct iovec rest[MAX_IOV];
     struct msghdr mh = { .msg_iov = rest, .msg_iovlen = (size_t)iov_skip(iov, iovcnt, skip, rest) };
     ssize_t n = shunt_real.sendmsg(s->fd, &mh, MSG_NOSIGNAL | (nonblock ? MSG_DONTWAIT : 0));
@@ -332,6 +445,11 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
             if (nonblock)
                 break;
             continue;
+        }
+        if (r == -EPIPE) {
+            serve_peer(s, false);   /* the peer left: the rest by TCP */
+            if (s->back)
+                continue;
         }
         if (r != -EAGAIN) {
             if (r != -EPIPE)
@@ -482,6 +600,7 @@ static ssize_t recv_back(struct fabric_stream *s, const struct iovec *iov, int i
         if (nonblock)
             return -EAGAIN;
         serve_peer(s, true);
+        push_owed(s);
         wait_news(s, true);
     }
 }
@@ -496,9 +615,18 @@ static ssize_t read_ring(struct fabric_stream *s, const struct iovec *iov, int i
         bell(s);   /* the peer may be waiting for room */
     if (r == -EXDEV) {
         s->peer_back = true;
+        bell(s);   /* read to its mark: the peer may wait for that to send by TCP */
         return -EAGAIN;
     }
     return r >= 0 || r == -EAGAIN ? r : broken(s);
+}
+
+/* Pushes what this end owes by TCP (nonblocking): a peer that left may be
+ * waiting for it before it sends anything this end would read. */
+static void push_owed(struct fabric_stream *s)
+{
+    if (s->fin_owed || s->resend_pos < s->resend_end)
+        (void)clear_tcp(s, true);
 }
 
 ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
@@ -507,6 +635,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         return -EIO;
     if (iov_total(iov, iovcnt) == 0)
         return 0;
+    push_owed(s);
     for (;;) {
         if (s->broken)
             return -EIO;
@@ -522,6 +651,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
                 if (nonblock)
                     return -EAGAIN;
                 serve_peer(s, true);
+                push_owed(s);
                 /* a prefix of a hello held: the socket stays readable, nap */
                 wait_news(s, !(s->await_hello && s->hello_partial_since));
                 continue;
@@ -535,8 +665,11 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         /* the peer's end shows only on the socket; a loop of nonblocking
          * reads looks at it once in 64 (a system call each otherwise), a
          * read that will sleep every time */
-        if (!nonblock || (s->empty_looks++ & 63) == 0)
+        if (!nonblock || (s->empty_looks++ & 63) == 0) {
             look_socket_end(s);
+            serve_peer(s, true);   /* and the peer's count: it may have asked, or left */
+            push_owed(s);
+        }
         if (s->broken)
             return -EIO;
         if (s->tcp_eof) {
@@ -552,6 +685,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         if (nonblock)
             return -EAGAIN;
         serve_peer(s, true);   /* a peer that asks may wait for our way back */
+        push_owed(s);
         if (spin_for(s, true))
             continue;
         if (fabric_ring_sleep(s->ring) < 0)
@@ -584,6 +718,7 @@ short fabric_stream_poll(struct fabric_stream *s)
     if (s->broken)
         return POLLIN | POLLOUT | POLLERR;
     serve_peer(s, true);
+    push_owed(s);
     short rev = 0;
     if (s->peer_back) {
         /* after the ring's way back: the socket's */
@@ -621,7 +756,7 @@ short fabric_stream_poll(struct fabric_stream *s)
         rev |= POLLIN;
     if (!s->fin) {
         if (!s->moved || s->back) {
-            if (socket_ready(s, POLLOUT) & POLLOUT)
+            if (clear_tcp(s, true) == 0 && (socket_ready(s, POLLOUT) & POLLOUT))
                 rev |= POLLOUT;
         } else if (fabric_ring_writable(s->ring) > 0) {
             rev |= POLLOUT;
@@ -636,11 +771,11 @@ int fabric_stream_shutdown(struct fabric_stream *s)
         return -EIO;
     if (s->fin)
         return 0;
-    if (s->back) {   /* the direction is TCP's again: so is its end */
-        if (shunt_real.shutdown(s->fd, SHUT_WR) < 0)
-            return -errno;
+    if (s->back) {   /* the direction is TCP's again: so is its end, once clear */
         s->fin = true;
-        return 0;
+        s->fin_owed = true;
+        int c = clear_tcp(s, true);
+        return c == -EAGAIN ? 0 : c;   /* (what is owed goes with the next calls) */
     }
     int r = fabric_stream_move(s);
     if (r < 0)

@@ -60,6 +60,11 @@ struct fabric_stream {
     bool moved;                   /* the header is in the ring: writes go there */
     bool fin;                     /* shut down for writing (a FIN in the ring, or TCP's once back) */
     bool back;                    /* went back to TCP: the ring's count is marked, writes go by TCP */
+    uint64_t header_len;          /* the header and blob at the start of the ring (once moved) */
+    bool peer_left;               /* the peer left the ring (fabric_stream_leave) ... */
+    uint64_t resend_pos, resend_end; /* ... and this is what it had not read, owed by TCP first */
+    bool fin_owed;                /* a FIN owed by TCP, after what is owed before it */
+    bool left;                    /* this end left the fabric (fabric_stream_leave): done with */
     uint64_t tcp_sent;            /* program bytes sent by TCP before the move */
     uint64_t bells_sent;
     /* receiving */
@@ -148,5 +153,27 @@ int fabric_stream_shutdown(struct fabric_stream *s);
  * will), or -errno. */
 int fabric_stream_return(struct fabric_stream *s);
 int fabric_stream_ask(struct fabric_stream *s);
+
+/* This end leaves the fabric for good, for a process about to lose its
+ * engine (an exec, a child after fork): it reads nothing more from its
+ * ring, whose bytes past what it read the peer sends again by TCP (it kept
+ * a copy: fabric_ring_leave), and its sending side goes back.  From then
+ * on the socket is plain TCP to whoever holds it: its next bytes are the
+ * peer's TCP bytes not read yet, then those the peer sends again, then the
+ * rest, in order; nothing waits for the peer, which does its part at its
+ * next call on the stream.  A hello prefix still held is settled first
+ * (at most HELLO_HOLD_NS).  0, -ENOTCONN (this end's ring is not attached:
+ * the peer could not be told), or -errno. */
+int fabric_stream_leave(struct fabric_stream *s);
+
+/* What this end owes by TCP and could not send yet, with no call of the
+ * program's to carry it: after it went back, its first TCP byte and its
+ * FIN wait until the peer read the ring to the mark (a peer leaving
+ * later would get what it had not read sent again behind them), and if
+ * the peer left, what it had not read goes first.  Every call on the
+ * stream pushes it; a close must (the program makes no call after).
+ * 0 once nothing is owed, -EAGAIN (!wait) while something is, -errno.
+ * With wait, it waits for the peer's reading as long as that takes. */
+int fabric_stream_settle(struct fabric_stream *s, bool wait);
 
 #endif
