@@ -690,13 +690,20 @@ static void run_no_hello(struct fabric_engine *e, int sock, int i, int variant)
         memcpy(data, hello_magic, 5);
         n = 5 + 60;
         fill(0, 5, data + 5, n - 5);
+    } else if (variant == 2) {   /* plain bytes, sent only once the client tried to leave */
+        n = 60;
+        fill(0, 0, data, n);
     } else {   /* a whole hello, for another cookie */
         uint8_t nonce[HELLO_NONCE] = { 1 };
         n = hello_build(data, sizeof data, 7, 1234, nonce, "blob", 4);
         CHECK(n, >, 0);
     }
     if (i == 0) {
-        if (variant == 0) {   /* the prefix, then the rest after the hold */
+        if (variant == 2) {
+            uint32_t len;
+            free(recv_blob(sock, &len));   /* the client tried */
+            CHECK(send(fd, data, n, 0), ==, (ssize_t)n);
+        } else if (variant == 0) {   /* the prefix, then the rest after the hold */
             CHECK(send(fd, data, 3, 0), ==, 3);
             usleep((useconds_t)(HELLO_HOLD_NS / 1000 + 100000));
             CHECK(send(fd, data + 3, n - 3, 0), ==, (ssize_t)(n - 3));
@@ -711,6 +718,16 @@ static void run_no_hello(struct fabric_engine *e, int sock, int i, int variant)
         stream.hello_cookie = 1235;   /* not the hello's */
         stream.on_hello = client_on_hello;
         hellos = 0;
+        if (variant == 2) {
+            /* nothing came yet: a hello may still come, which a program
+             * without shunt would take for data; leaving waits for it a
+             * while, then gives up with nothing changed */
+            double t0 = now_s();
+            CHECK(fabric_stream_leave(&stream), ==, -EAGAIN);
+            CHECK(now_s() - t0, >=, HELLO_HOLD_NS / 1e9 * 0.9);
+            CHECK(stream.left || !stream.await_hello, ==, 0);
+            send_blob(sock, "", 1);
+        }
         uint8_t in[sizeof data];
         size_t got = 0;
         for (;;) {
@@ -807,6 +824,8 @@ static void no_hello_side(int sock, int i, const void *arg)
     run_no_hello(e, sock, i, 0);
     phase = "no_hello_other_cookie";
     run_no_hello(e, sock, i, 1);
+    phase = "leave_before_hello";
+    run_no_hello(e, sock, i, 2);
     fabric_engine_close(e);
 }
 

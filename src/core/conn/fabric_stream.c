@@ -281,9 +281,13 @@ int fabric_stream_leave(struct fabric_stream *s)
         return -EIO;
     if (s->left)
         return 0;
-    /* a hello's prefix held: the server's bytes, not the program's, or the
-     * reverse; either way the socket's next reader must not have to tell */
+    /* a hello not settled yet (nothing come, or a prefix held): the socket's
+     * next reader could not tell it from the program's bytes.  Bounded: a
+     * server that says nothing first may never send one */
+    uint64_t until = clock_now_ns() + HELLO_HOLD_NS;
     while (s->await_hello && settle_hello(s) == -EAGAIN) {
+        if (clock_now_ns() > until)
+            return -EAGAIN;   /* nothing changed: the caller decides */
         struct pollfd p = { .fd = s->fd, .events = POLLIN };
         shunt_real.poll(&p, 1, 1);
     }

@@ -161,9 +161,12 @@ int fabric_stream_ask(struct fabric_stream *s);
  * on the socket is plain TCP to whoever holds it: its next bytes are the
  * peer's TCP bytes not read yet, then those the peer sends again, then the
  * rest, in order; nothing waits for the peer, which does its part at its
- * next call on the stream.  A hello prefix still held is settled first
- * (at most HELLO_HOLD_NS).  0, -ENOTCONN (this end's ring is not attached:
- * the peer could not be told), or -errno. */
+ * next call on the stream.  A client whose server's hello may still come
+ * (nothing arrived yet, or a prefix held) waits for it at most
+ * HELLO_HOLD_NS, then answers -EAGAIN with nothing changed: a program
+ * without shunt after it would take a late hello for data, and whether to
+ * wait longer is the caller's.  0, -ENOTCONN (this end's ring is not
+ * attached: the peer could not be told), -EAGAIN, or -errno. */
 int fabric_stream_leave(struct fabric_stream *s);
 
 /* What this end owes by TCP and could not send yet, with no call of the
