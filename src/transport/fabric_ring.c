@@ -83,23 +83,27 @@ struct fring_word {
     _Atomic uint64_t check;
 };
 
-/* The start of an end's region: written only by the peer's puts. */
+/* The start of an end's region: written only by the peer's puts, but for
+ * owner_left, which only its owner writes and the peer reads back. */
 struct fring_words {
     alignas(64) struct fring_word written;    /* bytes the peer put into our ring (| FIN_BIT) */
     alignas(64) struct fring_word consumed;   /* bytes the peer read out of its ring, our outgoing one */
+    alignas(64) _Atomic uint64_t owner_left;  /* we left before we attached (fabric_ring_leave_unattached) */
 };
 #define SLOT_WRITTEN 0
 #define SLOT_CONSUMED 1
-#define DATA_AT 128u
+#define DATA_AT 192u
 
 /* Both ends compute these offsets: a change must bump FRING_VERSION. */
 _Static_assert(offsetof(struct fring_words, written) == 0, "fring_words moved: bump FRING_VERSION");
 _Static_assert(offsetof(struct fring_words, consumed) == 64, "fring_words moved: bump FRING_VERSION");
+_Static_assert(offsetof(struct fring_words, owner_left) == 128, "fring_words moved: bump FRING_VERSION");
 _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the data: bump FRING_VERSION");
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, and BACK_BIT in written */
+#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, BACK_BIT in
+                            * written, owner_left */
 
 /* The blob's fixed part, then addr_len bytes of worker address and
  * rkey_len bytes of the region's key.  Native byte order: both ends run
@@ -205,6 +209,7 @@ int fabric_ring_open(struct fabric_engine *e, size_t rx_size, struct fabric_ring
         atomic_store_explicit(&w[s]->value, 0, memory_order_relaxed);
         atomic_store_explicit(&w[s]->check, f->keys[s], memory_order_relaxed);
     }
+    atomic_store_explicit(&f->words->owner_left, 0, memory_order_relaxed);
     *out = f;
     return 0;
 }
@@ -629,6 +634,36 @@ bool fabric_ring_peer_asked(const struct fabric_ring *f)
 int fabric_ring_leave(struct fabric_ring *f)
 {
     return tell_peer(f, &f->rx_left);
+}
+
+int fabric_ring_leave_unattached(struct fabric_ring *f, bool *header)
+{
+    *header = false;
+    if (f->peer)
+        return -EISCONN;
+    /* Dekker with the peer's fabric_ring_peer_owner_left: our store, then
+     * our look at the ring; its put of a count, then its read of the word */
+    atomic_store_explicit(&f->words->owner_left, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    int64_t n = fabric_ring_readable(f);
+    if (n < 0)
+        return (int)n;
+    *header = n > 0;
+    return 0;
+}
+
+int fabric_ring_peer_owner_left(struct fabric_ring *f, bool *left)
+{
+    *left = true;   /* what cannot be read back counts as gone */
+    int r = attached(f);
+    if (r != 0)
+        return r;
+    atomic_thread_fence(memory_order_seq_cst);   /* our count's store before this load */
+    uint64_t v = 1;
+    r = fabric_get(f->peer, offsetof(struct fring_words, owner_left), &v, sizeof v);
+    if (r == 0)
+        *left = v != 0;
+    return r;
 }
 
 bool fabric_ring_peer_left(const struct fabric_ring *f)

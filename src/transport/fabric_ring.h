@@ -125,6 +125,20 @@ bool fabric_ring_peer_asked(const struct fabric_ring *f);
  * never moves again), flushed.  For an end whose process is about to lose
  * its engine (exec, or a child after fork).  0 or -errno. */
 int fabric_ring_leave(struct fabric_ring *f);
+/* An end that leaves before it attached (it has not the peer's blob, so
+ * it cannot tell the peer anything): it says so in a word of its own
+ * region, then looks at its ring; *header: the peer had already put bytes
+ * there (its header and blob: the caller attaches and leaves as usual).
+ * Otherwise the peer finds the word when it reads it back after its first
+ * put (fabric_ring_peer_owner_left): each side stores before it loads, so
+ * one of them sees the other.  0, -EISCONN (attached: fabric_ring_leave),
+ * or -errno. */
+int fabric_ring_leave_unattached(struct fabric_ring *f, bool *header);
+/* Reads the peer's word back (after this end's first put landed): *left
+ * says it left before it attached, and is true too when the word cannot be
+ * read (0 or the engine's -errno then). */
+int fabric_ring_peer_owner_left(struct fabric_ring *f, bool *left);
+
 /* Whether the peer left, by its count as last looked at (tx_consumed is
  * then where it stopped reading). */
 bool fabric_ring_peer_left(const struct fabric_ring *f);

@@ -297,31 +297,45 @@ static void run_back(struct fabric_engine *e, int sock, int i, const char *tls)
  * again by TCP what the leaver had not read from the ring, then the rest,
  * and read the leaver's ring to its mark, then its TCP bytes.  Every byte
  * in both directions, then EOF. */
+/* The plan of a leave run, side 0's, sent to side 1: the leaving side,
+ * when (its bytes read), whether it closes its ring, and when the other
+ * goes back to TCP on its own before (UINT64_MAX: never), so that its ring
+ * may hold bytes before its mark that the leaver never reads, which must
+ * come before its TCP bytes. */
+static void leave_plan(int sock, int i, uint64_t plan[4], uint64_t leaver, uint64_t leave_within, bool may_close)
+{
+    if (i == 0) {
+        plan[0] = leaver;
+        plan[1] = rnd(leave_within);
+        plan[2] = may_close && rnd(2);
+        plan[3] = rnd(2) ? rnd(STREAM_BYTES / 2) : UINT64_MAX;
+        send_blob(sock, plan, 4 * sizeof *plan);
+    } else {
+        uint32_t n;
+        uint64_t *p = recv_blob(sock, &n);
+        CHECK(n, ==, 4 * sizeof *plan);
+        memcpy(plan, p, 4 * sizeof *plan);
+        free(p);
+    }
+}
+
+static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[4],
+                       uint64_t move_at);
+
 static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
 {
     int fd;
     struct fabric_ring *f;
     start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
-    /* the leaving side, when (its bytes read), whether it closes its ring,
-     * and when the other goes back to TCP on its own before (UINT64_MAX:
-     * never), so that its ring may hold bytes before its mark that the
-     * leaver never reads, which must come before its TCP bytes */
     uint64_t plan[4];
-    if (i == 0) {
-        plan[0] = rnd(2);
-        plan[1] = rnd(STREAM_BYTES / 2);
-        plan[2] = tls == NULL && rnd(2);
-        plan[3] = rnd(2) ? rnd(STREAM_BYTES / 2) : UINT64_MAX;
-        send_blob(sock, plan, sizeof plan);
-    } else {
-        uint32_t n;
-        uint64_t *p = recv_blob(sock, &n);
-        CHECK(n, ==, sizeof plan);
-        memcpy(plan, p, sizeof plan);
-        free(p);
-    }
+    leave_plan(sock, i, plan, rnd(2), STREAM_BYTES / 2, tls == NULL);
+    leave_loop(e, sock, fd, f, i, plan, rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 2));
+}
+
+static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[4],
+                       uint64_t move_at)
+{
     bool leaver = plan[0] == (uint64_t)i, left = false;
-    uint64_t move_at = rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 2);
     uint64_t sent = 0, got = 0;
     bool shut = false, eof = false;
     static uint8_t out[70000], in[70000];
@@ -336,8 +350,11 @@ static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
                 f = NULL;
             }
         }
-        if (!left && !stream.moved && sent >= move_at)
-            CHECK(fabric_stream_move(&stream), ==, 0);
+        if (!left && !stream.moved && sent >= move_at) {
+            int m = fabric_stream_move(&stream);
+            if (m != -ENOTCONN)   /* not before the hello attached it */
+                CHECK(m, ==, 0);
+        }
         if (!leaver && stream.moved && !stream.back && sent >= plan[3])
             CHECK(fabric_stream_return(&stream), ==, 0);
         if (left && !plan[2])
@@ -366,8 +383,10 @@ static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
             }
         } else if (!shut) {
             int r = left ? (shutdown(fd, SHUT_WR) == 0 ? 0 : -errno) : fabric_stream_shutdown(&stream);
-            CHECK(r, ==, 0);
-            shut = progress = true;
+            if (r != -ENOTCONN) {   /* not before the hello attached it */
+                CHECK(r, ==, 0);
+                shut = progress = true;
+            }
         }
         if (!eof) {
             struct iovec v = next_read(in, sizeof in);
@@ -588,6 +607,7 @@ static void say_phase(int status, void *side_no)
 }
 
 static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls);
+static void run_leave_unattached(struct fabric_engine *e, int sock, int i, const char *tls);
 
 static void side(int sock, int i, const void *arg)
 {
@@ -604,6 +624,8 @@ static void side(int sock, int i, const void *arg)
         run_back(e, sock, i, tls);
         phase = "leave";
         run_leave(e, sock, i, tls);
+        phase = "leave_unattached";
+        run_leave_unattached(e, sock, i, tls);
         phase = "handover";
         run_handover(e, sock, i, tls, false);
         phase = "hello";
@@ -635,17 +657,13 @@ static int client_on_hello(void *ctx, const struct hello *h)
     return 0;
 }
 
-/* The whole meeting over the TCP connection itself: the server's hello
- * first in the stream (naming the client's socket by a tag and cookie the
- * test makes up, as the SYN's option would give them), the client strips it
- * and attaches, then hands its blob over in the server's ring. */
-static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
+/* The start of a connection as it will be under shunt: the server's hello
+ * first on the TCP connection (naming the client's socket by a tag and
+ * cookie the test makes up, as the SYN's option would give them), which
+ * the client strips and attaches by; the client hands its blob over in
+ * the server's ring when it moves. */
+static void meet_by_hello(int sock, int i, struct fabric_ring *f)
 {
-    (void)tls;
-    int fd = tcp_pair(sock, i);
-    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
-    stream.ctx = f;
-    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
     uint64_t names[2];
     if (i == 0) {
         names[0] = rnd(1u << 31);
@@ -659,8 +677,6 @@ static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
         stream.on_peer_blob = server_attach;
         attached = 0;
         CHECK(fabric_stream_hello(&stream, (uint32_t)names[0], names[1], nonce_sent, blob, (size_t)n), ==, 0);
-        exchange(e, fd, i, move_at);
-        CHECK(attached, ==, 1);
     } else {
         uint32_t len;
         uint64_t *got = recv_blob(sock, &len);
@@ -671,9 +687,23 @@ static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
         stream.on_hello = client_on_hello;
         free(got);
         hellos = 0;
-        exchange(e, fd, i, move_at);
-        CHECK(hellos, ==, 1);
     }
+}
+
+/* The whole meeting over the TCP connection itself: the server's hello
+ * first in the stream (naming the client's socket by a tag and cookie the
+ * test makes up, as the SYN's option would give them), the client strips it
+ * and attaches, then hands its blob over in the server's ring. */
+static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    (void)tls;
+    int fd = tcp_pair(sock, i);
+    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
+    stream.ctx = f;
+    uint64_t move_at = rnd(4) == 0 ? UINT64_MAX : rnd(4) == 0 ? 0 : rnd(STREAM_BYTES);
+    meet_by_hello(sock, i, f);
+    exchange(e, fd, i, move_at);
+    CHECK(i == 0 ? attached : hellos, ==, 1);
     finish(e, sock, fd, f);
 }
 
@@ -827,6 +857,22 @@ static void no_hello_side(int sock, int i, const void *arg)
     phase = "leave_before_hello";
     run_no_hello(e, sock, i, 2);
     fabric_engine_close(e);
+}
+
+/* The server leaves soon after its hello, before or after the client's
+ * move put the client's header and blob into its ring: attached by them
+ * and leaving as usual, or leaving unattached, which the client's move
+ * must notice (fabric_ring_peer_owner_left) and stay on TCP. */
+static void run_leave_unattached(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    (void)tls;
+    int fd = tcp_pair(sock, i);
+    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
+    stream.ctx = f;
+    meet_by_hello(sock, i, f);
+    uint64_t plan[4];
+    leave_plan(sock, i, plan, 0, 3000, false);
+    leave_loop(e, sock, fd, f, i, plan, rnd(2) ? 0 : rnd(3000));
 }
 
 int main(void)

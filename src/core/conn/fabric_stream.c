@@ -141,6 +141,21 @@ int fabric_stream_move(struct fabric_stream *s)
         return broken(s);
     s->moved = true;
     s->header_len = sizeof h + len;
+    /* the header has landed: did the peer leave before it attached (then
+     * it will never read it)?  Read after our put, as it looked at its ring
+     * after saying so: one of the two sees the other */
+    bool gone;
+    int g = fabric_ring_peer_owner_left(s->ring, &gone);
+    if (gone) {
+        /* nothing of the program's is in the ring: nothing to send again,
+         * nothing to wait for; the word unreadable, a peer still there
+         * must find the way back after the header */
+        if (g < 0 && fabric_ring_go_back(s->ring) == 0)
+            fabric_ring_flush(s->ring);
+        s->back = true;
+        s->peer_left = g == 0;
+        return 0;
+    }
     /* a reader asleep must come and read the header: the next write may
      * find the ring not empty (the header) and ring none */
     bell(s);
@@ -294,8 +309,23 @@ int fabric_stream_leave(struct fabric_stream *s)
     if (s->broken)
         return -EIO;
     int r = fabric_ring_leave(s->ring);
-    if (r == -ENOTCONN)
-        return r;
+    if (r == -ENOTCONN) {
+        /* not attached: the peer cannot be told, but it looks before it
+         * writes anything of its program's into the ring */
+        bool header;
+        r = fabric_ring_leave_unattached(s->ring, &header);
+        if (r < 0)
+            return broken(s);
+        if (!header) {
+            s->back = true;   /* (never moved: it cannot, unattached) */
+            s->left = true;
+            return 0;
+        }
+        /* it moved already: its header and blob attach this end */
+        if (look_header(s) < 0 || !s->peer_moved)
+            return broken(s);
+        r = fabric_ring_leave(s->ring);
+    }
     if (r < 0 && r != -EPIPE)
         return broken(s);
     /* the sending side: a mark for a peer that still reads its ring */
@@ -382,8 +412,9 @@ static int clear_tcp(struct fabric_stream *s, bool nonblock)
             }
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 return -errno;
-        } else if (fabric_ring_peer_consumed(s->ring) == fabric_ring_written(s->ring)) {
-            break;   /* read to the mark */
+        } else if (fabric_ring_peer_consumed(s->ring) == fabric_ring_written(s->ring) ||
+                   fabric_ring_written(s->ring) == s->header_len) {
+            break;   /* read to the mark, or nothing of the program's before it */
         }
         if (nonblock)
             return -EAGAIN;
