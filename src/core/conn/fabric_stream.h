@@ -2,10 +2,11 @@
  * fabric_stream.h: one connection's byte stream once both processes are
  * proven and their fabric rings attached (issue 19): the bytes each end
  * sent by TCP before it moved, then the ring, with the TCP connection left
- * as the companion whose end tells of the peer's.  Not yet used by connections:
- * the hello that proves the server and hands over its ring, and the paths
- * of the TCP kind that would call this, are not built
- * (docs/architecture.md, "Built: the fabric stream").
+ * as the companion whose end tells of the peer's.  Not yet used by
+ * connections: the paths of the TCP kind that would send the hello at
+ * accept, strip it at connect and call the rest are not built
+ * (docs/architecture.md, "Built: the fabric stream", and "Planned: the
+ * connection paths, fail-safe by leaving").
  *
  * The move, for each direction on its own (no word is shared: over the
  * fabric nothing can be compare-exchanged as a segment's negotiation word
@@ -15,8 +16,9 @@
  *     flushing that put; from then on its writes go to the ring, and it
  *     sends nothing by TCP;
  *   - the reading end reads the peer's TCP bytes until it finds that
- *     header, then P of them in all, then the ring.  A TCP byte beyond P is
- *     not this protocol's (the stream breaks).
+ *     header, then P of them in all, then the ring.  A TCP byte beyond P
+ *     while the ring shows no way back (below) is not this protocol's (the
+ *     stream breaks).
  * The TCP stream thus carries the program's bytes only.  Doorbells are the
  * engine's active messages (fabric_ring_bell), which wake a wait on the
  * engine's fd, and they are hints (the ring is the truth): a write that
