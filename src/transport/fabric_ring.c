@@ -155,7 +155,8 @@ struct fabric_ring {
                                   * lane) is gone; our ring stays readable, nothing goes out */
 };
 
-/* Our consumed count as the peer gets it: with ASK_BIT once we asked. */
+/* Our consumed count as the peer gets it: with ASK_BIT once we asked,
+ * LEAVE_BIT once we left. */
 static uint64_t consumed_word(const struct fabric_ring *f)
 {
     return f->rx_consumed | (f->rx_asked ? ASK_BIT : 0) | (f->rx_left ? LEAVE_BIT : 0);

@@ -7,10 +7,13 @@
  * Each end maps one region of its own that the peer may put into, holding
  * its receive ring and two published words:
  *   - written: the peer's count of bytes ever put into this ring (with the
- *     FIN bit), put by the peer after a fence behind the bytes it covers;
+ *     FIN bit, or the way back to TCP: fabric_ring_go_back), put by the
+ *     peer after a fence behind the bytes it covers;
  *   - consumed: the peer's count of bytes ever read out of *our* outgoing
  *     ring (which lives in the peer's region), put back by the peer after
- *     each read.
+ *     each read (with its sleep, ask and leave bits);
+ * and one word the owner writes and the peer reads back, owner_left
+ * (fabric_ring_leave_unattached).
  * A writer never puts past the consumed count it read, so a ring is the
  * flow-control window, as in shunt's own rings: nothing queues without
  * bound (why UCX's stream API was rejected).
