@@ -329,14 +329,8 @@ int fabric_stream_leave(struct fabric_stream *s)
     if (r < 0 && r != -EPIPE)
         return broken(s);
     /* the sending side: a mark for a peer that still reads its ring */
-    if (!s->back && !s->fin) {
-        if (!s->moved)
-            s->back = true;
-        else if (fabric_ring_go_back(s->ring) == 0 && fabric_ring_flush(s->ring) == 0)
-            s->back = true;
-        else
-            return broken(s);
-    }
+    if (fabric_stream_return(s) < 0)
+        return -EIO;
     bell(s);   /* a peer asleep must come and send again what this end leaves */
     s->left = true;
     return 0;
