@@ -15,6 +15,7 @@ static volatile sig_atomic_t hits;
 static pthread_t main_thread;
 static int writer_fd;
 static atomic_int go;
+static atomic_int calling;   /* the main thread is about to make its recv */
 static int late_ms;
 
 static void on_signal(int sig)
@@ -26,6 +27,10 @@ static void on_signal(int sig)
 static void *signal_then_data(void *arg)
 {
 	(void)arg;
+	/* a loaded machine may not run the main thread for 50 ms: a signal
+	 * before its call interrupts nothing, with or without shunt */
+	while (!atomic_load(&calling))
+		sleep_ms(1);
 	sleep_ms(50);
 	CHECK(pthread_kill(main_thread, SIGUSR1), ==, 0);
 	for (int i = 0; i < late_ms / 10 && !atomic_load(&go); i++)
@@ -45,8 +50,10 @@ static void blocked_recv(int a, int sa, int flags, ssize_t expect)
 	hits = 0;
 	writer_fd = sa;
 	atomic_store(&go, 0);
+	atomic_store(&calling, 0);
 	late_ms = expect < 0 ? 3000 : 300;
 	CHECK(pthread_create(&th, NULL, signal_then_data, NULL), ==, 0);
+	atomic_store(&calling, 1);
 	r = recv(a, buf, sizeof(buf), 0);
 	if (expect < 0) {
 		CHECK(r, ==, -1);
