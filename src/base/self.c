@@ -9,3 +9,4 @@ pid_t shunt_pid;
 struct shunt_settings shunt_settings;
 atomic_int shunt_sandbox;
 SHUNT_TLS bool shunt_vfork_sandboxed;
+SHUNT_TLS unsigned shunt_in_engine;

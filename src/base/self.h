@@ -37,6 +37,10 @@ extern atomic_int shunt_sandbox;
  * parent, whose memory it borrows, goes on as before; interpose/vfork.c
  * clears it when the parent resumes). */
 extern SHUNT_TLS bool shunt_vfork_sandboxed;
+/* This thread is inside shunt's calls into the fabric engine (UCX): the
+ * sockets it makes there are the engine's, never the program's
+ * (interpose/socket_calls.c), and what their listeners accept too. */
+extern SHUNT_TLS unsigned shunt_in_engine;
 
 static inline bool shunt_sandboxed(void)
 {

@@ -200,6 +200,21 @@ static int parse_poll_kernel_calls(const char *v, struct shunt_settings *s, char
     return parse_count(v, &s->poll_kernel_calls, "calls", err, errlen);
 }
 
+static int parse_fabric(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->fabric, err, errlen);
+}
+
+static int parse_fabric_lanes(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    if (!*v || strlen(v) >= sizeof s->fabric_lanes || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_^,") != strlen(v)) {
+        snprintf(err, errlen, "'%s' is not a list of UCX transports (such as sysv,posix or ^tcp,cma)", v);
+        return -1;
+    }
+    strcpy(s->fabric_lanes, v);
+    return 0;
+}
+
 const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_ACCEL", "1", "0 or 1",
       "Accelerate connections whose peer also runs shunt; 0 leaves every connection on kernel TCP "
@@ -251,6 +266,14 @@ const struct setting_def shunt_setting_defs[] = {
       "container's profile) first tries the system calls shunt makes of its own in a short-lived child; "
       "if one is refused, or with 0, the program runs with every call passed through and its connections "
       "on kernel TCP (reason sandbox). A filter the program installs itself is read instead", parse_sandbox_probe },
+    { "SHUNT_FABRIC", "1", "0 or 1",
+      "A connection whose peer process runs shunt where shunt's own rings do not reach (another host, a "
+      "container with its own /dev/shm; the SYN says so once `shunt fabric enable` ran on the client's "
+      "host) moves onto the fabric engine (UCX, loaded on first need); 0 keeps such connections on kernel "
+      "TCP (reason remote_shunt)", parse_fabric },
+    { "SHUNT_FABRIC_LANES", "^tcp,cma", "UCX transport list",
+      "The engine's lanes, in UCX_TLS's syntax: by default every lane but UCX's TCP (slower than kernel "
+      "TCP) and cma; tcp forces UCX's TCP lanes (for tests)", parse_fabric_lanes },
     { "SHUNT_LOG", "off", "off|error|warn|info|debug|trace",
       "What shunt records, each line with pid, fd and the connection id shunt stat shows: info the "
       "outcomes (accelerated, or kernel TCP and why), debug each negotiation step and state change, trace "

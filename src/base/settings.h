@@ -27,6 +27,8 @@ struct shunt_settings {
     size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
     bool short_conns;       /* destinations whose connections proved short get kernel TCP (core/conn/short_conns.c) */
     bool sandbox_probe;     /* a process started under a seccomp filter tries shunt's calls in a child */
+    bool fabric;            /* connections to a shunt process out of the rings' reach ride the engine (UCX) */
+    char fabric_lanes[64];  /* the engine's lanes (UCX_TLS syntax) */
 };
 
 struct setting_def {

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "core/conn/fabric_conn.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/splice.h"
 #include "core/fd/call_marks.h"
@@ -76,6 +77,7 @@ static SHUNT_TLS bool passing_named;
 
 static void leave_unless_shunt(const int *fds, size_t n)
 {
+    fabric_conn_leave_fds(fds, n, "SCM_RIGHTS");   /* the receiver has no engine of ours */
     downgrade_sending(fds, n, passing_on, passing_named);
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/signals.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/sockstat.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
@@ -23,6 +24,7 @@ extern char **environ;
 SHUNT_EXPORT pid_t fork(void)
 {
     SANDBOX_PASS(shunt_real.fork());
+    fabric_conn_leave_all("fork", false);   /* a child may not use its parent's engine */
     spawn_actions_before_fork();
     epoll_before_fork();
     holders_before_fork();
@@ -80,6 +82,8 @@ SHUNT_EXPORT void _Exit(int status)
  * image (under shunt) takes them up again when it finds the fds. */
 #define AROUND_EXEC(call, path, fd, envp, search) \
     SANDBOX_PASS(call);                     \
+    if (!shunt_in_vfork_child)              \
+        fabric_conn_leave_all("exec", true); \
     downgrade_before_exec(path, fd, envp, search); \
     holders_before_exec();              \
     int r_ = call;                          \

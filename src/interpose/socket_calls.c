@@ -20,8 +20,10 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
     if (fd < 0)
         return -1;
     /* a TCP socket's object is made at its first use that needs one: a
-     * connect that stays kernel TCP never does (fdtable.h, LAZY) */
-    if (tcp_socket_wanted(domain, type, protocol))
+     * connect that stays kernel TCP never does (fdtable.h, LAZY); the
+     * engine's own are never the program's (passed through, and so is
+     * what their listeners accept) */
+    if (tcp_socket_wanted(domain, type, protocol) && !shunt_in_engine)
         fdt_install_lazy(fd, tcp_socket_lazy(domain, type));
     else
         fdt_install(fd, NULL);

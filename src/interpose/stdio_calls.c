@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "base/log.h"
 #include "core/conn/sockstat.h"
 #include "core/kinds/tcp_socket.h"
@@ -252,6 +253,8 @@ static void fall_back(int fd, const char *why)
     struct fdref f = fdt_get(fd);
     if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
+        if (atomic_load(&t->path) == PATH_FABRIC)
+            fabric_conn_leave(t, fd, "stdio", false);
         downgrade_leave(t, fd);
         if (atomic_load(&t->path) == PATH_TCP) {
             atomic_store(&t->reason, FB_STDIO);

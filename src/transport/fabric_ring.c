@@ -102,8 +102,12 @@ _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the 
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 3u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, BACK_BIT in
-                            * written, owner_left */
+#define FRING_VERSION 4u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, BACK_BIT in
+                            * written, owner_left; 4: OWNER_LEFT_SEEN */
+/* owner_left's values: 0, 1 (the owner left, or refused the peer, before it
+ * attached), OWNER_LEFT_SEEN (put by the peer: it saw that, and sends by TCP
+ * what it put into the ring) */
+#define OWNER_LEFT_SEEN 2u
 
 /* The blob's fixed part, then addr_len bytes of worker address and
  * rkey_len bytes of the region's key.  Native byte order: both ends run
@@ -665,6 +669,23 @@ int fabric_ring_peer_owner_left(struct fabric_ring *f, bool *left)
     if (r == 0)
         *left = v != 0;
     return r;
+}
+
+int fabric_ring_ack_owner_left(struct fabric_ring *f)
+{
+    int r = attached(f);
+    if (r != 0)
+        return r;
+    uint64_t v = OWNER_LEFT_SEEN;
+    r = fabric_put(f->peer, offsetof(struct fring_words, owner_left), &v, sizeof v);
+    if (r == 0)
+        r = fabric_flush(f->peer);
+    return r ? (int)broke(f, r) : 0;
+}
+
+bool fabric_ring_owner_left_seen(const struct fabric_ring *f)
+{
+    return atomic_load_explicit(&f->words->owner_left, memory_order_acquire) == OWNER_LEFT_SEEN;
 }
 
 bool fabric_ring_peer_left(const struct fabric_ring *f)

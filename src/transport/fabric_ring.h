@@ -142,6 +142,14 @@ int fabric_ring_leave_unattached(struct fabric_ring *f, bool *header);
  * read (0 or the engine's -errno then). */
 int fabric_ring_peer_owner_left(struct fabric_ring *f, bool *left);
 
+/* After the peer's word said it left (or refused this end) before it
+ * attached: this end says it saw that, in the same word, flushed, before it
+ * sends by TCP what it had put into the ring.  0 or -errno. */
+int fabric_ring_ack_owner_left(struct fabric_ring *f);
+/* Whether the peer said so (read in this end's own region: only a hint
+ * from the peer, which decides whose bytes it delivers, never where). */
+bool fabric_ring_owner_left_seen(const struct fabric_ring *f);
+
 /* Whether the peer left, by its count as last looked at (tx_consumed is
  * then where it stopped reading). */
 bool fabric_ring_peer_left(const struct fabric_ring *f);

@@ -17,8 +17,10 @@ netns.py's namespaces joined by veth pairs, both ends under `build/shunt run`
   a 3 MiB random value back with its sha256;
 - a client without shunt: kernel TCP, `no_offer` at the server; fabric disabled:
   today's behaviour exactly, `not_loopback` / `no_offer`; a server whose
-  namespace has a /dev/shm of its own (a container's): kernel TCP, `no_listener`
-  at the client, `no_offer` at the server;
+  namespace has a /dev/shm of its own (a container's) with SHUNT_FABRIC=0: kernel
+  TCP, `no_listener` at the client, `no_offer` at the server (with the engine on,
+  test_fabric_conn.py); the process mark's value never reaches the program, and
+  a SYN with it gets the server's hello;
 - a program that sets TCP_SAVE_SYN on its listener reads its own saved SYNs and
   reads back its own value before and after a connection (reason `saved_syn`);
   one that does not set it finds none and reads 0, as without shunt;
@@ -223,24 +225,32 @@ def server_with_own_shm(nets, ends, family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_private_dev_shm_falls_back(fabric, nets, ends, family):
-    """Fabric on, both ends under shunt, but the server's namespace has a
-    /dev/shm of its own (a container's tmpfs): the registries are not
-    shared, so nothing pairs: kernel TCP, bytes exact, no_listener at the
-    client (nobody it can see lists that address) and remote_shunt at the
-    server: the client marked its socket as a shunt process's, the SYN said
-    so, and the server knows its peer runs shunt where its rings do not
-    reach (no_offer before the mark existed)."""
+def test_private_dev_shm_falls_back(fabric, nets, ends_of, family):
+    """Fabric enabled on the host, both ends under shunt with SHUNT_FABRIC=0
+    (no engine), and the server's namespace has a /dev/shm of its own (a
+    container's tmpfs): the registries are not shared, so nothing pairs:
+    kernel TCP, bytes exact, no_listener at the client (nobody it can see
+    lists that address) and no_offer at the server: without the engine the
+    client does not mark its socket (only a process that takes a hello off
+    may say it runs shunt).  With the engine on, the same pair rides it
+    (test_fabric_conn.py)."""
+    ends = ends_of("shunt", SHUNT_FABRIC="0")
+    ends.__class__ = CrossEnds
     host, srv, port = server_with_own_shm(nets, ends, family)
     r = nets.run("b", ends.echo() + client_args(port, "bulk", host=host), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT)
     check_client(r, "bulk", expect_mapped=True)
     check_server_log(srv, "bulk")
     assert ends.reasons("client") == Counter({REASON["no_listener"]: 1}), ends.log("client")
-    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 1}), ends.log("server")
+    assert ends.reasons("server") == Counter({REASON["no_offer"]: 1}), ends.log("server")
     assert ends.pairs() == (set(), set())
     # the server listed its listener, in its own /dev/shm only
     assert "offered to other namespaces (" in "\n".join(ends.log("server"))
+
+
+def hellos(ends):
+    """Hellos the server sent (each to a SYN whose flag says its client runs shunt)."""
+    return len(re.findall(r"fabric: hello sent to a shunt client", "\n".join(ends.log("server"))))
 
 
 LOWAT_CLIENT = r'''
@@ -267,14 +277,15 @@ def test_process_mark_is_the_programs_never(fabric, nets, ends, family):
     connect): the program reads TCP_NOTSENT_LOWAT 0 after connect, as
     without shunt, and one that set its own value (12345) reads it back,
     and that socket goes unmarked.  The server (a container with its own
-    /dev/shm) sees the first SYN flagged (remote_shunt) and the second not
-    (no_offer)."""
+    /dev/shm) sees the first SYN flagged (it sends its hello, which the
+    client takes off) and the second not (no_offer)."""
     host, _, port = server_with_own_shm(nets, ends, family)
     r = nets.run("b", ends.argv([PYTHON, "-c", LOWAT_CLIENT, host, str(port)]), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT, check=True)
     assert r.stdout.decode().split() == ["LOWAT", "0", "0", "LOWAT", "12345", "12345"], r.stdout
-    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 1, REASON["no_offer"]: 1}), ends.log("server")
-    assert ends.reasons("client") == Counter({REASON["no_listener"]: 2}), ends.log("client")
+    assert ends.reasons("server") == Counter({REASON["no_offer"]: 1}), ends.log("server")
+    assert hellos(ends) == 1, ends.log("server")
+    assert ends.reasons("client") == Counter({REASON["no_listener"]: 1}), ends.log("client")
 
 
 UNREACHABLE_CLIENT = r'''
@@ -303,13 +314,13 @@ def test_mark_taken_off_when_connect_fails_at_once(fabric, nets, ends, family):
     fabric program never saw it) takes the mark off again: the program
     reads TCP_NOTSENT_LOWAT 0, as without shunt, blocking or not; the same
     socket's next connect is marked and consumed as any (0 again, and the
-    server sees the flag: remote_shunt).  The new socket's connect takes
-    this path without a socket object (tcp_connect_lazy)."""
+    server sees the flag: it sends its hello, which the client takes off)."""
     host, _, port = server_with_own_shm(nets, ends, family)
     r = nets.run("b", ends.argv([PYTHON, "-c", UNREACHABLE_CLIENT, host, str(port)]), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT, check=True)
     assert r.stdout.decode().split() == ["FAILED", "0", "AGAIN", "0"] * 2, r.stdout
-    assert ends.reasons("server") == Counter({REASON["remote_shunt"]: 2}), ends.log("server")
+    assert hellos(ends) == 2, ends.log("server")
+    assert not ends.reasons("server"), ends.log("server")
 
 
 # ------------------------------------------------------------------ the program's own saved SYNs

@@ -73,6 +73,7 @@ static int iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *o
 
 static int settle_hello(struct fabric_stream *s);
 static void push_owed(struct fabric_stream *s);
+static void look_owner_left(struct fabric_stream *s);
 
 /* The stream is broken for good; the line that found it, for the log. */
 #define broken(s) broken_at((s), __LINE__)
@@ -90,8 +91,10 @@ static int broken_at(struct fabric_stream *s, int line)
  * is bounded, and the ring is the truth. */
 static void bell(struct fabric_stream *s)
 {
-    if (fabric_ring_bell(s->ring) == 0)
+    if (s->ring && fabric_ring_bell(s->ring) == 0)
         s->bells_sent++;
+    if (s->on_bell)
+        s->on_bell(s->ctx);
 }
 
 static void put_le64(uint8_t *p, uint64_t v)
@@ -114,6 +117,8 @@ int fabric_stream_move(struct fabric_stream *s)
         return 0;   /* (back before it moved: it never will) */
     if (s->broken)
         return -EIO;
+    if (!s->ring)
+        return -ENOTCONN;   /* a client before its hello: no ring yet */
     /* a peer that left reads no ring: this end stays on TCP (should it
      * leave just after this look, what goes into the ring is sent again) */
     if (fabric_ring_writable(s->ring) >= 0 && fabric_ring_peer_left(s->ring)) {
@@ -165,7 +170,7 @@ int fabric_stream_move(struct fabric_stream *s)
 /* The peer's header, if it has landed: read once, checked. */
 static int look_header(struct fabric_stream *s)
 {
-    if (s->peer_moved)
+    if (s->peer_moved || s->refused || !s->ring)
         return 0;
     int64_t n = fabric_ring_readable(s->ring);
     if (n < 0)
@@ -183,9 +188,24 @@ static int look_header(struct fabric_stream *s)
     struct iovec w[2] = { { h, sizeof h }, { blob, (size_t)len } };
     if (fabric_ring_read(s->ring, w, 2, false, NULL) != (ssize_t)(sizeof h + len))
         return broken(s);
-    /* a blob nobody expects, none where one is awaited, or one refused */
-    if (!len != !s->on_peer_blob || (len && s->on_peer_blob(s->ctx, blob, (size_t)len) < 0))
+    /* a blob nobody expects, none where one is awaited, or one the caller
+     * cannot take */
+    int verdict = 0;
+    if (!len != !s->on_peer_blob || (len && (verdict = s->on_peer_blob(s->ctx, blob, (size_t)len)) < 0))
         return broken(s);
+    if (verdict > 0) {
+        /* refused (its process not proven): nothing is attached, and the
+         * peer learns it from our word (owner_left), says it saw it, and
+         * sends again by TCP what it put here; until then its bytes are
+         * TCP's, and only if its TCP ends without that word is the ring
+         * read after all (refused_end) */
+        bool header;
+        if (fabric_ring_leave_unattached(s->ring, &header) < 0)
+            return broken(s);
+        s->refused = true;
+        s->refused_tcp = p;
+        return 0;
+    }
     s->peer_tcp = p;
     s->peer_moved = true;
     if (len)
@@ -427,6 +447,7 @@ int fabric_stream_settle(struct fabric_stream *s, bool wait)
     if (s->broken)
         return -EIO;
     serve_peer(s, true);
+    look_owner_left(s);
     return clear_tcp(s, !wait);
 }
 
@@ -453,6 +474,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
     if (s->fin)
         return -EPIPE;
     serve_peer(s, false);
+    look_owner_left(s);
     if (!s->moved || s->back)
         return tcp_send(s, iov, iovcnt, 0, nonblock);
     size_t total = iov_total(iov, iovcnt), done = 0;
@@ -569,6 +591,51 @@ static int settle_hello(struct fabric_stream *s)
     return 0;
 }
 
+/* A refused peer's TCP ended: if it never said it saw the refusal (its
+ * process gone before it looked), what it put into the ring after the
+ * TCP bytes it counted is the rest of the stream, read here as if it had
+ * been taken (this end's own memory: nothing is put anywhere).  True then. */
+static bool refused_end(struct fabric_stream *s)
+{
+    if (!s->refused || s->peer_moved || fabric_ring_owner_left_seen(s->ring))
+        return false;
+    if (s->tcp_read != s->refused_tcp) {
+        broken(s);   /* more TCP bytes than it counted, and it never said why */
+        return true;
+    }
+    s->peer_tcp = s->refused_tcp;
+    s->peer_moved = true;
+    return true;
+}
+
+/* A client that moved, whose peer has not (no header in this end's ring):
+ * the peer may have refused it, or left, before it attached, after this
+ * end's look in fabric_stream_move.  Looked at before this end puts more
+ * into the ring and before it waits; seen, it says so and goes back as
+ * from a peer that left having read nothing. */
+static void look_owner_left(struct fabric_stream *s)
+{
+    if (!s->moved || s->back || s->left || s->broken || look_header(s) < 0 || s->peer_moved)
+        return;
+    bool gone;
+    int g = fabric_ring_peer_owner_left(s->ring, &gone);
+    if (!gone)
+        return;
+    if (g < 0 || fabric_ring_ack_owner_left(s->ring) < 0) {
+        broken(s);
+        return;
+    }
+    s->peer_left = true;
+    s->peer_refused = true;
+    s->resend_pos = s->header_len;
+    s->resend_end = fabric_ring_written(s->ring);
+    if (s->resend_end < s->resend_pos)
+        s->resend_end = s->resend_pos;
+    if (s->fin)
+        s->fin_owed = true;
+    s->back = true;
+}
+
 /* The peer's TCP bytes: -EAGAIN when there are none now (or no longer
  * any to expect), else what recv answers. */
 static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek)
@@ -629,6 +696,7 @@ static ssize_t recv_back(struct fabric_stream *s, const struct iovec *iov, int i
         if (nonblock)
             return -EAGAIN;
         serve_peer(s, true);
+        look_owner_left(s);
         push_owed(s);
         wait_news(s, true);
     }
@@ -674,12 +742,15 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
             ssize_t n = recv_tcp(s, iov, iovcnt, peek);
             if (n != -EAGAIN)
                 return n;
+            if (!ring_phase(s) && s->tcp_eof && refused_end(s))
+                continue;   /* the refused peer's ring holds the rest */
             if (!ring_phase(s)) {
                 if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
                     return s->tcp_error ? -s->tcp_error : 0;
                 if (nonblock)
                     return -EAGAIN;
                 serve_peer(s, true);
+                look_owner_left(s);
                 push_owed(s);
                 /* a prefix of a hello held: the socket stays readable, nap */
                 wait_news(s, !(s->await_hello && s->hello_partial_since));
@@ -697,6 +768,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
         if (!nonblock || (s->empty_looks++ & 63) == 0) {
             look_socket_end(s);
             serve_peer(s, true);   /* and the peer's count: it may have asked, or left */
+            look_owner_left(s);
             push_owed(s);
         }
         if (s->broken)
@@ -730,6 +802,9 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
 
 short fabric_stream_before_sleep(struct fabric_stream *s)
 {
+    /* our count where the peer decides (a writer waiting for room) */
+    if (!s->broken && s->moved && !s->back && !s->fin && fabric_ring_flush(s->ring) < 0)
+        broken(s);
     if (!s->broken && ring_phase(s) && fabric_ring_sleep(s->ring) < 0)
         broken(s);
     return fabric_stream_poll(s);
@@ -747,6 +822,7 @@ short fabric_stream_poll(struct fabric_stream *s)
     if (s->broken)
         return POLLIN | POLLOUT | POLLERR;
     serve_peer(s, true);
+    look_owner_left(s);
     push_owed(s);
     short rev = 0;
     if (s->peer_back) {

@@ -73,6 +73,9 @@ struct fabric_stream {
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
     bool peer_back;               /* the ring was read to the peer's mark: the rest comes by TCP */
     bool asked;                   /* this end asked the peer to go back (fabric_stream_ask) */
+    bool refused;                 /* the peer's blob was refused (on_peer_blob > 0): nothing attached */
+    uint64_t refused_tcp;         /* ... and the TCP count its header said */
+    bool peer_refused;            /* the peer refused this end (or left) before it attached, after our move */
     uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
     uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
@@ -81,8 +84,11 @@ struct fabric_stream {
     int broken_line;              /* where in fabric_stream.c it broke (for the log) */
     /* What follows this end's header when it moves, whenever that is: at most FABRIC_STREAM_BLOB_MAX bytes,
      * kept by the caller.  And where the peer's goes: set, the peer's header
-     * must carry one, which the caller attaches to (< 0 refuses it and
-     * breaks the stream); ctx is the caller's. */
+     * must carry one, which the caller attaches to (0), cannot take (< 0:
+     * the stream breaks) or refuses (> 0: a peer not proven; nothing is
+     * attached, the peer finds out and sends again by TCP what it put into
+     * the ring, and if its TCP ends first the ring is read after its TCP
+     * bytes); ctx is the caller's. */
     const void *hand_blob;
     size_t hand_len;
     int (*on_peer_blob)(void *ctx, const void *blob, size_t len);
@@ -96,6 +102,9 @@ struct fabric_stream {
     uint32_t hello_tag;
     uint64_t hello_cookie;
     int (*on_hello)(void *ctx, const struct hello *h);
+    /* Rung with every doorbell the engine sends (NULL: none): a second
+     * doorbell of the caller's, for waits the engine's cannot reach. */
+    void (*on_bell)(void *ctx);
     uint64_t hello_partial_since; /* when a prefix of a hello was first seen (0: not) */
     unsigned empty_looks;         /* nonblocking reads that found the ring empty */
     /* the waits of blocking calls, and those no doorbell ended (counters) */

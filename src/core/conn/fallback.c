@@ -39,6 +39,8 @@ static const char *const reason_names[] = {
     [FB_SAVED_SYN] = "across namespaces: the program reads the listener's saved SYNs itself",
     [FB_NO_COOKIE] = "across namespaces: the socket's cookie could not be read",
     [FB_REMOTE_SHUNT] = "the client runs shunt out of the rings' reach (another host, /dev/shm or user)",
+    [FB_FABRIC] = "fabric: the peer runs shunt out of the rings' reach, but no engine or no proof of it (the log says which)",
+    [FB_FABRIC_LEFT] = "left the fabric before a call it does not carry (the log says which)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -72,6 +74,8 @@ static const char *const reason_keys[] = {
     [FB_SAVED_SYN] = "saved_syn",
     [FB_NO_COOKIE] = "no_cookie",
     [FB_REMOTE_SHUNT] = "remote_shunt",
+    [FB_FABRIC] = "fabric",
+    [FB_FABRIC_LEFT] = "fabric_left",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

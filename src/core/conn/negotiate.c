@@ -37,6 +37,7 @@
 #include "base/self.h"
 #include "base/settings.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/short_conns.h"
@@ -267,9 +268,11 @@ void negotiate_unmark(int fd)
     shunt_real.setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof zero);
 }
 
+/* Only a process that will take the hello off (fabric_conn_await) may
+ * say so on its SYN: a server under shunt sends one to such a client. */
 static void mark_process(struct tcp_sock *t, int fd)
 {
-    if (!t->program_lowat)
+    if (!t->program_lowat && fabric_conn_wanted())
         t->lowat_marked = negotiate_mark(fd);
 }
 
@@ -297,7 +300,11 @@ void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason wh
     if (why != FB_NONE) {
         if (plan->mark)
             mark_process(t, fd);
-        if (!plan->unrecorded)
+        /* marked: this process takes off a hello that names the socket
+         * (the SYN's flag promises so), and rides the fabric by it */
+        if (t->lowat_marked && fabric_conn_wanted())
+            fabric_conn_await(t, fd, why);
+        else if (!plan->unrecorded)
             fallback_record(t, fd, why, false);
         return;
     }
@@ -421,6 +428,19 @@ bool negotiate_take_syn(const struct tcp_sock *listener, int fd, struct synopt *
 
 static void claim_offer(struct tcp_sock *t, int fd, const struct reg_conn *offer, enum reg_scope scope);
 
+/* No offer in reach, and why.  A client process that runs shunt (its SYN
+ * says so) out of the rings' reach: the fabric, where this process may use
+ * it (core/conn/fabric_conn.h); its reason otherwise. */
+static void no_offer(struct tcp_sock *t, int fd, const struct synopt *syn, enum fallback_reason why)
+{
+    if (why == FB_REMOTE_SHUNT && fabric_conn_wanted()) {
+        if (fabric_conn_accept(t, fd, syn->boot_tag, syn->cookie) == 0)
+            return;
+        why = FB_FABRIC;
+    }
+    fallback_record(t, fd, why, false);
+}
+
 /* Across namespaces: the offer posted with the cookie the SYN carried, if
  * its addresses are this connection's.  None, and the SYN says the client
  * process runs shunt: it does, but beside another /dev/shm (a container's
@@ -430,14 +450,14 @@ static void claim_cross(struct tcp_sock *t, int fd, const struct synopt *syn)
     uint64_t cookie = syn->cookie;
     enum fallback_reason none = syn->flags & SYNOPT_FLAG_PROCESS ? FB_REMOTE_SHUNT : FB_NO_OFFER;
     if (!reg_host_offers_maybe()) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : none, false);
+        no_offer(t, fd, syn, uring_seen() ? FB_URING : none);
         return;
     }
     struct reg_conn offer;
     int found = reg_host_find_cookie(cookie, &offer);
     if (found < 0) {
-        fallback_record(t, fd, uring_seen() ? FB_URING : found == -ENOENT ? none
-                                   : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY, false);
+        no_offer(t, fd, syn, uring_seen() ? FB_URING : found == -ENOENT ? none
+                             : found == -EPERM ? FB_NOT_OURS : FB_REGISTRY);
         return;
     }
     struct reg_addr client, server;
@@ -480,7 +500,7 @@ void negotiate_claim(struct tcp_sock *t, int fd, const struct tcp_sock *listener
         return;
     }
     if (syn) {   /* another host's, whose client process runs shunt (negotiate_take_syn) */
-        fallback_record(t, fd, uring_seen() ? FB_URING : FB_REMOTE_SHUNT, false);
+        no_offer(t, fd, syn, uring_seen() ? FB_URING : FB_REMOTE_SHUNT);
         return;
     }
     /* No offer posted at all (the common case for a client without shunt

@@ -5,6 +5,7 @@
 #include "base/real.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/release.h"
 #include "core/conn/short_conns.h"
@@ -70,6 +71,7 @@ void release_channel(struct fdref *f)
  * file outlives the fd (deferred_close.c); otherwise the channel closes now. */
 void release_last_fd(struct fdref *f)
 {
+    fabric_conn_release(tcp_of(f->sock), f->fd);
     if (!deferred_close_hold(tcp_of(f->sock), f->fd))
         release_channel(f);
 }

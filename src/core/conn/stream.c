@@ -27,14 +27,8 @@
  * (as the kernel's 64 KiB segments pipeline), instead of waiting for all. */
 
 /* The program's buffers as one iovec list. */
-struct iobuf {
-    struct iovec one;
-    const struct iovec *iov;
-    int iovcnt;
-    size_t total;
-};
 
-static int iobuf_from_call(struct iobuf *b, struct io_call *c)
+int iobuf_from_call(struct iobuf *b, struct io_call *c)
 {
     switch (c->kind) {
     case IO_READ: case IO_RECV: case IO_RECVFROM: case IO_WRITE: case IO_SEND: case IO_SENDTO:
@@ -67,9 +61,7 @@ static int iobuf_from_call(struct iobuf *b, struct io_call *c)
     return 0;
 }
 
-/* Whether this call must not wait.  A socket believed blocking is not
- * asked: if that changed, the kernel's recv in the wait says EAGAIN. */
-static bool nonblocking(struct tcp_sock *t, int fd, int flags)
+bool stream_nonblocking(struct tcp_sock *t, int fd, int flags)
 {
     if (flags & MSG_DONTWAIT)
         return true;
@@ -314,7 +306,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (got && !(flags & MSG_WAITALL))
             return (ssize_t)got;
         stream_flush_held(t, f->fd);   /* about to wait for an answer */
-        if (nonblocking(t, f->fd, flags)) {
+        if (stream_nonblocking(t, f->fd, flags)) {
             /* An empty ring on a non-blocking socket: a look at the
              * companion notices a peer that died without a word. */
             doorbell_check_peer(t, f->fd);
@@ -414,7 +406,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return (ssize_t)b.total;
     }
 
-    size_t sent = zc_send(t, f->fd, b.iov, b.iovcnt, b.total, !nonblocking(t, f->fd, flags));
+    size_t sent = zc_send(t, f->fd, b.iov, b.iovcnt, b.total, !stream_nonblocking(t, f->fd, flags));
     if (sent == b.total)
         return (ssize_t)sent;
     for (;;) {
@@ -469,7 +461,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
         if (peer_finished(t))
             return sent ? (ssize_t)sent : send_failed(flags);
-        if (nonblocking(t, f->fd, flags))
+        if (stream_nonblocking(t, f->fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;
         int w = stream_wait_writable(t, f);
         if (w < 0)

@@ -8,6 +8,21 @@
 
 #include "core/kinds/tcp_socket.h"
 
+/* A call's buffers as one vector (total: their bytes): 0, or the
+ * kernel's -errno for what it would refuse. */
+struct iobuf {
+    struct iovec one;
+    const struct iovec *iov;
+    int iovcnt;
+    size_t total;
+};
+int iobuf_from_call(struct iobuf *b, struct io_call *c);
+
+/* Whether this call must not wait (MSG_DONTWAIT, or O_NONBLOCK).  A
+ * socket believed blocking is not asked: if that changed, the kernel's
+ * call in the wait says EAGAIN. */
+bool stream_nonblocking(struct tcp_sock *t, int fd, int flags);
+
 ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 int stream_shutdown(struct tcp_sock *t, int fd, int how);

@@ -9,7 +9,11 @@
  *   PATH_OFFERED  a client that offered a channel and waits for the claim;
  *                 it sends over TCP and counts the bytes (core/conn/negotiate.c)
  *   PATH_SHM      the bytes move through the channel's rings (core/conn/stream.c)
- * A socket only moves forward: TCP is final, SHM is final.
+ *   PATH_FABRIC   a peer out of the rings' reach that runs shunt: the fabric
+ *                 stream over the engine (core/conn/fabric_conn.c); it leaves
+ *                 for TCP before any call it does not carry
+ * A socket only moves forward: TCP is final, SHM is final, FABRIC goes to
+ * TCP only.
  */
 #ifndef SHUNT_CORE_FD_TCP_SOCK_H
 #define SHUNT_CORE_FD_TCP_SOCK_H
@@ -22,7 +26,9 @@
 #include "registry/registry.h"
 #include "transport/channel.h"
 
-enum tcp_path { PATH_TCP, PATH_OFFERED, PATH_SHM };
+struct fabric_conn;
+
+enum tcp_path { PATH_TCP, PATH_OFFERED, PATH_SHM, PATH_FABRIC };
 
 /* Why a connection is on kernel TCP; shown by SHUNT_LOG and shunt stat. */
 enum fallback_reason {
@@ -55,7 +61,15 @@ enum fallback_reason {
     FB_SAVED_SYN,           /* across namespaces: the program reads the listener's saved SYNs itself */
     FB_NO_COOKIE,           /* across namespaces: the socket's cookie (SO_COOKIE) could not be read */
     FB_REMOTE_SHUNT,        /* the client process runs shunt (its SYN says so) but its offer is not in our registry */
+    FB_FABRIC,              /* the fabric path could not be taken: no engine, or the peer not proven (the log says which) */
+    FB_FABRIC_LEFT,         /* left the fabric before a call it does not carry (fork, exec, epoll...: the log says which) */
 };
+
+/* The paths of the channel (offered, or on it), whose waits are shunt's. */
+static inline bool tcp_path_channel(int path)
+{
+    return path == PATH_OFFERED || path == PATH_SHM;
+}
 
 /* Kept in the socket object: what does not change with its path. */
 struct sockstat_info {
@@ -88,6 +102,7 @@ struct tcp_sock {
     int program_save_syn;               /* TCP_SAVE_SYN as the program set it (answered while syn_ours) */
     bool program_lowat;                 /* the program set TCP_NOTSENT_LOWAT: no process mark on it */
     bool lowat_marked;                  /* shunt set TCP_NOTSENT_LOWAT to SYNOPT_CLIENT_MARK (negotiate.c) */
+    struct fabric_conn *fab;            /* PATH_FABRIC's stream, kept until tcp_destroy (core/conn/fabric_conn.c) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */
     pthread_mutex_t tx_lock;            /* one producer of the tx ring at a time */

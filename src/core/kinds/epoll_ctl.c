@@ -7,6 +7,7 @@
  */
 #include "base/self.h"
 #include "base/signals.h"
+#include "core/conn/fabric_conn.h"
 #include "core/fd/fdtable.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/epoll_shared.h"
@@ -107,10 +108,12 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     struct fdref f = fdt_get(fd);
     if (op != EPOLL_CTL_DEL)
         tcp_socket_watched(f.sock, fd);
+    if (op != EPOLL_CTL_DEL && f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) == PATH_FABRIC)
+        fabric_conn_leave(tcp_of(f.sock), fd, "epoll", false);   /* not carried yet: the kernel's member */
     struct shunt_sock *s = NULL;
     enum member_kind kind = M_SOCKET;
     bool pending = false;
-    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) != PATH_TCP) {
+    if (f.sock && f.sock->kind == SOCK_TCP && tcp_path_channel(atomic_load(&tcp_of(f.sock)->path))) {
         s = f.sock;
     } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->kind == SOCK_TCP && might_connect(tcp_of(f.sock), fd)) {
         s = f.sock;

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/real.h"
 #include "base/signals.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/stream.h"
 #include "core/fd/fdtable.h"
@@ -88,6 +89,14 @@ static struct tcp_sock *accelerated(struct fdref *f)
     return t;
 }
 
+/* A connection on the fabric: its readiness is the stream's. */
+static struct tcp_sock *fabric_of(struct fdref *f)
+{
+    if (!f->sock || f->sock->kind != SOCK_TCP || atomic_load(&tcp_of(f->sock)->path) != PATH_FABRIC)
+        return NULL;
+    return tcp_of(f->sock);
+}
+
 /* A client waiting for the server's claim: the kernel may call it readable
  * for the claim's doorbell (claims_landed). */
 static bool offered(struct fdref *f)
@@ -109,6 +118,8 @@ static int ours(struct fdref *f, struct pollfd *p)
     struct tcp_sock *t = accelerated(f);
     if (t)
         return stream_poll(t, p->fd, p->events);
+    if ((t = fabric_of(f)))
+        return fabric_conn_poll(t, p->fd, p->events);
     if (nested_epoll(f))
         return epoll_poll_events(f->sock, p->fd, p->events);
     return -1;
@@ -244,15 +255,16 @@ static int poll_one_wait(struct fdref *ref, struct pollfd *p, const sigset_t *ma
 static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool any, const struct timespec *tmo,
                           const sigset_t *mask)
 {
-    struct pollfd stack_k[2 * STACK_FDS + 1];
+    struct pollfd stack_k[2 * STACK_FDS + 2];
     int stack_lw[STACK_FDS];
     /* the fds as the kernel waits on them, the local wake, then the wakes
-     * from other processes of the accelerated ones (xwake.c) */
+     * from other processes of the accelerated ones (xwake.c), then the
+     * engine's wake-up fd of the fabric ones */
     struct pollfd *k = stack_k;
     int *lw = stack_lw;
     int result;
     if (n > STACK_FDS) {
-        k = malloc((2 * n + 1) * sizeof *k);
+        k = malloc((2 * n + 2) * sizeof *k);
         lw = malloc(n * sizeof *lw);
         if (!k || !lw) {
             free(k);
@@ -337,12 +349,26 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
         bool ready = false;
         bool busy = false;   /* the local wake is being emptied: look again soon */
         k[n] = (struct pollfd){ .fd = -1, .events = POLLIN };
+        k[2 * n + 1] = (struct pollfd){ .fd = -1, .events = POLLIN };
+        bool fabric_nap = false;   /* a fabric member could not arm the engine: a short sleep */
         for (nfds_t i = 0; i < n; i++) {
             struct tcp_sock *t = fds[i].fd >= 0 ? accelerated(&refs[i]) : NULL;
+            struct tcp_sock *ft = fds[i].fd >= 0 && !t ? fabric_of(&refs[i]) : NULL;
             k[i] = fds[i];
             lw[i] = -1;   /* not entered */
             k[n + 1 + i] = (struct pollfd){ .fd = -1, .events = POLLIN };
-            if (t) {
+            if (ft) {
+                /* the stream says it sleeps; its socket is watched for what
+                 * the socket itself can tell, the engine's fd for the rest */
+                int efd = -1;
+                short sock_events = 0;
+                ready |= fabric_conn_before_sleep(ft, fds[i].fd, fds[i].events, &efd, &sock_events) != 0;
+                k[i].events = sock_events;
+                if (efd >= 0)
+                    k[2 * n + 1].fd = efd;
+                else
+                    fabric_nap = true;
+            } else if (t) {
                 /* a shutdown of t by another thread wakes us through the
                  * local wake, by another process through the end's wake */
                 int efd = -1;
@@ -363,13 +389,18 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
         struct timespec left;
         const struct timespec *sleep_for = deadline_left(&dl, &left);
         static const struct timespec busy_cap = { 0, 1000000 };
+        static const struct timespec fabric_cap = { 0, 100000000 };   /* every fabric wait is bounded */
+        if (k[2 * n + 1].fd >= 0 &&
+            (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > fabric_cap.tv_nsec))
+            sleep_for = &fabric_cap;
+        busy |= fabric_nap;
         if (busy && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > busy_cap.tv_nsec))
             sleep_for = &busy_cap;
         /* a handler that ran meanwhile (deferred to the end of a critical
          * section) ends the call as the kernel's sleep would: poll and select
          * are never restarted */
         int r = ready ? 0 : shunt_sig_ran != handlers_ran ? -EINTR
-                          : kernel_ppoll(k, 2 * n + 1, sleep_for, mask);
+                          : kernel_ppoll(k, 2 * n + 2, sleep_for, mask);
         if (!ready)
             turn_gave_way(clock_now_ns());
         if (r > 0 && k[n].fd >= 0 && (k[n].revents & POLLNVAL))
@@ -382,7 +413,7 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
                 doorbell_leave_local(t, fds[i].fd, wants(fds[i].events), lw[i], k[n + 1 + i].fd);
                 if (r > 0 && (k[i].revents & (POLLHUP | POLLERR | POLLRDHUP)))
                     doorbell_check_end(t, fds[i].fd);
-            } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && nested_epoll(&refs[i]))) {
+            } else if (r > 0 && k[i].revents && !(fds[i].fd >= 0 && (nested_epoll(&refs[i]) || fabric_of(&refs[i])))) {
                 fds[i].revents = (short)readiness_settled(&refs[i], fds[i].events, k[i].revents);
                 count2 += fds[i].revents != 0;
             }
@@ -393,7 +424,7 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
         }
         if (count2 > 0) {
             for (nfds_t i = 0; i < n; i++) {
-                if (k[i].fd >= 0 && !accelerated(&refs[i]) && !nested_epoll(&refs[i]))
+                if (k[i].fd >= 0 && !accelerated(&refs[i]) && !nested_epoll(&refs[i]) && !fabric_of(&refs[i]))
                     continue;
                 int rev = ours(&refs[i], &fds[i]);
                 if (rev > 0) {
@@ -404,8 +435,8 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
             result = count2;
             goto out;
         }
-        if (r > 0 && !ready)
-            backoff_fruitless(&bo);   /* woken by a doorbell meant for another holder */
+        if (r > 0 && !ready && k[2 * n + 1].fd < 0 && !fabric_nap)
+            backoff_fruitless(&bo);   /* (a fabric member's news comes by the engine or its socket: no backoff) */   /* woken by a doorbell meant for another holder */
     }
 out:
     for (nfds_t i = 0; i < n; i++)
@@ -429,7 +460,7 @@ int readiness_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, con
         if (!refs[i].sock)
             continue;
         tcp_socket_watched(refs[i].sock, fds[i].fd);
-        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || nested_epoll(&refs[i])))
+        if (fds[i].fd >= 0 && (accelerated(&refs[i]) || fabric_of(&refs[i]) || nested_epoll(&refs[i])))
             any = true;
         offered_any |= offered(&refs[i]);
     }
@@ -559,7 +590,7 @@ int readiness_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct sel
             refs[i] = look_up(fd);
             if (refs[i].sock) {
                 tcp_socket_watched(refs[i].sock, fd);
-                any |= accelerated(&refs[i]) != NULL || nested_epoll(&refs[i]);
+                any |= accelerated(&refs[i]) != NULL || fabric_of(&refs[i]) != NULL || nested_epoll(&refs[i]);
                 offered_only |= offered(&refs[i]);
             }
             i++;

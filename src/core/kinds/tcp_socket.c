@@ -16,6 +16,7 @@
 #include "base/real.h"
 #include "base/self.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/release.h"
@@ -61,18 +62,15 @@ bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_
 {
     struct offer_plan plan;
     enum fallback_reason why = negotiate_plan(a, len, &plan);
-    if (why != FB_NONE && !plan.unrecorded) {
-        /* the process mark (another host's listener, maybe): still new, so
-         * the program has not set TCP_NOTSENT_LOWAT, which carries it */
-        bool marked = plan.mark && negotiate_mark(fd);
+    if (why != FB_NONE && !plan.unrecorded && !(plan.mark && fabric_conn_wanted())) {
+        /* no process mark here: it goes only with the fabric (below),
+         * whose hello the socket's object takes off */
         *r = (int)sysret(shunt_real.connect(fd, a, len));
         /* kernel TCP for good before it had an object: it gets none (a
          * connect that failed at once leaves the socket new, as it was) */
         bool started = *r == 0 || *r == -EINPROGRESS || *r == -EINTR;
         if (started && fdt_lazy_to_kernel(fd, lazy))
             kept_without_object(fd, PST_ROLE_CLIENT, why, true, a, len);
-        else if (!started && marked)
-            negotiate_unmark(fd);
         return true;
     }
     /* an offer: the object's way, with this plan (the destination's
@@ -129,7 +127,10 @@ void tcp_socket_watched(struct shunt_sock *s, int fd)
 int tcp_socket_accelerated(struct shunt_sock *s, int fd)
 {
     struct tcp_sock *t = tcp_of(s);
-    return negotiate_observe(t, fd) == PATH_SHM && !atomic_load(&t->broken);
+    int path = negotiate_observe(t, fd);
+    if (path == PATH_FABRIC)
+        return fabric_conn_accelerated(t);
+    return path == PATH_SHM && !atomic_load(&t->broken);
 }
 
 /* A receive on a client whose offer is pending.  The server can only send
@@ -166,6 +167,7 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
     switch (negotiate_observe(t, f->fd)) {
     case PATH_SHM: return channel_recv(t, f, c);
     case PATH_OFFERED: return offered_recv(t, f, c);
+    case PATH_FABRIC: return fabric_conn_recv(t, f, c);
     default:
         /* a downgrade that met a corrupt segment: what is queued in the
          * socket may not be the stream (doorbells, copies): never read it */
@@ -181,6 +183,7 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
     ssize_t r;
     switch (negotiate_observe(t, f->fd)) {
     case PATH_SHM: return channel_send(t, f, c);
+    case PATH_FABRIC: return fabric_conn_send(t, f, c);
     case PATH_OFFERED:
         if (negotiate_prefix_send(t, f, c, &r))
             return channel_send(t, f, c);
@@ -192,9 +195,17 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
     }
 }
 
+/* A call the fabric path does not carry: the connection leaves it first. */
+static void off_the_fabric(struct tcp_sock *t, int fd, const char *call)
+{
+    if (atomic_load(&t->path) == PATH_FABRIC)
+        fabric_conn_leave(t, fd, call, false);
+}
+
 static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *tmo)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    off_the_fabric(t, f->fd, "recvmmsg");
     if (negotiate_observe(t, f->fd) != PATH_SHM)
         return pt_recvmmsg(f, vec, n, flags, tmo);
     unsigned int i;
@@ -218,6 +229,7 @@ static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    off_the_fabric(t, f->fd, "sendmmsg");
     if (negotiate_observe(t, f->fd) != PATH_SHM)
         return pt_sendmmsg(f, vec, n, flags);
     unsigned int i;
@@ -236,6 +248,7 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
     struct tcp_sock *t = tcp_of(out->sock);
+    off_the_fabric(t, out->fd, "sendfile");
     if (negotiate_observe(t, out->fd) != PATH_SHM || !t->ch.hdr)
         return pt_sendfile(out, in_fd, off, count);
     return splice_sendfile(t, out, in_fd, off, count);
@@ -279,6 +292,13 @@ int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t 
     bool started = r == 0 || r == -EINPROGRESS || r == -EINTR;
     if (!started) {
         negotiate_connect_failed(t, f->fd);
+        if (atomic_load(&t->path) == PATH_FABRIC) {
+            /* no SYN went: the socket is as new, and its next connect
+             * negotiates (and marks) again */
+            fabric_conn_forget(t);
+            t->negotiated = false;
+            return r;
+        }
         negotiate_withdraw(t, f->fd);
         return r;
     }
@@ -350,6 +370,8 @@ static int tcp_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int f
 static int tcp_shutdown(struct fdref *f, int how)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    if (atomic_load(&t->path) == PATH_FABRIC)
+        return fabric_conn_shutdown(t, f, how);
     /* A FIN on the TCP path would end the doorbells a later claim needs. */
     int path = negotiate_settle(t, f->fd);
     if (path == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down))
@@ -373,7 +395,7 @@ static int tcp_getsockopt(struct fdref *f, int level, int name, void *val, sockl
         return 0;
     }
     int path = negotiate_observe(t, f->fd);
-    if (path == PATH_TCP || !val || !len || *len < (socklen_t)sizeof(int))
+    if (path == PATH_TCP || path == PATH_FABRIC || !val || !len || *len < (socklen_t)sizeof(int))
         return pt_getsockopt(f, level, name, val, len);
     int v;
     if (level == IPPROTO_TCP && name == TCP_NODELAY) {
@@ -420,7 +442,8 @@ static int tcp_setsockopt(struct fdref *f, int level, int name, const void *val,
     if (level == IPPROTO_TCP && name == TCP_NODELAY && val && len >= (socklen_t)sizeof(int)) {
         int v;
         memcpy(&v, val, sizeof v);
-        if (atomic_load(&t->path) != PATH_TCP) {
+        int path = atomic_load(&t->path);
+        if (path == PATH_OFFERED || path == PATH_SHM) {
             t->program_nodelay = v != 0;   /* the companion keeps NODELAY for doorbells */
             return 0;
         }
@@ -467,6 +490,7 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
             atomic_store(&t->nonblock, *(int *)arg != 0);
         return r;
     }
+    off_the_fabric(t, f->fd, "an ioctl");
     if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr && arg && (req == FIONREAD || req == SIOCOUTQ)) {
         int v = (int)(req == FIONREAD ? stream_readable(t) : stream_unread_by_peer(t));
         memcpy(arg, &v, sizeof v);
@@ -479,6 +503,7 @@ static void tcp_destroy(struct shunt_sock *s)
 {
     struct tcp_sock *t = tcp_of(s);
     negotiate_listener_closed(t);
+    fabric_conn_destroy(t);
     /* The one unmap of a channel other threads may have seen (an offer
      * refused or withdrawn keeps its mapping, negotiate.c): the last
      * reference is gone, so no call is inside it. */

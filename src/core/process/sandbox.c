@@ -59,6 +59,7 @@
 #include "base/self.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/sockstat.h"
@@ -209,6 +210,7 @@ static void enter(const char *why)
     shunt_log(LOG_INFO, "seccomp filter coming (%s): every connection moves back to kernel TCP, and shunt "
               "passes every call through from now on (reason sandbox)", why);
     downgrade_take_up_inherited();
+    fabric_conn_leave_all("a seccomp sandbox", true);
     fdt_for_each_object(0, ~0U, leave_fd, NULL);
     deferred_close_each(leave_deferred);
     epoll_sandbox();

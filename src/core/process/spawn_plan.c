@@ -38,6 +38,7 @@
 #include "base/real.h"
 #include "base/signals.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/fd/fdtable.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
@@ -323,6 +324,7 @@ static void prepare(struct spawn_plan *p, bool runs, const struct action *a, siz
 {
     p->n = 0;
     p->held = NULL;
+    fabric_conn_leave_all("a new program", true);   /* its image cannot use this engine */
     if (!runs) {
         downgrade_queued_before_exec();  /* messages waiting on the Unix sockets it gets */
         downgrade_take_up_inherited();   /* inherited accelerated sockets this image never used */

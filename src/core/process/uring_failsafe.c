@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/self.h"
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
@@ -58,5 +59,6 @@ void uring_failsafe_run(void)
      * the table yet: look every fd up once (a forked child's parent did) */
     if (!atomic_exchange(&inherited_taken, true))
         downgrade_take_up_inherited();
+    fabric_conn_leave_all("io_uring", true);
     fdt_for_each_object(0, ~0U, leave, NULL);
 }

@@ -1,0 +1,823 @@
+/*
+ * fabric_conn.c: a TCP connection on the fabric (PATH_FABRIC): the paths
+ * of accept and connect that bring it there, the calls it carries, and
+ * leaving it (fabric_conn.h; docs/architecture.md, "Built: the connection
+ * paths").  The bytes' protocol is fabric_stream.c's, the proof of the
+ * peer fabric_proof.c's.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/real.h"
+#include "base/self.h"
+#include "base/settings.h"
+#include "base/signals.h"
+#include "core/conn/fabric_conn.h"
+#include "core/conn/fabric_proof.h"
+#include "core/conn/fabric_stream.h"
+#include "core/conn/fallback.h"
+#include "core/conn/sockstat.h"
+#include "core/conn/stream.h"
+#include "core/fd/fdtable.h"
+#include "core/fd/passthrough.h"
+#include "core/fd/uring_watch.h"
+#include "core/process/sandbox.h"
+#include "registry/hello.h"
+#include "registry/synopt.h"
+#include "transport/fabric_engine.h"
+#include "transport/fabric_ring.h"
+
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+
+#define WAIT_MS 100            /* a sleep is re-checked this often (every wait is bounded) */
+#define RELEASE_WAIT_NS (1000ull * 1000 * 1000)   /* a close pushes what is owed this long at most */
+
+struct fabric_conn {
+    struct fabric_stream s;
+    struct fabric_ring *ring;     /* this end's (NULL: a client before its hello) */
+    pid_t pid;                    /* the process that made ring: nobody else touches it */
+    bool server;
+    bool attached;                /* to the peer's ring: this end may move */
+    bool hello_seen;              /* client: the server's hello came (proven or not) */
+    bool no_attach;               /* client: a hello still to come is taken off, not attached to */
+    bool announced;               /* "accelerated" logged */
+    bool reset_sent;              /* broken: the socket was shut down both ways, once */
+    enum fallback_reason otherwise;   /* client: recorded if no hello comes */
+    struct sockaddr_un peer_bell;     /* the proven peer's doorbell (sun_path[0] 0: none) */
+    uint8_t nonce[FABRIC_RING_NONCE];
+    uint8_t hand[FABRIC_PROOF_LEN + FABRIC_STREAM_BLOB_MAX];
+    struct tcp_sock *t;
+};
+
+/* Every stream and the engine: UCX's worker is not thread-safe.  Never
+ * held across a wait. */
+static pthread_mutex_t fab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fabric_engine *engine;
+static pid_t engine_pid;
+static bool engine_failed;
+static char engine_why[200];
+
+/*
+ * The process's own doorbell, beside the engine's.  UCX's shared-memory
+ * lanes wake a peer's worker through an abstract Unix socket, which lives
+ * in one network namespace: between two namespaces its sendto is refused
+ * and the doorbell lost (seen with strace: ECONNREFUSED), so a sleeper
+ * waited for its 100 ms bound each time.  So each process also binds a
+ * datagram socket at a path of its /dev/shm, named by a random id its
+ * proof carries, and a proven peer (same user, same pid namespace) sends
+ * a byte to it through /proc/<pid>/root, which reaches the socket file
+ * across mount and network namespaces.  Sleepers wait on wake_fd, an
+ * epoll set of the engine's fd and this socket.
+ */
+static int bell_fd = -1;
+static int wake_fd = -1;
+static uint64_t bell_id;
+static char bell_path[108];
+static pid_t bell_pid;
+
+static void bell_name(char *out, size_t len, const char *root, uint32_t pid, uint64_t id)
+{
+    snprintf(out, len, "%s/dev/shm/shunt-%u-bell-%u-%016llx", root, (unsigned)geteuid(), (unsigned)pid,
+             (unsigned long long)id);
+}
+
+/* Under fab_lock, once the engine is open in this process. */
+static void open_wake(void)
+{
+    int efd = fabric_engine_efd(engine);
+    wake_fd = efd;
+    bell_fd = -1;
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    if (getrandom(&bell_id, sizeof bell_id, GRND_NONBLOCK) != (ssize_t)sizeof bell_id)
+        return;
+    bell_name(a.sun_path, sizeof a.sun_path, "", (uint32_t)shunt_pid, bell_id);
+    int b = shunt_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int w = shunt_real.epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN };
+    if (b < 0 || w < 0 || shunt_real.bind(b, (struct sockaddr *)&a, sizeof a) < 0 ||
+        shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, efd, &ev) < 0 || shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, b, &ev) < 0) {
+        if (b >= 0)
+            shunt_real.close(b);
+        if (w >= 0)
+            shunt_real.close(w);
+        unlink(a.sun_path);
+        shunt_log(LOG_WARN, "fabric: no doorbell of its own (%s): between namespaces a wait may take 100 ms",
+                  strerror(errno));
+        return;
+    }
+    memcpy(bell_path, a.sun_path, sizeof bell_path);
+    bell_fd = b;
+    wake_fd = w;
+    bell_pid = shunt_pid;
+}
+
+__attribute__((destructor)) static void bell_gone(void)
+{
+    if (bell_fd >= 0 && bell_pid == getpid())
+        unlink(bell_path);
+}
+
+/* The doorbells that came, taken out: before a sleeper says it sleeps
+ * (one that comes after rings its poll). */
+static void drain_bells(void)
+{
+    char b[64];
+    if (bell_fd >= 0)
+        while (shunt_real.recv(bell_fd, b, sizeof b, MSG_DONTWAIT) > 0)
+            ;
+}
+
+/* The stream's doorbell hook: a byte to the proven peer's socket. */
+static void ring_peer(void *ctx)
+{
+    struct fabric_conn *c = ctx;
+    if (c->peer_bell.sun_path[0] && bell_fd >= 0)
+        shunt_real.sendto(bell_fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&c->peer_bell,
+                          sizeof c->peer_bell);
+}
+
+static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
+{
+    char root[32];
+    snprintf(root, sizeof root, "/proc/%u/root", (unsigned)id->pid);
+    c->peer_bell.sun_family = AF_UNIX;
+    bell_name(c->peer_bell.sun_path, sizeof c->peer_bell.sun_path, root, id->pid, id->bell);
+}
+
+/* fab_lock taken, and this thread inside the engine: the sockets UCX
+ * makes meanwhile (its TCP lanes') are its own, never the program's. */
+static void fab_enter(void)
+{
+    crit_lock(&fab_lock);
+    shunt_in_engine++;
+}
+
+static void fab_leave(void)
+{
+    shunt_in_engine--;
+    crit_unlock(&fab_lock);
+}
+
+bool fabric_conn_wanted(void)
+{
+    return shunt_settings.fabric && shunt_settings.accel && !shunt_sandbox_refuses() && !uring_seen();
+}
+
+/* The process's engine, opened at the first need (about 10 ms, once); a
+ * forked child makes its own, never touching its parent's.  Under fab_lock. */
+static struct fabric_engine *engine_get(char *why, size_t whylen)
+{
+    if (engine_pid != shunt_pid) {
+        engine = NULL;
+        engine_failed = false;
+        engine_pid = shunt_pid;
+    }
+    if (!engine && !engine_failed) {
+        if (fabric_engine_open(&engine, shunt_settings.fabric_lanes, engine_why, sizeof engine_why) < 0) {
+            engine = NULL;
+            engine_failed = true;
+        } else {
+            open_wake();
+        }
+    }
+    if (!engine)
+        snprintf(why, whylen, "no engine: %.150s", engine_why);
+    return engine;
+}
+
+static size_t ring_bytes(void)
+{
+    size_t n = shunt_settings.ring_size;
+    return n < FABRIC_RING_MIN ? FABRIC_RING_MIN : n > FABRIC_RING_MAX ? FABRIC_RING_MAX : n;
+}
+
+static struct fabric_conn *conn_new(struct tcp_sock *t, int fd, bool server)
+{
+    struct fabric_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    fabric_stream_init(&c->s, fd, NULL, NULL);
+    c->s.ctx = c;
+    c->s.on_bell = ring_peer;
+    c->pid = shunt_pid;
+    c->server = server;
+    c->t = t;
+    return c;
+}
+
+/* The server's side of the hand-over: the client's proof and ring, behind
+ * its header in ours.  0 attached, 1 refused (not proven: it goes back,
+ * fabric_stream.h), -1 a proven peer whose nonce is not ours. */
+static int server_takes_blob(void *ctx, const void *blob, size_t len)
+{
+    struct fabric_conn *c = ctx;
+    char why[200] = "no proof";
+    struct fabric_peer_id id;
+    if (len <= FABRIC_PROOF_LEN || fabric_proof_check(blob, c->s.fd, &id, why, sizeof why) < 0) {
+        /* (also a client that closed before this end looked: its bytes come all the same) */
+        shunt_log_sock(LOG_INFO, c->t, c->s.fd, "fabric: the client is not proven (%s): its bytes come by TCP", why);
+        return 1;
+    }
+    uint8_t nonce[FABRIC_RING_NONCE];
+    if (fabric_ring_attach(c->ring, (const uint8_t *)blob + FABRIC_PROOF_LEN, len - FABRIC_PROOF_LEN, nonce, why,
+                           sizeof why) < 0) {
+        shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: cannot attach to the client's ring (%s): kernel TCP", why);
+        return 1;
+    }
+    if (memcmp(nonce, c->nonce, sizeof nonce)) {
+        shunt_log_sock(LOG_ERROR, c->t, c->s.fd, "fabric: the client's ring carries another nonce");
+        return -1;
+    }
+    peer_proven(c, &id);
+    c->attached = true;
+    return 0;
+}
+
+/* The client's side: the server's hello for this socket (taken off the
+ * stream already).  Attaches to a proven server's ring and sets what
+ * this end hands over; anything short of that leaves the socket on plain
+ * TCP (the server attaches to nothing until it gets our ring). */
+static int client_takes_hello(void *ctx, const struct hello *h)
+{
+    struct fabric_conn *c = ctx;
+    char why[200] = "no proof";
+    c->hello_seen = true;
+    if (c->no_attach)
+        return 0;
+    struct fabric_peer_id id;
+    if (h->addr_len <= FABRIC_PROOF_LEN || fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why) < 0) {
+        shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
+        return 0;
+    }
+    struct fabric_engine *e = engine_get(why, sizeof why);
+    struct fabric_ring *ring = NULL;
+    if (!e || fabric_ring_open(e, ring_bytes(), &ring, why, sizeof why) < 0 ||
+        fabric_ring_attach(ring, h->addr + FABRIC_PROOF_LEN, h->addr_len - FABRIC_PROOF_LEN, NULL, why,
+                           sizeof why) < 0 ||
+        fabric_proof_make(c->s.fd, bell_id, c->hand) < 0) {
+        shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: %s: kernel TCP", why);
+        if (ring)
+            fabric_ring_close(ring);
+        return 0;
+    }
+    ssize_t n = fabric_ring_blob(ring, h->nonce, c->hand + FABRIC_PROOF_LEN, sizeof c->hand - FABRIC_PROOF_LEN);
+    if (n <= 0) {
+        shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: this end's ring does not fit a hand-over: kernel TCP");
+        fabric_ring_close(ring);
+        return 0;
+    }
+    peer_proven(c, &id);
+    c->ring = ring;
+    c->s.ring = ring;
+    c->s.engine = e;
+    c->s.hand_blob = c->hand;
+    c->s.hand_len = FABRIC_PROOF_LEN + (size_t)n;
+    c->attached = true;
+    return 0;
+}
+
+int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie)
+{
+    struct fabric_conn *c = conn_new(t, fd, true);
+    if (!c)
+        return -ENOMEM;
+    char why[200] = "";
+    uint8_t blob[FABRIC_PROOF_LEN + FABRIC_RING_BLOB_MAX];
+    int r = -EIO;
+    fab_enter();
+    struct fabric_engine *e = engine_get(why, sizeof why);
+    ssize_t n = -1;
+    if (e && fabric_ring_open(e, ring_bytes(), &c->ring, why, sizeof why) == 0 &&
+        fabric_proof_make(fd, bell_id, blob) == 0 &&
+        getrandom(c->nonce, sizeof c->nonce, GRND_NONBLOCK) == (ssize_t)sizeof c->nonce)
+        n = fabric_ring_blob(c->ring, NULL, blob + FABRIC_PROOF_LEN, sizeof blob - FABRIC_PROOF_LEN);
+    if (n > 0) {
+        c->s.ring = c->ring;
+        c->s.engine = e;
+        c->s.on_peer_blob = server_takes_blob;
+        r = fabric_stream_hello(&c->s, tag, cookie, c->nonce, blob, FABRIC_PROOF_LEN + (size_t)n);
+        if (r < 0)
+            snprintf(why, sizeof why, "the hello could not be sent: %s", strerror(-r));
+    } else if (!why[0]) {
+        snprintf(why, sizeof why, "no ring to offer");
+    }
+    if (r < 0 && c->ring)
+        fabric_ring_close(c->ring);
+    fab_leave();
+    if (r < 0) {
+        shunt_log_sock(LOG_WARN, t, fd, "fabric: %s", why);
+        free(c);
+        return r;
+    }
+    t->fab = c;
+    atomic_store(&t->reason, FB_NONE);
+    atomic_store(&t->path, PATH_FABRIC);
+    shunt_log_sock(LOG_INFO, t, fd, "fabric: hello sent to a shunt client (cookie %llu)", (unsigned long long)cookie);
+    return 0;
+}
+
+void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise)
+{
+    uint64_t cookie = 0;
+    socklen_t cl = sizeof cookie;
+    uint32_t tag = 0;
+    struct fabric_conn *c = NULL;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || !cookie || synopt_boot_tag(&tag) < 0 ||
+        !(c = conn_new(t, fd, false))) {
+        fallback_record(t, fd, otherwise, false);
+        return;
+    }
+    c->otherwise = otherwise;
+    c->s.await_hello = true;
+    c->s.hello_tag = tag;
+    c->s.hello_cookie = cookie & SYNOPT_COOKIE_MASK;
+    c->s.on_hello = client_takes_hello;
+    t->fab = c;
+    atomic_store(&t->reason, FB_NONE);
+    atomic_store(&t->path, PATH_FABRIC);
+}
+
+/* After each call on the stream, under fab_lock: an end attached moves at
+ * once (the client right after its hello, the server once the client's
+ * ring came), and a client whose hello settled without a ring is plain
+ * TCP.  Returns whether t is still on the fabric. */
+static bool after_call(struct fabric_conn *c, int fd)
+{
+    struct tcp_sock *t = c->t;
+    struct fabric_stream *s = &c->s;
+    if (c->attached && !s->moved && !s->back && !s->broken && !s->left)
+        (void)fabric_stream_move(s);
+    if (!c->server && !s->await_hello && !c->ring) {
+        /* no hello (a server without shunt), or one not taken */
+        fallback_record(t, fd, c->hello_seen ? (c->no_attach ? FB_FABRIC_LEFT : FB_FABRIC) : c->otherwise, false);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+        return false;
+    }
+    if (!c->announced && s->moved && s->peer_moved) {
+        c->announced = true;
+        char lanes[80] = "";
+        fabric_ring_lanes(c->ring, lanes, sizeof lanes);
+        shunt_log_sock(LOG_INFO, t, fd, "accelerated (%s, fabric, lanes %s)", c->server ? "server" : "client", lanes);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+    }
+    return true;
+}
+
+/* A broken stream (garbage from the peer, a lane that failed): the
+ * program sees a reset, and the peer too (the socket is shut down both
+ * ways, once). */
+static int broken_conn(struct fabric_conn *c, int fd)
+{
+    if (!c->reset_sent) {
+        c->reset_sent = true;
+        shunt_log_sock(LOG_ERROR, c->t, fd, "fabric: the stream broke (fabric_stream.c line %d): connection reset",
+                       c->s.broken_line);
+        shunt_real.shutdown(fd, SHUT_RDWR);
+    }
+    return -ECONNRESET;
+}
+
+static struct fabric_conn *conn_of(struct tcp_sock *t, int fd)
+{
+    struct fabric_conn *c = t->fab;
+    c->s.fd = fd;   /* the number the program uses now (a dup may have replaced the first) */
+    return c;
+}
+
+/* The stream's state, for SHUNT_LOG=trace. */
+static void trace(struct fabric_conn *c, const char *what, ssize_t r)
+{
+    struct fabric_stream *s = &c->s;
+    shunt_log_sock(LOG_TRACE, c->t, s->fd, "fabric %s: %zd (moved %d back %d fin %d sent %llu | peer moved %d back %d "
+                   "tcp %llu of %llu, eof %d, await %d, refused %d/%d, left %d/%d)", what, r, s->moved, s->back, s->fin,
+                   (unsigned long long)s->tcp_sent, s->peer_moved, s->peer_back, (unsigned long long)s->tcp_read,
+                   (unsigned long long)s->peer_tcp, s->tcp_eof, s->await_hello, s->refused, s->peer_refused, s->left,
+                   s->peer_left);
+}
+
+/* Sleeps until the socket (events; not while socket_busy: it stays ready
+ * without news for the stream) or the engine has news, the deadline (0:
+ * none) or WAIT_MS.  Not with fab_lock.  1 the socket was ready, 0,
+ * -EINTR (a handler ran that ends the call), -EAGAIN (the deadline
+ * passed), -EBADF. */
+static int wait_news(int fd, short events, int efd, bool socket_busy, uint64_t deadline, unsigned ran,
+                     unsigned norestart)
+{
+    struct pollfd p[2] = { { .fd = socket_busy ? -1 : fd, .events = events }, { .fd = efd, .events = POLLIN } };
+    int tmo = socket_busy || efd < 0 ? 1 : WAIT_MS;
+    if (deadline) {
+        uint64_t now = clock_now_ns();
+        if (now >= deadline)
+            return -EAGAIN;
+        uint64_t left_ms = (deadline - now + 999999) / 1000000;
+        if (left_ms < (uint64_t)tmo)
+            tmo = (int)left_ms;
+    }
+    int r = shunt_real.poll(p, 2, tmo);
+    if (r < 0 && errno == EINTR)
+        return signal_interrupts(ran, norestart, deadline != 0) ? -EINTR : 0;
+    if (r > 0 && (p[0].revents & POLLNVAL))
+        return -EBADF;
+    return r > 0 && p[0].revents ? 1 : 0;
+}
+
+/* The socket's SO_RCVTIMEO or SO_SNDTIMEO as a deadline from now (0: none). */
+static uint64_t timeout_deadline(int fd, int name)
+{
+    struct timeval tv = { 0, 0 };
+    socklen_t len = sizeof tv;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+        return 0;
+    return clock_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* The engine's fd armed for a sleep, under fab_lock: -1 when its events
+ * are pending (driven here: look again). */
+static int armed_efd(struct fabric_conn *c)
+{
+    struct fabric_engine *e = c->s.engine;
+    if (!e)
+        return -1;
+    if (!fabric_engine_arm(e)) {
+        fabric_engine_progress(e);
+        return -2;
+    }
+    return wake_fd;
+}
+
+/* A call the fabric path does not carry: leave first, then the kernel's. */
+static bool not_carried_recv(struct io_call *call, int flags)
+{
+    return (flags & ~(MSG_PEEK | MSG_DONTWAIT | MSG_WAITALL | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC)) ||
+           (call->kind == IO_RECVMSG && call->msg->msg_controllen > 0);
+}
+
+static void iov_after(const struct iobuf *b, size_t skip, struct iovec *out, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < b->iovcnt; i++) {
+        if (skip >= b->iov[i].iov_len) {
+            skip -= b->iov[i].iov_len;
+            continue;
+        }
+        out[*n].iov_base = (char *)b->iov[i].iov_base + skip;
+        out[(*n)++].iov_len = b->iov[i].iov_len - skip;
+        skip = 0;
+    }
+}
+
+ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+{
+    int flags = call->kind == IO_READ || call->kind == IO_READV ? 0 : call->flags;
+    if (not_carried_recv(call, flags)) {
+        fabric_conn_leave(t, f->fd, "a receive with flags or ancillary data", false);
+        if (atomic_load(&t->path) != PATH_FABRIC)
+            return pt_recv(f, call);
+    }
+    struct iobuf b;
+    int r = iobuf_from_call(&b, call);
+    if (r < 0)
+        return r;
+    if (call->kind == IO_RECVFROM && call->addrlen)
+        *call->addrlen = 0;
+    if (call->kind == IO_RECVMSG) {
+        call->msg->msg_flags = 0;
+        call->msg->msg_controllen = 0;
+        call->msg->msg_namelen = 0;
+    }
+    if (b.total == 0 && (call->kind == IO_READ || call->kind == IO_READV))
+        return 0;
+    bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+    bool nb = stream_nonblocking(t, f->fd, flags);
+    unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
+    uint64_t deadline = 0;
+    bool timed = false, socket_busy = false;
+    unsigned quick = 0;   /* looks in a row the socket woke, which found nothing */
+    size_t got = 0;
+    for (;;) {
+        struct iovec rest[IOV_MAX];
+        int n;
+        iov_after(&b, got, rest, &n);
+        fab_enter();
+        struct fabric_conn *c = conn_of(t, f->fd);
+        ssize_t k = fabric_stream_recv(&c->s, rest, n, peek, true);
+        trace(c, "recv", k);
+        short rev = 0;
+        int efd = -1;
+        if (k == -EAGAIN && !nb) {
+            drain_bells();
+            rev = fabric_stream_before_sleep(&c->s);
+            efd = armed_efd(c);
+        }
+        bool on = after_call(c, f->fd);
+        bool broke = c->s.broken;
+        fab_leave();
+        if (k == -EIO || broke)
+            return got ? (ssize_t)got : broken_conn(c, f->fd);
+        if (!on && k == -EAGAIN) {   /* plain TCP now: the kernel's, for the rest */
+            if (got)
+                return (ssize_t)got;
+            return pt_recv(f, call);
+        }
+        if (k > 0) {
+            got += (size_t)k;
+            socket_busy = false;
+            quick = 0;
+            if (!waitall || got == b.total)
+                return (ssize_t)got;
+            continue;
+        }
+        if (k == 0 || k != -EAGAIN)
+            return got ? (ssize_t)got : k;
+        if (nb)
+            return got ? (ssize_t)got : -EAGAIN;
+        if ((rev & POLLIN) || efd == -2) {
+            if (++quick < 3)
+                continue;         /* look again at once */
+            socket_busy = true;   /* readable, but not the program's bytes yet: naps */
+        }
+        if (!timed) {
+            timed = true;
+            deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
+        }
+        int w = wait_news(f->fd, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, deadline, ran, norestart);
+        if (w < 0)
+            return got ? (ssize_t)got : w;
+        if (w == 1 && ++quick >= 3)
+            socket_busy = true;
+    }
+}
+
+ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+{
+    int flags = call->kind == IO_WRITE || call->kind == IO_WRITEV ? 0 : call->flags;
+    if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR)) ||
+        (call->kind == IO_SENDMSG && call->msg->msg_controllen > 0)) {
+        fabric_conn_leave(t, f->fd, "a send with flags or ancillary data", false);
+        if (atomic_load(&t->path) != PATH_FABRIC)
+            return pt_send(f, call);
+    }
+    struct iobuf b;
+    int r = iobuf_from_call(&b, call);
+    if (r < 0)
+        return r;
+    if (b.total == 0)
+        return 0;
+    bool nb = stream_nonblocking(t, f->fd, flags);
+    unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
+    uint64_t deadline = 0;
+    bool timed = false;
+    size_t done = 0;
+    for (;;) {
+        struct iovec rest[IOV_MAX];
+        int n;
+        iov_after(&b, done, rest, &n);
+        fab_enter();
+        struct fabric_conn *c = conn_of(t, f->fd);
+        ssize_t k = fabric_stream_send(&c->s, rest, n, true);
+        trace(c, "send", k);
+        short rev = 0;
+        int efd = -1;
+        if (k == -EAGAIN && !nb) {
+            drain_bells();
+            rev = fabric_stream_before_sleep(&c->s);
+            efd = armed_efd(c);
+        }
+        bool on = after_call(c, f->fd);
+        bool broke = c->s.broken;
+        bool on_ring = c->s.moved && !c->s.back;
+        fab_leave();
+        if (k == -EIO || broke)
+            return done ? (ssize_t)done : broken_conn(c, f->fd);
+        if (k > 0) {
+            done += (size_t)k;
+            if (nb || done == b.total)
+                return (ssize_t)done;
+            continue;
+        }
+        if (!on && k == -EAGAIN) {
+            if (done)
+                return (ssize_t)done;
+            return pt_send(f, call);
+        }
+        if (k == -EPIPE && !(flags & MSG_NOSIGNAL) && !done)
+            raise(SIGPIPE);   /* as the kernel's send would */
+        if (k != -EAGAIN)
+            return done ? (ssize_t)done : k;
+        if (nb)
+            return done ? (ssize_t)done : -EAGAIN;
+        if ((rev & POLLOUT) || efd == -2)
+            continue;
+        if (!timed) {
+            timed = true;
+            deadline = timeout_deadline(f->fd, SO_SNDTIMEO);
+        }
+        /* room comes with the reader's doorbell; the socket tells of the
+         * peer's end (and, while the bytes still go by TCP, of room) */
+        int w = wait_news(f->fd, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false,
+                          deadline, ran, norestart);
+        if (w < 0)
+            return done ? (ssize_t)done : w;
+    }
+}
+
+int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
+{
+    if (how != SHUT_WR) {
+        /* the reading side's shutdown is the kernel's: leave first */
+        fabric_conn_leave(t, f->fd, "shutdown of the reading side", false);
+        if (atomic_load(&t->path) != PATH_FABRIC)
+            return pt_shutdown(f, how);
+    }
+    fab_enter();
+    struct fabric_conn *c = conn_of(t, f->fd);
+    int r = fabric_stream_shutdown(&c->s);
+    if (r == -ENOTCONN && fabric_stream_return(&c->s) == 0)
+        r = fabric_stream_shutdown(&c->s);   /* nothing to move onto yet: this direction is TCP's for good */
+    after_call(c, f->fd);
+    fab_leave();
+    if (r == -EIO)
+        return broken_conn(c, f->fd);
+    return r;
+}
+
+short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
+{
+    fab_enter();
+    struct fabric_conn *c = conn_of(t, fd);
+    short rev = fabric_stream_poll(&c->s);
+    trace(c, "poll", rev);
+    bool on = after_call(c, fd);
+    fab_leave();
+    if (!on) {
+        struct pollfd p = { .fd = fd, .events = events };
+        return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+    }
+    if (rev & POLLERR)
+        return (short)((events & (POLLIN | POLLOUT)) | POLLERR | POLLHUP);
+    return (short)(rev & (events | POLLHUP | POLLERR));
+}
+
+short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events)
+{
+    fab_enter();
+    struct fabric_conn *c = conn_of(t, fd);
+    drain_bells();
+    short rev = fabric_stream_before_sleep(&c->s);
+    int e = armed_efd(c);
+    *sock_events = POLLIN | POLLRDHUP;
+    if ((events & POLLOUT) && (!c->s.moved || c->s.back))
+        *sock_events |= POLLOUT;
+    bool on = after_call(c, fd);
+    fab_leave();
+    *efd = e >= 0 ? e : -1;
+    if (!on || e == -2)
+        return (short)(events | POLLIN);   /* look again at once (answered then by the kernel, or again here) */
+    return (short)(rev & (events | POLLHUP | POLLERR));
+}
+
+bool fabric_conn_accelerated(struct tcp_sock *t)
+{
+    struct fabric_conn *c = t->fab;
+    if (!c || atomic_load(&t->path) != PATH_FABRIC)
+        return false;
+    fab_enter();
+    bool on = c->s.moved && c->s.peer_moved && !c->s.back && !c->s.peer_back && !c->s.broken && !c->s.left;
+    fab_leave();
+    return on;
+}
+
+/* Under fab_lock: c leaves; true when it is plain TCP now. */
+static bool leave_locked(struct fabric_conn *c, int fd, bool exec)
+{
+    struct fabric_stream *s = &c->s;
+    if (!c->ring) {
+        /* a client still awaiting its hello: it is taken off when it
+         * comes, never attached to; before an exec (this memory goes) at
+         * most HELLO_HOLD_NS is given to it */
+        c->no_attach = true;
+        if (!exec)
+            return false;
+        uint64_t until = clock_now_ns() + HELLO_HOLD_NS;
+        while (s->await_hello && clock_now_ns() < until) {
+            (void)fabric_stream_poll(s);   /* settles the first bytes once they are there */
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            if (s->await_hello)
+                shunt_real.poll(&p, 1, 1);
+        }
+        return !s->await_hello;
+    }
+    int r = fabric_stream_leave(s);
+    if (r == -EAGAIN || r == -ENOTCONN)
+        return false;
+    if (r < 0)
+        (void)broken_conn(c, fd);
+    /* what the peer is owed by TCP goes now, bounded: nothing of this
+     * process will carry it after this call */
+    uint64_t until = clock_now_ns() + RELEASE_WAIT_NS;
+    while (fabric_stream_settle(s, false) == -EAGAIN && clock_now_ns() < until) {
+        struct pollfd p = { .fd = fd, .events = 0 };
+        shunt_real.poll(&p, 1, 1);
+    }
+    return true;
+}
+
+static void leave(struct tcp_sock *t, int fd, const char *why, bool exec)
+{
+    if (atomic_load(&t->path) != PATH_FABRIC)
+        return;
+    fab_enter();
+    struct fabric_conn *c = conn_of(t, fd);
+    bool gone = leave_locked(c, fd, exec);
+    bool tcp = gone || !after_call(c, fd);
+    fab_leave();
+    if (gone && atomic_load(&t->path) == PATH_FABRIC) {
+        shunt_log_sock(LOG_INFO, t, fd, "fabric: left for kernel TCP before %s", why);
+        fallback_record(t, fd, FB_FABRIC_LEFT, false);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+    } else if (!tcp) {
+        shunt_log_sock(LOG_DEBUG, t, fd, "fabric: before %s: its hello, if one comes, is taken off, not attached", why);
+    }
+}
+
+void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec)
+{
+    leave(t, fd, why, exec);
+}
+
+struct leave_all {
+    const char *why;
+    bool exec;
+};
+
+static void leave_fd(int fd, void *ctx)
+{
+    struct leave_all *a = ctx;
+    struct fdref f = fdt_get(fd);
+    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) == PATH_FABRIC)
+        leave(tcp_of(f.sock), fd, a->why, a->exec);
+    fdt_put(&f);
+}
+
+void fabric_conn_leave_all(const char *why, bool exec)
+{
+    struct leave_all a = { why, exec };
+    fdt_for_each_object(0, ~0U, leave_fd, &a);
+}
+
+void fabric_conn_leave_fds(const int *fds, size_t n, const char *why)
+{
+    struct leave_all a = { why, true };   /* the receiver cannot take a hello off */
+    for (size_t i = 0; i < n; i++)
+        leave_fd(fds[i], &a);
+}
+
+void fabric_conn_release(struct tcp_sock *t, int fd)
+{
+    if (atomic_load(&t->path) != PATH_FABRIC || !t->fab || t->fab->pid != shunt_pid)
+        return;
+    fab_enter();
+    struct fabric_conn *c = conn_of(t, fd);
+    uint64_t until = clock_now_ns() + RELEASE_WAIT_NS;
+    while (!c->s.broken && fabric_stream_settle(&c->s, false) == -EAGAIN && clock_now_ns() < until) {
+        struct pollfd p = { .fd = fd, .events = 0 };
+        shunt_real.poll(&p, 1, 1);
+    }
+    if (c->ring && c->s.moved && !c->s.broken)
+        (void)fabric_ring_flush(c->ring);
+    fab_leave();
+}
+
+void fabric_conn_forget(struct tcp_sock *t)
+{
+    atomic_store(&t->path, PATH_TCP);
+    atomic_store(&t->reason, FB_NOT_NEGOTIATED);
+    fabric_conn_destroy(t);
+}
+
+void fabric_conn_destroy(struct tcp_sock *t)
+{
+    struct fabric_conn *c = t->fab;
+    if (!c)
+        return;
+    t->fab = NULL;
+    if (c->pid == shunt_pid && c->ring) {
+        fab_enter();
+        fabric_ring_close(c->ring);
+        fab_leave();
+    }
+    free(c);
+}

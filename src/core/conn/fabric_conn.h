@@ -1,0 +1,93 @@
+/*
+ * fabric_conn.h: a TCP connection on the fabric (PATH_FABRIC, issue 19):
+ * how a connection reaches the fabric stream at accept and connect, the
+ * calls it carries, and leaving it for kernel TCP before anything else
+ * (docs/architecture.md, "Built: the connection paths").
+ *
+ *   accept   a SYN that says the client process runs shunt and whose
+ *            offer is out of the rings' reach: the engine (once per
+ *            process), a ring, and the hello before the program has the
+ *            fd (it names the client's socket, carries a nonce and this
+ *            end's proof and ring);
+ *   connect  a socket marked as a shunt process's awaits the hello: its
+ *            first bytes are settled before any read or readiness answer;
+ *            a hello for it, from a proven process, opens the engine and
+ *            attaches, and the client moves, handing its own proof and
+ *            ring over behind its header; anything else is the program's,
+ *            and the socket is plain kernel TCP from then on;
+ *   carried  recv and send (their vector and message forms without
+ *            ancillary data or MSG_OOB), shutdown, poll and select (the
+ *            engine's fd joins the kernel's set), close (what is owed is
+ *            pushed, bounded);
+ *   left     everything else first makes the connection leave the fabric
+ *            (fabric_conn_leave: it waits for nothing), after which it is
+ *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,
+ *            SCM_RIGHTS, epoll, sendfile and splice, recvmmsg and
+ *            sendmmsg, ioctl, stdio, io_uring, a seccomp sandbox.
+ *
+ * One lock for every stream and the engine of the process (UCX's worker
+ * is not thread-safe); no call waits while it holds it: the streams are
+ * driven without blocking and a blocking call sleeps outside the lock on
+ * the socket and the engine's wake-up fd.
+ */
+#ifndef SHUNT_CORE_CONN_FABRIC_CONN_H
+#define SHUNT_CORE_CONN_FABRIC_CONN_H
+
+#include "core/fd/tcp_sock.h"
+#include "core/fd/sock.h"
+
+/* Whether this process may put connections on the fabric now (the setting,
+ * no sandbox, no io_uring). */
+bool fabric_conn_wanted(void);
+
+/* Server, at accept: the engine, a ring and the hello (tag and cookie from
+ * the client's SYN).  0: t is on PATH_FABRIC; -errno: nothing was sent,
+ * the log says why, and the caller records FB_FABRIC. */
+int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie);
+
+/* Client, at connect, its socket marked: it awaits the hello (t goes on
+ * PATH_FABRIC); otherwise is the reason recorded if none comes. */
+void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise);
+
+ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
+int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how);
+
+/* poll's revents for events now, without waiting. */
+short fabric_conn_poll(struct tcp_sock *t, int fd, short events);
+/* Before a poll or select sleeps with t among its fds: says this end
+ * sleeps, and answers as fabric_conn_poll (sleep only if it is 0), with
+ * *efd the engine's armed wake-up fd to sleep on too (-1: none; then the
+ * sleep must be short: its events were pending) and *sock_events what to
+ * ask the kernel of the socket itself (its end, and room while this end's
+ * bytes go by TCP). */
+short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events);
+
+/* Both ends moved onto the ring: what shunt_fd_accelerated says. */
+bool fabric_conn_accelerated(struct tcp_sock *t);
+
+/* Leaves the fabric for good before a call it does not carry (why: which,
+ * for the log); t is on PATH_TCP after it (FB_FABRIC_LEFT).  A client
+ * whose hello may still come keeps awaiting it (no engine state is
+ * involved: a forked child may settle it too) unless the process is about
+ * to lose its memory (exec: it waits for it at most HELLO_HOLD_NS). */
+void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec);
+/* Every fabric connection of the process, before fork (exec true: exec,
+ * spawn, a sandbox, io_uring). */
+void fabric_conn_leave_all(const char *why, bool exec);
+/* Those of fds that are on the fabric, before they go to another process
+ * (SCM_RIGHTS). */
+void fabric_conn_leave_fds(const int *fds, size_t n, const char *why);
+
+/* The last fd closes: what is owed by TCP pushed (bounded), the ring's
+ * last puts flushed. */
+void fabric_conn_release(struct tcp_sock *t, int fd);
+/* A client's connect failed before a SYN went: t is as new (PATH_TCP, not
+ * negotiated), its awaiting stream forgotten. */
+void fabric_conn_forget(struct tcp_sock *t);
+
+/* The object goes: the stream and ring freed (only in the process that
+ * made them: a forked child never touches its parent's engine). */
+void fabric_conn_destroy(struct tcp_sock *t);
+
+#endif

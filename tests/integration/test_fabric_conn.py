@@ -1,0 +1,200 @@
+"""Connections on the fabric (issue 19): a server in a namespace with a /dev/shm
+of its own (a container's tmpfs, where shunt's own rings cannot reach it), its
+client in another namespace, both under shunt on a fabric-enabled host: the
+client's SYN says its process runs shunt, the server's hello (proof, nonce,
+ring) is taken off by the client, and the bytes ride UCX's lanes
+(docs/architecture.md, "Built: the connection paths").
+
+netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
+(test_netns_accel's fixture). Checked, over IPv4 and IPv6:
+
+- pyecho's bulk (8 MiB each way), pingpong (3 connections) and half-close (5)
+  workloads, every byte checked, on UCX's default lanes (shared memory: the
+  log names sysv or posix) and forced onto its TCP lanes
+  (SHUNT_FABRIC_LANES=tcp): both ends log the connection accelerated on the
+  fabric, and nothing falls back;
+- shunt_fd_accelerated answers 0 for the connection until both ends moved onto
+  the fabric, 1 after;
+- a server that forks a child per connection (static_peer): each connection
+  leaves the fabric in the parent before the fork (`fabric_left`), bytes exact;
+- a server without shunt: the client marked its socket and waits for a hello
+  that never comes; its bytes are exact and its reason is today's;
+- kill -9 of either end mid-transfer: the other ends as kernel TCP's does
+  (an exact prefix, then EOF, ECONNRESET or EPIPE), nothing hangs.
+
+Needs root, ip (iproute2), bpf and UCX: missing under CI is a failure.
+"""
+
+import os
+import re
+import signal
+from collections import Counter
+
+import pytest
+
+from echopeers import CLIENT_TIMEOUT, check_client, check_server_log, client_args, listening_port
+from netns import Namespaces, need_namespaces
+from shunttest import PROGRAMS, PYTHON
+from test_netns import REASON, Ends, result_of
+from test_netns_accel import fabric  # noqa: F401  (the fixture)
+
+FAMILIES = [4, 6]
+MIB = 1 << 20
+PACED = 16 * MIB
+ACCEL = re.compile(r"accelerated \((client|server), fabric, lanes (\S*)\)")
+LEFT = re.compile(r"fabric: left for kernel TCP before (.*)$", re.M)
+OWN_SHM = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
+
+
+@pytest.fixture
+def nets(tmp_path):
+    need_namespaces()
+    with Namespaces(["a", "b"], links=[("a", "b")], logdir=tmp_path) as n:
+        yield n
+
+
+class FabricEnds(Ends):
+    def accelerated(self, side):
+        """(role, lanes) of each connection the side's logs call accelerated on the fabric."""
+        return ACCEL.findall("\n".join(self.log(side)))
+
+    def reasons(self, side):
+        return Counter(re.findall(r"kernel TCP: (.*)$", "\n".join(self.log(side)), re.M))
+
+    def left(self, side):
+        return LEFT.findall("\n".join(self.log(side)))
+
+    def check_fabric(self, conns, lanes):
+        """CONNS connections on the fabric at both ends, on lanes that match
+        the regular expression LANES, and nothing fell back."""
+        summary = "\n".join(self.log("client")[-20:] + self.log("server")[-20:])
+        assert not self.reasons("client") and not self.reasons("server"), "fell back:\n" + summary
+        for side in ("client", "server"):
+            got = self.accelerated(side)
+            assert len(got) == conns, "%s: want %d on the fabric:\n%s" % (side, conns, summary)
+            assert all(role == side and re.search(lanes, ln) for role, ln in got), (got, summary)
+
+
+def ends_with(shunt, builds, tmp_path, **settings):
+    return FabricEnds(shunt, builds, "shunt", tmp_path, **settings)
+
+
+def start_server(nets, ends, family, kind="py", own_shm=True):
+    """The echo server in namespace a (with a /dev/shm of its own): the
+    process, its address and its port."""
+    host = nets.addr("a", family)
+    argv = ends.echo(kind) + ["server", "--host", host, "--port", "0"]
+    srv = nets.start("a", (OWN_SHM if own_shm else []) + argv, env=ends.env("server"), proc_name="server")
+    return srv, host, listening_port(srv)
+
+
+LANES = {"default": (None, r"sysv|posix"), "tcp": ("tcp", r"^tcp")}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("lanes", sorted(LANES))
+@pytest.mark.parametrize("workload,conns", [("bulk", 1), ("small", 3), ("halfclose", 5)])
+def test_echo_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family, lanes, workload, conns):  # noqa: F811
+    setting, want = LANES[lanes]
+    ends = ends_with(shunt, builds, tmp_path, **({"SHUNT_FABRIC_LANES": setting} if setting else {}))
+    srv, host, port = start_server(nets, ends, family)
+    r = nets.run("b", ends.echo() + client_args(port, workload, host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, workload, expect_mapped=True)
+    check_server_log(srv, workload)
+    ends.check_fabric(conns, want)
+
+
+ACCEL_CLIENT = r'''
+import ctypes, socket, sys
+lib = ctypes.CDLL(None)
+fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+said = [lib.shunt_fd_accelerated(s.fileno())]
+for i in range(4):
+    msg = bytes([65 + i]) * 100
+    s.sendall(msg)
+    got = b""
+    while len(got) < 100:
+        got += s.recv(100 - len(got))
+    assert got == msg, got
+    said.append(lib.shunt_fd_accelerated(s.fileno()))
+print("SAID", *said, flush=True)
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fd_accelerated_says_fabric(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """shunt_fd_accelerated in the client: 0 before anything was exchanged
+    (the hello not taken off yet), 1 once both ends moved (the client at
+    its hello, the server once the client's ring came: by the third echo)."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = start_server(nets, ends, family)
+    r = nets.run("b", ends.argv([PYTHON, "-c", ACCEL_CLIENT, host, str(port)]), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT, check=True)
+    said = r.stdout.decode().split()
+    assert said[0] == "SAID" and said[1] == "0" and said[-1] == "1", said
+    assert len(ends.accelerated("client")) == 1, ends.log("client")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forking_server_leaves_first(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """static_peer's server accepts (its hello goes), then forks a child per
+    connection: each connection leaves the fabric in the parent before the
+    fork (a child may not use its parent's engine) and is kernel TCP in
+    both; every byte checked."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = start_server(nets, ends, family, kind="c")
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    check_server_log(srv, "small")
+    assert ends.left("server") == ["fork"] * 3, ends.log("server")
+    assert ends.reasons("server") == Counter({REASON["fabric_left"]: 3}), ends.log("server")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_server_without_shunt(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """The client under shunt marks its socket and awaits a hello; the
+    server, without shunt, sends none: the client's first bytes are the
+    program's, exact, and its connections are kernel TCP with today's
+    reason (no_listener)."""
+    ends = ends_with(shunt, builds, tmp_path)
+    plain = Ends(shunt, builds, "plain", tmp_path)
+    srv, host, port = start_server(nets, plain, family)
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    check_server_log(srv, "small")
+    assert ends.reasons("client") == Counter({REASON["no_listener"]: 3}), ends.log("client")
+
+
+def paced(nets, ends, host, port):
+    return nets.start("b", ends.argv([PYTHON, PROGRAMS / "paced_client.py", host, port, PACED, 65536, 2, 20]),
+                      env=ends.env("client"), proc_name="paced")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("victim", ["server", "client"])
+def test_peer_killed_mid_transfer(fabric, nets, shunt, builds, tmp_path, family, victim):  # noqa: F811
+    """kill -9 of one end once 4 MiB went over the fabric: the other ends as
+    kernel TCP's would (an exact prefix, then the end), never a hang, and a
+    server that lost its client takes the next connection on the fabric."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = start_server(nets, ends, family)
+    client = paced(nets, ends, host, port)
+    client.wait_for(r"^SENT %d$" % (4 * MIB), timeout=30)
+    assert len(ends.accelerated("client")) == 1, ends.log("client")
+    if victim == "server":
+        os.kill(srv.pid, signal.SIGKILL)
+        res = result_of(client)
+        assert res["end"] in ("ECONNRESET", "EPIPE", "eof"), res
+        assert 0 < res["received"] < res["sent"] < PACED, res
+        return
+    os.kill(client.pid, signal.SIGKILL)
+    (line,) = srv.wait_lines(r"^CONN 1 ", 1, timeout=30)
+    assert "BAD" not in line, line
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client2"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    assert len(ACCEL.findall("\n".join(ends.log("client2")))) == 3, ends.log("client2")
