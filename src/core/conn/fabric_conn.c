@@ -259,7 +259,8 @@ static int client_takes_hello(void *ctx, const struct hello *h)
         return 0;
     struct fabric_peer_id id;
     if (h->addr_len <= FABRIC_PROOF_LEN || fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why) < 0) {
-        shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
+        /* (also a server that closed before this end looked) */
+        shunt_log_sock(LOG_INFO, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
         return 0;
     }
     struct fabric_engine *e = engine_get(why, sizeof why);

@@ -507,13 +507,15 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
                 broken(s);
             return done ? (ssize_t)done : r;
         }
-        if (nonblock)
-            return done ? (ssize_t)done : -EAGAIN;
+        /* full: a peer whose process is gone never makes room (its TCP
+         * end says so), nonblocking or not */
         look_socket_end(s);
         if (s->broken)
             return done ? (ssize_t)done : -EIO;
         if (s->tcp_eof)
-            return done ? (ssize_t)done : -EPIPE;   /* the peer's process is gone */
+            return done ? (ssize_t)done : s->tcp_error ? -s->tcp_error : -EPIPE;
+        if (nonblock)
+            return done ? (ssize_t)done : -EAGAIN;
         /* about to sleep: our count must be where the peer decides */
         if (fabric_ring_flush(s->ring) < 0)
             return done ? (ssize_t)done : broken(s);
@@ -865,6 +867,10 @@ short fabric_stream_poll(struct fabric_stream *s)
                 rev |= POLLOUT;
         } else if (fabric_ring_writable(s->ring) > 0) {
             rev |= POLLOUT;
+        } else {
+            look_socket_end(s);   /* full, and the peer gone: a send fails at once, as the kernel's would */
+            if (s->tcp_eof)
+                rev |= POLLOUT | (s->tcp_error ? POLLERR : 0);
         }
     }
     return rev;
