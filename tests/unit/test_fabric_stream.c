@@ -875,6 +875,140 @@ static void run_leave_unattached(struct fabric_engine *e, int sock, int i, const
     leave_loop(e, sock, fd, f, i, plan, rnd(2) ? 0 : rnd(3000));
 }
 
+/* A server that refuses the client's hand-over (its process not proven,
+ * fabric_proof.h): nothing is attached; the client, which moved, finds the
+ * refusal in the server's word, says it saw it and sends again by TCP what
+ * it had put into the ring; or, when the client's process is gone before it
+ * looked (dies), the server reads the ring after the client's TCP bytes.
+ * Both directions, every byte checked, then EOF both ways. */
+#define REFUSED_DYING 2000u
+static int refusals;
+
+static int refuse_blob(void *ctx, const void *blob, size_t len)
+{
+    (void)ctx;
+    (void)blob;
+    (void)len;
+    refusals++;
+    return 1;
+}
+
+static void run_refused(struct fabric_engine *e, int sock, int i, const char *tls, bool dies)
+{
+    (void)tls;
+    int fd = tcp_pair(sock, i);
+    struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
+    stream.ctx = f;
+    meet_by_hello(sock, i, f);
+    static uint8_t out[70000], in[70000];
+    uint64_t sent = 0, got = 0;
+    uint64_t to_send = i == 1 && dies ? REFUSED_DYING : STREAM_BYTES, to_get = i == 0 && dies ? REFUSED_DYING
+                                                                                          : STREAM_BYTES;
+    bool shut = false, eof = false;
+    if (i == 0) {
+        stream.on_peer_blob = refuse_blob;
+        refusals = 0;
+        if (dies) {   /* the client's bytes are in the ring, and its process gone, before this end looks */
+            struct pollfd p = { .fd = sock, .events = POLLIN };
+            while (poll(&p, 1, 1) == 0)
+                fabric_engine_progress(e);   /* as a waiting end under shunt drives its worker */
+            uint32_t n;
+            free(recv_blob(sock, &n));
+        }
+    } else if (dies) {
+        double until = now_s() + 10;
+        while (!hellos && now_s() < until) {   /* its hello taken off: attached */
+            struct iovec v = { in, 1 };
+            CHECK(fabric_stream_recv(&stream, &v, 1, true, true), ==, -EAGAIN);
+            nap(e, fd);
+        }
+        int m = fabric_stream_move(&stream);
+        if (m != 0)
+            FAIL("move: %d (broken at fabric_stream.c:%d)", m, stream.broken_line);
+        fill(1, 0, out, REFUSED_DYING);
+        struct iovec v = { out, REFUSED_DYING };
+        CHECK(fabric_stream_send(&stream, &v, 1, true), ==, (ssize_t)REFUSED_DYING);   /* fits the ring */
+        CHECK(fabric_ring_flush(f), ==, 0);
+        send_blob(sock, "w", 1);
+        _exit(0);   /* as a process killed: nothing more */
+    }
+    double until = now_s() + 60;
+    while (!(shut && eof)) {
+        bool progress = false;
+        if (i == 1 && !stream.moved && hellos)
+            CHECK(fabric_stream_move(&stream), ==, 0);
+        if (sent < to_send && !(i == 0 && dies)) {
+            size_t n = 1 + rnd(rnd(4) ? 2000 : sizeof out - 1);
+            if (n > to_send - sent)
+                n = (size_t)(to_send - sent);
+            fill(i, sent, out, n);
+            struct iovec v = { out, n };
+            ssize_t r = fabric_stream_send(&stream, &v, 1, true);
+            if (r != -EAGAIN) {
+                CHECK(r, >, 0);
+                sent += (uint64_t)r;
+                progress = true;
+            }
+        } else if (!shut) {
+            int r = fabric_stream_shutdown(&stream);
+            if (r == -ENOTCONN && fabric_stream_return(&stream) == 0)   /* never attached: TCP's FIN */
+                r = fabric_stream_shutdown(&stream);
+            CHECK(r, ==, 0);
+            shut = progress = true;
+        }
+        if (!eof) {
+            struct iovec v = next_read(in, sizeof in);
+            ssize_t r = fabric_stream_recv(&stream, &v, 1, false, true);
+            if (r == 0) {
+                CHECK(got, ==, to_get);
+                eof = progress = true;
+            } else if (r > 0) {
+                check_bytes(1 - i, got, in, (size_t)r);
+                got += (uint64_t)r;
+                progress = true;
+            } else if (r != -EAGAIN) {
+                FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)got,
+                     stream.broken_line);
+            }
+        }
+        if (!progress)
+            nap(e, fd);
+        if (now_s() > until)
+            FAIL("stuck: sent %llu, got %llu, moved %d, refused %d/%d", (unsigned long long)sent,
+                 (unsigned long long)got, stream.moved, stream.refused, stream.peer_refused);
+    }
+    CHECK(fabric_stream_settle(&stream, true), ==, 0);
+    if (i == 0) {
+        CHECK(refusals, ==, 1);
+        CHECK(stream.refused, ==, 1);
+        CHECK(stream.moved, ==, 0);   /* nothing attached to move onto */
+    } else {
+        CHECK(stream.moved, ==, 1);
+        CHECK(stream.peer_refused, ==, 1);   /* it saw the refusal, and sent its ring's bytes again */
+    }
+    if (dies) {   /* the peer is gone: nothing to meet */
+        fabric_ring_close(f);
+        close(fd);
+        return;
+    }
+    finish(e, sock, fd, f);
+}
+
+static void refused_side(int sock, int i, const void *arg)
+{
+    const char *tls = arg;
+    struct fabric_engine *e = engine_open(tls);
+    rng += (uint64_t)i * 7919;
+    on_exit(say_phase, (void *)(intptr_t)i);
+    for (run_no = 0; run_no < RUNS / 2; run_no++) {
+        phase = "refused";
+        run_refused(e, sock, i, tls, false);
+    }
+    phase = "refused_client_dies";
+    run_refused(e, sock, i, tls, true);
+    fabric_engine_close(e);
+}
+
 int main(void)
 {
     shunt_real_resolve();   /* the stream and the engine call libc through the table */
@@ -891,5 +1025,7 @@ int main(void)
     run_sides(dying_side, "tcp");
     run_sides(refusing_side, NULL);
     run_sides(refusing_side, "tcp");
+    run_sides(refused_side, NULL);
+    run_sides(refused_side, "tcp");
     PASS();
 }

@@ -6,6 +6,7 @@
  * peer fabric_proof.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -57,6 +58,7 @@ struct fabric_conn {
     bool reset_sent;              /* broken: the socket was shut down both ways, once */
     enum fallback_reason otherwise;   /* client: recorded if no hello comes */
     struct sockaddr_un peer_bell;     /* the proven peer's doorbell (sun_path[0] 0: none) */
+    uint32_t peer_pid;                /* the proven peer's process (0: not proven) */
     uint8_t nonce[FABRIC_RING_NONCE];
     uint8_t hand[FABRIC_PROOF_LEN + FABRIC_STREAM_BLOB_MAX];
     struct tcp_sock *t;
@@ -149,8 +151,29 @@ static void ring_peer(void *ctx)
                           sizeof c->peer_bell);
 }
 
+/* The proven peer's process is gone (or a zombie). */
+static bool peer_gone(void *ctx)
+{
+    struct fabric_conn *c = ctx;
+    if (!c->peer_pid)
+        return false;
+    char path[32], st[256];
+    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)c->peer_pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT;
+    ssize_t n = shunt_real.read(fd, st, sizeof st - 1);
+    shunt_real.close(fd);
+    if (n <= 0)
+        return false;
+    st[n] = 0;
+    const char *p = strrchr(st, ')');   /* pid (comm) state ... */
+    return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
 {
+    c->peer_pid = id->pid;
     char root[32];
     snprintf(root, sizeof root, "/proc/%u/root", (unsigned)id->pid);
     c->peer_bell.sun_family = AF_UNIX;
@@ -212,6 +235,7 @@ static struct fabric_conn *conn_new(struct tcp_sock *t, int fd, bool server)
     fabric_stream_init(&c->s, fd, NULL, NULL);
     c->s.ctx = c;
     c->s.on_bell = ring_peer;
+    c->s.peer_gone = peer_gone;
     c->pid = shunt_pid;
     c->server = server;
     c->t = t;

@@ -75,6 +75,14 @@ static int settle_hello(struct fabric_stream *s);
 static void push_owed(struct fabric_stream *s);
 static void look_owner_left(struct fabric_stream *s);
 
+/* The peer's process is gone: its TCP end came with a reset, or came and
+ * the caller says the process is no more (a FIN alone may be a
+ * half-close). */
+static bool peer_dead(struct fabric_stream *s)
+{
+    return s->tcp_eof && (s->tcp_error || (s->peer_gone && s->peer_gone(s->ctx)));
+}
+
 /* The stream is broken for good; the line that found it, for the log. */
 #define broken(s) broken_at((s), __LINE__)
 static int broken_at(struct fabric_stream *s, int line)
@@ -154,11 +162,16 @@ int fabric_stream_move(struct fabric_stream *s)
     if (gone) {
         /* nothing of the program's is in the ring: nothing to send again,
          * nothing to wait for; the word unreadable, a peer still there
-         * must find the way back after the header */
+         * must find the way back after the header; read, the peer (which
+         * may have refused this end rather than left) learns that this end
+         * saw it before any TCP byte of ours after the header's count */
         if (g < 0 && fabric_ring_go_back(s->ring) == 0)
             fabric_ring_flush(s->ring);
+        if (g == 0 && fabric_ring_ack_owner_left(s->ring) < 0)
+            return broken(s);
         s->back = true;
         s->peer_left = g == 0;
+        s->peer_refused = g == 0;
         return 0;
     }
     /* a reader asleep must come and read the header: the next write may
@@ -507,12 +520,12 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
                 broken(s);
             return done ? (ssize_t)done : r;
         }
-        /* full: a peer whose process is gone never makes room (its TCP
-         * end says so), nonblocking or not */
+        /* full: a peer whose process is gone never makes room, nonblocking
+         * or not (a FIN alone may be a half-close: the peer still reads) */
         look_socket_end(s);
         if (s->broken)
             return done ? (ssize_t)done : -EIO;
-        if (s->tcp_eof)
+        if (peer_dead(s))
             return done ? (ssize_t)done : s->tcp_error ? -s->tcp_error : -EPIPE;
         if (nonblock)
             return done ? (ssize_t)done : -EAGAIN;
@@ -557,6 +570,15 @@ static int settle_hello(struct fabric_stream *s)
 {
     if (!s->await_hello)
         return 0;
+    /* an error waiting on the socket (a refused connect) is the program's
+     * to read: a peek would take it (the kernel reports it once) */
+    struct pollfd p = { .fd = s->fd, .events = POLLIN };
+    if (shunt_real.poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLNVAL))) {
+        s->await_hello = false;   /* no hello comes */
+        return 0;
+    }
+    if (!(p.revents & POLLIN))
+        return -EAGAIN;
     uint8_t buf[HELLO_MAX];
     ssize_t n = shunt_real.recv(s->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -640,6 +662,39 @@ static void look_owner_left(struct fabric_stream *s)
 
 /* The peer's TCP bytes: -EAGAIN when there are none now (or no longer
  * any to expect), else what recv answers. */
+/* A refused peer's TCP bytes past the count its header gave: whose they
+ * are.  It saw the refusal (its word says so, put before any such byte):
+ * TCP's, all of them; it went back without seeing it (the mark in its
+ * ring, put before any such byte): the protocol's order, its ring to the
+ * mark first; neither: not yet known (-EAGAIN; a byte there then is not
+ * this protocol's).  0 once TCP's. */
+static int refused_past_count(struct fabric_stream *s)
+{
+    if (s->refused_tcp_all)
+        return 0;
+    if (fabric_ring_owner_left_seen(s->ring)) {
+        s->refused_tcp_all = true;
+        return 0;
+    }
+    if (fabric_ring_peer_went_back(s->ring)) {
+        s->peer_tcp = s->refused_tcp;
+        s->peer_moved = true;   /* read as if met: the ring to its mark, then TCP */
+        return -EAGAIN;
+    }
+    char c;
+    ssize_t n = s->tcp_eof ? -1 : shunt_real.recv(s->fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    int err = errno;
+    if (n > 0 && !fabric_ring_owner_left_seen(s->ring) && !fabric_ring_peer_went_back(s->ring))
+        return broken(s);
+    if (n == 0) {
+        s->tcp_eof = true;   /* its end right after the count: refused_end reads the ring */
+    } else if (n < 0 && !s->tcp_eof && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        s->tcp_eof = true;
+        s->tcp_error = err;
+    }
+    return -EAGAIN;
+}
+
 static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek)
 {
     int hr = settle_hello(s);
@@ -647,6 +702,15 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
         return hr;
     struct iovec cut[MAX_IOV];
     size_t total = iov_total(iov, iovcnt);
+    if (s->refused && !s->peer_moved && !s->refused_tcp_all) {
+        if (s->tcp_read >= s->refused_tcp) {
+            int d = refused_past_count(s);
+            if (d < 0)
+                return d;
+        } else if (total > s->refused_tcp - s->tcp_read) {
+            total = (size_t)(s->refused_tcp - s->tcp_read);
+        }
+    }
     if (s->peer_moved && total > s->peer_tcp - s->tcp_read)
         total = (size_t)(s->peer_tcp - s->tcp_read);
     struct msghdr mh = { .msg_iov = cut, .msg_iovlen = (size_t)iov_cut(iov, iovcnt, total, cut) };
@@ -869,7 +933,7 @@ short fabric_stream_poll(struct fabric_stream *s)
             rev |= POLLOUT;
         } else {
             look_socket_end(s);   /* full, and the peer gone: a send fails at once, as the kernel's would */
-            if (s->tcp_eof)
+            if (peer_dead(s))
                 rev |= POLLOUT | (s->tcp_error ? POLLERR : 0);
         }
     }

@@ -75,6 +75,7 @@ struct fabric_stream {
     bool asked;                   /* this end asked the peer to go back (fabric_stream_ask) */
     bool refused;                 /* the peer's blob was refused (on_peer_blob > 0): nothing attached */
     uint64_t refused_tcp;         /* ... and the TCP count its header said */
+    bool refused_tcp_all;         /* ... and the peer saw it: all its bytes come by TCP */
     bool peer_refused;            /* the peer refused this end (or left) before it attached, after our move */
     uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
     uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
@@ -105,6 +106,9 @@ struct fabric_stream {
     /* Rung with every doorbell the engine sends (NULL: none): a second
      * doorbell of the caller's, for waits the engine's cannot reach. */
     void (*on_bell)(void *ctx);
+    /* Whether the peer's process is gone (NULL: only a reset says so):
+     * asked once its TCP end came while this end waits for room. */
+    bool (*peer_gone)(void *ctx);
     uint64_t hello_partial_since; /* when a prefix of a hello was first seen (0: not) */
     unsigned empty_looks;         /* nonblocking reads that found the ring empty */
     /* the waits of blocking calls, and those no doorbell ended (counters) */
