@@ -10,8 +10,8 @@
  * transport mirrors shunt's own ring protocol with one-sided puts, see
  * docs/architecture.md "Between namespaces and hosts"), puts with a fence
  * between data and the index that publishes it, doorbells (an active
- * message each), and a wake-up fd for shunt's own waits that they ring.  Not yet used by connections: the discovery that pairs
- * two sockets across namespaces comes first.
+ * message each), and a wake-up fd for shunt's own waits that they ring.
+ * Used by the connection paths (core/conn/fabric_conn.c).
  *
  * Configured explicitly, never through the program's UCX_ variables: UCX
  * reads SHUNT_UCX_* (so an MPI program's own UCX settings stay its own),

@@ -92,7 +92,7 @@ static void test_table(void)
         "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_RING_SIZE", "SHUNT_RING_START", "SHUNT_SHM_LIMIT",
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
         "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE", "SHUNT_POLL_KERNEL_CALLS", "SHUNT_POLL_KERNEL_US",
-        "SHUNT_SHORT_CONNS",
+        "SHUNT_SHORT_CONNS", "SHUNT_FABRIC", "SHUNT_FABRIC_LANES",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -149,6 +149,10 @@ static void test_defaults(void)
     CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_US")->def, "50"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_SHORT_CONNS")->def, "1"), ==, 0);
     CHECK(s.short_conns, ==, true);
+    CHECK(strcmp(def_of("SHUNT_FABRIC")->def, "1"), ==, 0);
+    CHECK(s.fabric, ==, true);
+    CHECK(strcmp(def_of("SHUNT_FABRIC_LANES")->def, "^tcp,cma"), ==, 0);
+    CHECK(strcmp(s.fabric_lanes, "^tcp,cma"), ==, 0);
     /* an environment without SHUNT_ names loads the same twice */
     struct shunt_settings first = s;
     CHECK(load(), ==, 0);
@@ -182,6 +186,16 @@ static void test_booleans(void)
     load_ok("SHUNT_SHORT_CONNS", "on");
     CHECK(s.short_conns, ==, true);
     load_bad("SHUNT_SHORT_CONNS", "always");
+    load_ok("SHUNT_FABRIC", "0");
+    CHECK(s.fabric, ==, false);
+    load_bad("SHUNT_FABRIC", "ucx");
+    load_ok("SHUNT_FABRIC_LANES", "tcp");
+    CHECK(strcmp(s.fabric_lanes, "tcp"), ==, 0);
+    load_ok("SHUNT_FABRIC_LANES", "sysv,posix");
+    CHECK(strcmp(s.fabric_lanes, "sysv,posix"), ==, 0);
+    load_bad("SHUNT_FABRIC_LANES", "");
+    load_bad("SHUNT_FABRIC_LANES", "tcp;rm -rf");
+    load_bad("SHUNT_FABRIC_LANES", "TCP");
     CHECK_OK(setenv("SHUNT_ACCEL", "maybe", 1));
     CHECK(load(), ==, -1);
     CHECK(strstr(err, "not a boolean") != NULL, ==, 1);

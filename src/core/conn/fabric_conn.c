@@ -69,6 +69,9 @@ struct fabric_conn {
 static pthread_mutex_t fab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fabric_engine *engine;
 static pid_t engine_pid;
+/* A socket of this process went on the fabric once: only then do fork,
+ * exec and the rest look through the fd table for such sockets. */
+static atomic_bool any_fabric;
 static bool engine_failed;
 static char engine_why[200];
 
@@ -348,6 +351,7 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
         return r;
     }
     t->fab = c;
+    atomic_store(&any_fabric, true);
     atomic_store(&t->reason, FB_NONE);
     atomic_store(&t->path, PATH_FABRIC);
     shunt_log_sock(LOG_INFO, t, fd, "fabric: hello sent to a shunt client (cookie %llu)", (unsigned long long)cookie);
@@ -371,6 +375,7 @@ void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwis
     c->s.hello_cookie = cookie & SYNOPT_COOKIE_MASK;
     c->s.on_hello = client_takes_hello;
     t->fab = c;
+    atomic_store(&any_fabric, true);
     atomic_store(&t->reason, FB_NONE);
     atomic_store(&t->path, PATH_FABRIC);
 }
@@ -799,12 +804,16 @@ static void leave_fd(int fd, void *ctx)
 
 void fabric_conn_leave_all(const char *why, bool exec)
 {
+    if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
+        return;
     struct leave_all a = { why, exec };
     fdt_for_each_object(0, ~0U, leave_fd, &a);
 }
 
 void fabric_conn_leave_fds(const int *fds, size_t n, const char *why)
 {
+    if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
+        return;
     struct leave_all a = { why, true };   /* the receiver cannot take a hello off */
     for (size_t i = 0; i < n; i++)
         leave_fd(fds[i], &a);

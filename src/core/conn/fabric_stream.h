@@ -2,11 +2,9 @@
  * fabric_stream.h: one connection's byte stream once both processes are
  * proven and their fabric rings attached (issue 19): the bytes each end
  * sent by TCP before it moved, then the ring, with the TCP connection left
- * as the companion whose end tells of the peer's.  Not yet used by
- * connections: the paths of the TCP kind that would send the hello at
- * accept, strip it at connect and call the rest are not built
- * (docs/architecture.md, "Built: the fabric stream", and "Planned: the
- * connection paths, fail-safe by leaving").
+ * as the companion whose end tells of the peer's.  Driven by the TCP
+ * kind's connection paths (core/conn/fabric_conn.c; docs/architecture.md,
+ * "Built: the fabric stream" and "Built: the connection paths").
  *
  * The move, for each direction on its own (no word is shared: over the
  * fabric nothing can be compare-exchanged as a segment's negotiation word
