@@ -405,7 +405,7 @@ void pst_exit(void)
 
 /* ---- the reader ---------------------------------------------------------- */
 
-static const char *const path_names[PST_PATH_COUNT] = { "tcp", "offered", "shm", "single-copy" };
+static const char *const path_names[PST_PATH_COUNT] = { "tcp", "offered", "shm", "single-copy", "fabric" };
 static const char *const kind_names[PST_KIND_COUNT] = { "none", "listener", "connection" };
 static const char *const role_names[PST_ROLE_COUNT] = { "unknown", "client", "server" };
 

@@ -48,7 +48,7 @@ enum pst_kind { PST_KIND_NONE, PST_KIND_LISTENER, PST_KIND_CONN, PST_KIND_COUNT 
  * single-copy send (DESIGN section 4, core/conn/zcopy.c) is one send of a
  * connection on SHM, counted in its channel (chan_side.zc_sends); the value
  * keeps its number and its name for readers of the table. */
-enum pst_path { PST_PATH_TCP, PST_PATH_OFFERED, PST_PATH_SHM, PST_PATH_SINGLE_COPY, PST_PATH_COUNT };
+enum pst_path { PST_PATH_TCP, PST_PATH_OFFERED, PST_PATH_SHM, PST_PATH_SINGLE_COPY, PST_PATH_FABRIC, PST_PATH_COUNT };
 
 enum pst_role { PST_ROLE_UNKNOWN, PST_ROLE_CLIENT, PST_ROLE_SERVER, PST_ROLE_COUNT };
 

@@ -238,6 +238,8 @@ int stat_collect(struct stat_snapshot *s, int32_t only_pid)
                 k->rec.reason[0] = 0;
             else if (!k->rec.reason[0])
                 snprintf(k->rec.reason, sizeof k->rec.reason, "not_registered");
+        } else if (k->rec.path == PST_PATH_FABRIC) {
+            /* the engine's stream: no channel in a registry, no counters yet */
         } else if (k->rec.path != PST_PATH_TCP) {
             channel_counters(k);
         } else if (t) {

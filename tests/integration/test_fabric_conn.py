@@ -15,7 +15,7 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
   (SHUNT_FABRIC_LANES=tcp): both ends log the connection accelerated on the
   fabric, and nothing falls back;
 - shunt_fd_accelerated answers 0 for the connection until both ends moved onto
-  the fabric, 1 after;
+  the fabric, 1 after; `shunt stat` shows both ends on path "fabric";
 - a server that forks a child per connection (static_peer): each connection
   leaves the fabric in the parent before the fork (`fabric_left`), bytes exact;
 - a server without shunt: the client marked its socket and waits for a hello
@@ -26,9 +26,11 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
 Needs root, ip (iproute2), bpf and UCX: missing under CI is a failure.
 """
 
+import json
 import os
 import re
 import signal
+import subprocess
 from collections import Counter
 
 import pytest
@@ -36,7 +38,7 @@ import pytest
 from echopeers import CLIENT_TIMEOUT, check_client, check_server_log, client_args, listening_port
 from netns import Namespaces, need_namespaces
 from shunttest import PROGRAMS, PYTHON
-from test_netns import REASON, Ends, result_of
+from test_netns import HOLD, REASON, Ends, host_port, result_of
 from test_netns_accel import fabric  # noqa: F401  (the fixture)
 
 FAMILIES = [4, 6]
@@ -147,6 +149,31 @@ def test_fd_accelerated_says_fabric(fabric, nets, shunt, builds, tmp_path, famil
     said = r.stdout.decode().split()
     assert said[0] == "SAID" and said[1] == "0" and said[-1] == "1", said
     assert len(ends.accelerated("client")) == 1, ends.log("client")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_stat_shows_fabric(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """A held connection on the fabric: `shunt stat --json` shows each end on
+    path "fabric" (the client's from namespace b, the server's from inside
+    the server's own mount namespace, whose /dev/shm holds its table), with
+    each other's addresses; the text says fabric."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = start_server(nets, ends, family)
+    held = nets.start("b", ends.argv([PYTHON, "-c", HOLD, host, port]), env=ends.env("client"), proc_name="held")
+    local = held.wait_for(r"^HELD (.*)$").group(1)
+
+    def mine(argv, pid):
+        r = subprocess.run(argv + [fabric.bin, "stat", "--json"], capture_output=True, timeout=30, check=True)
+        conns = json.loads(r.stdout)["connections"]
+        return [c for c in conns if any(h["pid"] == pid for h in c["holders"])]
+
+    (c,) = mine(["ip", "netns", "exec", nets.ns("b")], held.pid)
+    assert c["role"] == "client" and c["path"] == "fabric" and c["peer"] == host_port(host, port), c
+    (sv,) = mine(["nsenter", "-t", str(srv.pid), "-m", "-n"], srv.pid)
+    assert sv["role"] == "server" and sv["path"] == "fabric" and sv["peer"] == local, sv
+    text = subprocess.run(["ip", "netns", "exec", nets.ns("b"), fabric.bin, "stat"], capture_output=True,
+                          timeout=30, check=True).stdout.decode()
+    assert re.search(r"^%d\s+client\s.*\sfabric\s" % c["id"], text, re.M), text
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -58,7 +58,10 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
                      : uring_seen()            ? fallback_reason_key(FB_URING)   /* not registered, or withdrawn */
                                                : "registry";
     } else {
-        r->path = path == PATH_SHM ? PST_PATH_SHM : path == PATH_OFFERED ? PST_PATH_OFFERED : PST_PATH_TCP;
+        r->path = path == PATH_SHM       ? PST_PATH_SHM
+                  : path == PATH_OFFERED ? PST_PATH_OFFERED
+                  : path == PATH_FABRIC  ? PST_PATH_FABRIC
+                                         : PST_PATH_TCP;
         if (path == PATH_TCP)
             reason = fallback_reason_key((enum fallback_reason)atomic_load(&t->reason));
     }
