@@ -23,11 +23,16 @@ The columns (TRANSPORTS; the order is the order of a round):
   client  cc and crr only: the client under shunt, the server without it:
           what a client pays to find that nobody listens accelerated in any
           namespace (every connection must be kernel TCP)
-
-PENDING lists the columns issue 19 asks for that cannot be measured yet
-(shunt over UCX's shared-memory lanes and over its TCP lanes): the output says
-so.  Adding one is adding an entry to TRANSPORTS with the settings that
-select it (env) once connections use the UCX engine.
+  ucx-shm both under shunt, the server with a /dev/shm of its own (a
+          container's: `unshare -m` and a tmpfs; the client keeps the host's),
+          so that shunt's rings cannot reach and the connection rides the
+          fabric engine, UCX, on its shared-memory lanes; every connection
+          must have moved at both ends (shunt_fd_accelerated)
+  ucx-tcp the same on UCX's TCP lanes (SHUNT_FABRIC_LANES=tcp), which are
+          slower than kernel TCP: its cost, reported, not hidden
+The UCX columns run no cc or crr: a connection that carries nothing never
+moves onto the fabric (it stays on TCP until its first bytes after the
+hello), so there is nothing of the engine's to time.
 
 Connections between namespaces are accelerated only on a fabric-enabled host
 (`shunt fabric enable`, root, once per boot): host_problems() checks it, and
@@ -46,14 +51,20 @@ CONNECTS = ("cc", "crr")
 TESTS = ("pingpong", "stream", "rr", "cc", "crr")
 
 
+OWN_SHM = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"', "sh"]
+# the client's way back to the host's /dev/shm: this driver's mount namespace
+HOST_MOUNTS = ["nsenter", "--mount=/proc/%d/ns/mnt" % os.getpid(), "--"]
+
+
 class Column:
-    def __init__(self, name, socket, cross, shunt, tests=TESTS, env=None):
+    def __init__(self, name, socket, cross, shunt, tests=TESTS, env=None, own_shm=False):
         self.name = name          # the column's title
         self.socket = socket      # pingpong -t
         self.cross = cross        # the client end in namespace b (else both in a)
         self.shunt = shunt        # None, "both" ends under shunt, or the "client" only
         self.tests = tests
         self.env = env or {}      # settings of the shunt runs that select this column
+        self.own_shm = own_shm    # the server in a /dev/shm of its own (the fabric's columns)
 
 
 TRANSPORTS = {
@@ -62,18 +73,11 @@ TRANSPORTS = {
     "unix": Column("Unix socket (path)", "unix", True, None),
     "lo": Column("kernel TCP (loopback)", "tcp", False, None),
     "client": Column("shunt client, plain server", "tcp", True, "client", tests=CONNECTS),
+    "ucx-shm": Column("shunt over UCX shared memory", "tcp", True, "both", tests=("pingpong", "stream", "rr"),
+                      own_shm=True),
+    "ucx-tcp": Column("shunt over UCX TCP lanes", "tcp", True, "both", tests=("pingpong", "stream", "rr"),
+                      env={"SHUNT_FABRIC_LANES": "tcp"}, own_shm=True),
 }
-
-UCX_WHY = ("the UCX transport is not built yet: the engine (src/transport/fabric_engine.c) is built and "
-           "unit-tested, but connections do not use it (docs/architecture.md, \"Between namespaces and hosts\")")
-PENDING = {
-    "ucx-shm": "shunt over UCX shared-memory lanes",
-    "ucx-tcp": "shunt over UCX TCP lanes",
-}
-
-
-def pending_note():
-    return "not measured: %s: %s" % (", ".join(PENDING.values()), UCX_WHY)
 
 
 def names():
@@ -146,7 +150,8 @@ class Namespaces:
     def prefix(self, column, shunt):
         """What the run's command starts with: the server's namespace, and
         shunt for a column whose both ends run it."""
-        return ["ip", "netns", "exec", self.a] + ([shunt, "run", "--"] if column.shunt == "both" else [])
+        return (["ip", "netns", "exec", self.a] + (OWN_SHM if column.own_shm else []) +
+                ([shunt, "run", "--"] if column.shunt == "both" else []))
 
     def pingpong_args(self, column, shunt, rundir):
         """pingpong's arguments that place the two ends."""
@@ -154,7 +159,8 @@ class Namespaces:
         if column.socket == "tcp" and column.cross:
             args += ["-a", ADDR[0]]
         if column.cross:
-            words = ["ip", "netns", "exec", self.b] + ([shunt, "run", "--"] if column.shunt == "client" else [])
+            words = ((HOST_MOUNTS if column.own_shm else []) + ["ip", "netns", "exec", self.b] +
+                     ([shunt, "run", "--"] if column.shunt == "client" else []))
             for w in words:
                 args += ["-X", w]
         return args

@@ -34,6 +34,7 @@
 #include "core/fd/passthrough.h"
 #include "core/fd/uring_watch.h"
 #include "core/process/sandbox.h"
+#include "core/wait/wait.h"
 #include "registry/hello.h"
 #include "registry/synopt.h"
 #include "transport/fabric_engine.h"
@@ -488,6 +489,30 @@ static int armed_efd(struct fabric_conn *c)
     return wake_fd;
 }
 
+/* Before a blocking receive sleeps: polls this end's ring for up to
+ * SHUNT_SPIN_US (where spinning may pay: two CPUs or more), as the
+ * channel's waits do; a peer on another CPU usually answers sooner than a
+ * doorbell and a wake-up would take (the wake through the process's
+ * doorbell made a 1-byte ping-pong between namespaces slower than kernel
+ * TCP over the veth).  True as soon as the ring has bytes, or news. */
+static bool spin_for_bytes(struct fabric_conn *c)
+{
+    if (!wait_may_spin())
+        return false;
+    uint64_t until = clock_now_ns() + (uint64_t)shunt_settings.spin_us * 1000;
+    do {
+        fab_enter();
+        int64_t n = c->ring && c->s.moved && c->s.peer_moved && !c->s.peer_back && !c->s.broken
+                        ? fabric_ring_readable(c->ring) : -1;
+        fab_leave();
+        if (n != 0)
+            return n > 0;   /* bytes; or no ring phase to spin on (-1): sleep */
+        for (int k = 0; k < 64; k++)
+            wait_cpu_relax();
+    } while (clock_now_ns() < until);
+    return false;
+}
+
 /* A call the fabric path does not carry: leave first, then the kernel's. */
 static bool not_carried_recv(struct io_call *call, int flags)
 {
@@ -534,7 +559,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
     uint64_t deadline = 0;
-    bool timed = false, socket_busy = false;
+    bool timed = false, socket_busy = false, spun = false;
     unsigned quick = 0;   /* looks in a row the socket woke, which found nothing */
     size_t got = 0;
     for (;;) {
@@ -547,7 +572,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         trace(c, "recv", k);
         short rev = 0;
         int efd = -1;
-        if (k == -EAGAIN && !nb) {
+        if (k == -EAGAIN && !nb && spun) {
             drain_bells();
             rev = fabric_stream_before_sleep(&c->s);
             efd = armed_efd(c);
@@ -574,6 +599,13 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             return got ? (ssize_t)got : k;
         if (nb)
             return got ? (ssize_t)got : -EAGAIN;
+        if (!spun) {
+            /* once a call, before it says it sleeps (a peer that sees it
+             * rings at every write): then the sleep */
+            spun = true;
+            (void)spin_for_bytes(c);
+            continue;
+        }
         if ((rev & POLLIN) || efd == -2) {
             if (++quick < 3)
                 continue;         /* look again at once */

@@ -486,6 +486,10 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         return -EIO;
     if (s->fin)
         return -EPIPE;
+    /* the peer's header, if it came: an end that only writes (a server
+     * that streams) attaches by it too, and can move */
+    if (!s->peer_moved && look_header(s) < 0)
+        return -EIO;
     serve_peer(s, false);
     look_owner_left(s);
     if (!s->moved || s->back)
@@ -868,8 +872,10 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
 
 short fabric_stream_before_sleep(struct fabric_stream *s)
 {
-    /* our count where the peer decides (a writer waiting for room) */
-    if (!s->broken && s->moved && !s->back && !s->fin && fabric_ring_flush(s->ring) < 0)
+    /* a writer waiting for room: our count where the peer decides (only
+     * then: over TCP lanes a flush waits for the peer's engine) */
+    if (!s->broken && s->moved && !s->back && !s->fin && fabric_ring_writable(s->ring) == 0 &&
+        fabric_ring_flush(s->ring) < 0)
         broken(s);
     if (!s->broken && ring_phase(s) && fabric_ring_sleep(s->ring) < 0)
         broken(s);
