@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,6 +53,7 @@
 
 #include "base/log.h"
 #include "base/real.h"
+#include "registry/bell_name.h"
 #include "registry/procstat.h"
 #include "registry/registry_impl.h"
 #include "transport/channel.h"
@@ -170,6 +172,17 @@ static void gather(struct cands *c, const char *dir, bool channels, uint64_t own
         int32_t pid = 0;
         struct channel_file cf;
         enum cand_kind kind;
+        uint32_t buid, bpid;
+        if (channels && bell_name_parse(e->d_name, &buid, &bpid)) {
+            /* a fabric doorbell whose process is gone (killed: a normal exit
+             * removes its own); never another user's, never a live one's */
+            struct stat st;
+            if (buid == me && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == me &&
+                S_ISSOCK(st.st_mode) && now - st.st_mtime >= (time_t)reg_sweep_grace_s &&
+                kill((pid_t)bpid, 0) < 0 && errno == ESRCH)
+                unlinkat(dirfd(d), e->d_name, 0);
+            continue;
+        }
         if (registry_name_parse(e->d_name, &uid, &netns)) {
             if (netns == own_netns)
                 continue;   /* ours, in use by this very process */

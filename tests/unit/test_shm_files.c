@@ -28,13 +28,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "check.h"
+#include "registry/bell_name.h"
 #include "registry/procstat.h"
 #include "registry/registry_file.h"
 #include "registry/registry_impl.h"
@@ -546,6 +549,18 @@ static void make_aged_0666(const char *path)
     CHECK(utimensat(AT_FDCWD, path, t, 0), ==, 0);
 }
 
+/* A fabric doorbell's socket file (registry/bell_name.h) bound at its
+ * name by a process of pid, which then exits if dies. */
+static void make_bell(char *path, size_t len, uint32_t pid, uint64_t id)
+{
+    bell_path(path, len, "", (uint32_t)geteuid(), pid, id);   /* SHM is /dev/shm, a tmpfs of this test's */
+    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    CHECK(bind(s, (struct sockaddr *)&a, sizeof a), ==, 0);
+    close(s);
+}
+
 static void case_sweep(void)
 {
     reg_sweep_interval_s = 0;   /* every first open sweeps */
@@ -576,7 +591,17 @@ static void case_sweep(void)
     snprintf(squat_path, sizeof squat_path, SHM "/shunt-%u-4000000000-c%u-1-1-0123456789ab", (unsigned)geteuid(),
              CHANNEL_VERSION);
     as_nobody(make_aged_0666, squat_path);
+    /* fabric doorbells: of a process gone (killed: its file stays), and of
+     * this live one */
+    char dead_bell[200], live_bell[200], young_bell[200];
+    pid_t b = fork();
+    if (b == 0)
+        _exit(0);
+    CHECK(waitpid(b, NULL, 0), ==, b);
+    make_bell(dead_bell, sizeof dead_bell, (uint32_t)b, 0x1234);
+    make_bell(live_bell, sizeof live_bell, (uint32_t)getpid(), 0x5678);
     age_everything();
+    make_bell(young_bell, sizeof young_bell, (uint32_t)b, 0x9abc);   /* gone, but younger than the grace */
     /* and a namespace that just went: its files are younger than the grace */
     struct made young;
     pid_t y = make_in_new_netns(&young, NULL);
@@ -593,12 +618,13 @@ static void case_sweep(void)
      * what they name; what nothing names goes once older than the grace;
      * a registry once nobody is in its namespace */
     const char *went[] = { gone.registry, gone.posted, gone.beside, gone.unposted, gone.table,
-                           alive.unposted, own.unposted, young.posted, young.beside, young.table };
+                           alive.unposted, own.unposted, young.posted, young.beside, young.table, dead_bell };
     for (unsigned i = 0; i < sizeof went / sizeof went[0]; i++)
         if (exists(went[i]))
             FAIL("%s is still there\n", went[i]);
     const char *kept[] = { alive.registry, alive.posted, alive.beside, alive.table, own.posted, own.beside,
-                           own.table, young.registry, young.unposted, old_format, old_registry, squat_path };
+                           own.table, young.registry, young.unposted, old_format, old_registry, squat_path,
+                           live_bell, young_bell };
     for (unsigned i = 0; i < sizeof kept / sizeof kept[0]; i++)
         if (!exists(kept[i]))
             FAIL("%s went\n", kept[i]);

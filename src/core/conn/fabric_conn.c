@@ -35,6 +35,7 @@
 #include "core/fd/uring_watch.h"
 #include "core/process/sandbox.h"
 #include "core/wait/wait.h"
+#include "registry/bell_name.h"
 #include "registry/hello.h"
 #include "registry/synopt.h"
 #include "transport/fabric_engine.h"
@@ -91,14 +92,8 @@ static char engine_why[200];
 static int bell_fd = -1;
 static int wake_fd = -1;
 static uint64_t bell_id;
-static char bell_path[108];
+static char bell_file[108];
 static pid_t bell_pid;
-
-static void bell_name(char *out, size_t len, const char *root, uint32_t pid, uint64_t id)
-{
-    snprintf(out, len, "%s/dev/shm/shunt-%u-bell-%u-%016llx", root, (unsigned)geteuid(), (unsigned)pid,
-             (unsigned long long)id);
-}
 
 /* Under fab_lock, once the engine is open in this process. */
 static void open_wake(void)
@@ -109,7 +104,7 @@ static void open_wake(void)
     struct sockaddr_un a = { .sun_family = AF_UNIX };
     if (getrandom(&bell_id, sizeof bell_id, GRND_NONBLOCK) != (ssize_t)sizeof bell_id)
         return;
-    bell_name(a.sun_path, sizeof a.sun_path, "", (uint32_t)shunt_pid, bell_id);
+    bell_path(a.sun_path, sizeof a.sun_path, "", (uint32_t)geteuid(), (uint32_t)shunt_pid, bell_id);
     int b = shunt_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int w = shunt_real.epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = { .events = EPOLLIN };
@@ -124,7 +119,7 @@ static void open_wake(void)
                   strerror(errno));
         return;
     }
-    memcpy(bell_path, a.sun_path, sizeof bell_path);
+    memcpy(bell_file, a.sun_path, sizeof bell_file);
     bell_fd = b;
     wake_fd = w;
     bell_pid = shunt_pid;
@@ -133,7 +128,7 @@ static void open_wake(void)
 __attribute__((destructor)) static void bell_gone(void)
 {
     if (bell_fd >= 0 && bell_pid == getpid())
-        unlink(bell_path);
+        unlink(bell_file);
 }
 
 /* The doorbells that came, taken out: before a sleeper says it sleeps
@@ -181,7 +176,7 @@ static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
     char root[32];
     snprintf(root, sizeof root, "/proc/%u/root", (unsigned)id->pid);
     c->peer_bell.sun_family = AF_UNIX;
-    bell_name(c->peer_bell.sun_path, sizeof c->peer_bell.sun_path, root, id->pid, id->bell);
+    bell_path(c->peer_bell.sun_path, sizeof c->peer_bell.sun_path, root, (uint32_t)geteuid(), id->pid, id->bell);
 }
 
 /* fab_lock taken, and this thread inside the engine: the sockets UCX
