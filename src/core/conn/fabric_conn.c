@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include "base/settings.h"
 #include "base/signals.h"
 #include "core/conn/fabric_conn.h"
+#include "core/conn/fabric_process.h"
 #include "core/conn/fabric_proof.h"
 #include "core/conn/fabric_stream.h"
 #include "core/conn/fallback.h"
@@ -35,7 +35,6 @@
 #include "core/fd/uring_watch.h"
 #include "core/process/sandbox.h"
 #include "core/wait/wait.h"
-#include "registry/bell_name.h"
 #include "registry/hello.h"
 #include "registry/synopt.h"
 #include "transport/fabric_engine.h"
@@ -66,88 +65,16 @@ struct fabric_conn {
     struct tcp_sock *t;
 };
 
-/* Every stream and the engine: UCX's worker is not thread-safe.  Never
- * held across a wait. */
-static pthread_mutex_t fab_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fabric_engine *engine;
-static pid_t engine_pid;
 /* A socket of this process went on the fabric once: only then do fork,
  * exec and the rest look through the fd table for such sockets. */
 static atomic_bool any_fabric;
-static bool engine_failed;
-static char engine_why[200];
-
-/*
- * The process's own doorbell, beside the engine's.  UCX's shared-memory
- * lanes wake a peer's worker through an abstract Unix socket, which lives
- * in one network namespace: between two namespaces its sendto is refused
- * and the doorbell lost (seen with strace: ECONNREFUSED), so a sleeper
- * waited for its 100 ms bound each time.  So each process also binds a
- * datagram socket at a path of its /dev/shm, named by a random id its
- * proof carries, and a proven peer (same user, same pid namespace) sends
- * a byte to it through /proc/<pid>/root, which reaches the socket file
- * across mount and network namespaces.  Sleepers wait on wake_fd, an
- * epoll set of the engine's fd and this socket.
- */
-static int bell_fd = -1;
-static int wake_fd = -1;
-static uint64_t bell_id;
-static char bell_file[108];
-static pid_t bell_pid;
-
-/* Under fab_lock, once the engine is open in this process. */
-static void open_wake(void)
-{
-    int efd = fabric_engine_efd(engine);
-    wake_fd = efd;
-    bell_fd = -1;
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    if (getrandom(&bell_id, sizeof bell_id, GRND_NONBLOCK) != (ssize_t)sizeof bell_id)
-        return;
-    bell_path(a.sun_path, sizeof a.sun_path, "", (uint32_t)geteuid(), (uint32_t)shunt_pid, bell_id);
-    int b = shunt_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int w = shunt_real.epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = { .events = EPOLLIN };
-    if (b < 0 || w < 0 || shunt_real.bind(b, (struct sockaddr *)&a, sizeof a) < 0 ||
-        shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, efd, &ev) < 0 || shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, b, &ev) < 0) {
-        if (b >= 0)
-            shunt_real.close(b);
-        if (w >= 0)
-            shunt_real.close(w);
-        unlink(a.sun_path);
-        shunt_log(LOG_WARN, "fabric: no doorbell of its own (%s): between namespaces a wait may take 100 ms",
-                  strerror(errno));
-        return;
-    }
-    memcpy(bell_file, a.sun_path, sizeof bell_file);
-    bell_fd = b;
-    wake_fd = w;
-    bell_pid = shunt_pid;
-}
-
-__attribute__((destructor)) static void bell_gone(void)
-{
-    if (bell_fd >= 0 && bell_pid == getpid())
-        unlink(bell_file);
-}
-
-/* The doorbells that came, taken out: before a sleeper says it sleeps
- * (one that comes after rings its poll). */
-static void drain_bells(void)
-{
-    char b[64];
-    if (bell_fd >= 0)
-        while (shunt_real.recv(bell_fd, b, sizeof b, MSG_DONTWAIT) > 0)
-            ;
-}
 
 /* The stream's doorbell hook: a byte to the proven peer's socket. */
 static void ring_peer(void *ctx)
 {
     struct fabric_conn *c = ctx;
-    if (c->peer_bell.sun_path[0] && bell_fd >= 0)
-        shunt_real.sendto(bell_fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&c->peer_bell,
-                          sizeof c->peer_bell);
+    if (c->peer_bell.sun_path[0])
+        fabric_process_ring(&c->peer_bell);
 }
 
 /* The proven peer's process is gone (or a zombie). */
@@ -173,51 +100,12 @@ static bool peer_gone(void *ctx)
 static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
 {
     c->peer_pid = id->pid;
-    char root[32];
-    snprintf(root, sizeof root, "/proc/%u/root", (unsigned)id->pid);
-    c->peer_bell.sun_family = AF_UNIX;
-    bell_path(c->peer_bell.sun_path, sizeof c->peer_bell.sun_path, root, (uint32_t)geteuid(), id->pid, id->bell);
-}
-
-/* fab_lock taken, and this thread inside the engine: the sockets UCX
- * makes meanwhile (its TCP lanes') are its own, never the program's. */
-static void fab_enter(void)
-{
-    crit_lock(&fab_lock);
-    shunt_in_engine++;
-}
-
-static void fab_leave(void)
-{
-    shunt_in_engine--;
-    crit_unlock(&fab_lock);
+    fabric_process_peer_bell(&c->peer_bell, id->pid, id->bell);
 }
 
 bool fabric_conn_wanted(void)
 {
     return shunt_settings.fabric && shunt_settings.accel && !shunt_sandbox_refuses() && !uring_seen();
-}
-
-/* The process's engine, opened at the first need (about 10 ms, once); a
- * forked child makes its own, never touching its parent's.  Under fab_lock. */
-static struct fabric_engine *engine_get(char *why, size_t whylen)
-{
-    if (engine_pid != shunt_pid) {
-        engine = NULL;
-        engine_failed = false;
-        engine_pid = shunt_pid;
-    }
-    if (!engine && !engine_failed) {
-        if (fabric_engine_open(&engine, shunt_settings.fabric_lanes, engine_why, sizeof engine_why) < 0) {
-            engine = NULL;
-            engine_failed = true;
-        } else {
-            open_wake();
-        }
-    }
-    if (!engine)
-        snprintf(why, whylen, "no engine: %.150s", engine_why);
-    return engine;
 }
 
 static size_t ring_bytes(void)
@@ -286,12 +174,12 @@ static int client_takes_hello(void *ctx, const struct hello *h)
         shunt_log_sock(LOG_INFO, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
         return 0;
     }
-    struct fabric_engine *e = engine_get(why, sizeof why);
+    struct fabric_engine *e = fabric_process_engine(why, sizeof why);
     struct fabric_ring *ring = NULL;
     if (!e || fabric_ring_open(e, ring_bytes(), &ring, why, sizeof why) < 0 ||
         fabric_ring_attach(ring, h->addr + FABRIC_PROOF_LEN, h->addr_len - FABRIC_PROOF_LEN, NULL, why,
                            sizeof why) < 0 ||
-        fabric_proof_make(c->s.fd, bell_id, c->hand) < 0) {
+        fabric_proof_make(c->s.fd, fabric_process_bell_id(), c->hand) < 0) {
         shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: %s: kernel TCP", why);
         if (ring)
             fabric_ring_close(ring);
@@ -321,11 +209,11 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
     char why[200] = "";
     uint8_t blob[FABRIC_PROOF_LEN + FABRIC_RING_BLOB_MAX];
     int r = -EIO;
-    fab_enter();
-    struct fabric_engine *e = engine_get(why, sizeof why);
+    fabric_process_lock();
+    struct fabric_engine *e = fabric_process_engine(why, sizeof why);
     ssize_t n = -1;
     if (e && fabric_ring_open(e, ring_bytes(), &c->ring, why, sizeof why) == 0 &&
-        fabric_proof_make(fd, bell_id, blob) == 0 &&
+        fabric_proof_make(fd, fabric_process_bell_id(), blob) == 0 &&
         getrandom(c->nonce, sizeof c->nonce, GRND_NONBLOCK) == (ssize_t)sizeof c->nonce)
         n = fabric_ring_blob(c->ring, NULL, blob + FABRIC_PROOF_LEN, sizeof blob - FABRIC_PROOF_LEN);
     if (n > 0) {
@@ -340,7 +228,7 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
     }
     if (r < 0 && c->ring)
         fabric_ring_close(c->ring);
-    fab_leave();
+    fabric_process_unlock();
     if (r < 0) {
         shunt_log_sock(LOG_WARN, t, fd, "fabric: %s", why);
         free(c);
@@ -481,7 +369,7 @@ static int armed_efd(struct fabric_conn *c)
         fabric_engine_progress(e);
         return -2;
     }
-    return wake_fd;
+    return fabric_process_wake_fd();
 }
 
 /* Before a blocking receive sleeps: polls this end's ring for up to
@@ -496,10 +384,10 @@ static bool spin_for_bytes(struct fabric_conn *c)
         return false;
     uint64_t until = clock_now_ns() + (uint64_t)shunt_settings.spin_us * 1000;
     do {
-        fab_enter();
+        fabric_process_lock();
         int64_t n = c->ring && c->s.moved && c->s.peer_moved && !c->s.peer_back && !c->s.broken
                         ? fabric_ring_readable(c->ring) : -1;
-        fab_leave();
+        fabric_process_unlock();
         if (n != 0)
             return n > 0;   /* bytes; or no ring phase to spin on (-1): sleep */
         for (int k = 0; k < 64; k++)
@@ -561,20 +449,20 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         struct iovec rest[IOV_MAX];
         int n;
         iov_after(&b, got, rest, &n);
-        fab_enter();
+        fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_recv(&c->s, rest, n, peek, true);
         trace(c, "recv", k);
         short rev = 0;
         int efd = -1;
         if (k == -EAGAIN && !nb && spun) {
-            drain_bells();
+            fabric_process_drain_bells();
             rev = fabric_stream_before_sleep(&c->s);
             efd = armed_efd(c);
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
-        fab_leave();
+        fabric_process_unlock();
         if (k == -EIO || broke)
             return got ? (ssize_t)got : broken_conn(c, f->fd);
         if (!on && k == -EAGAIN) {   /* plain TCP now: the kernel's, for the rest */
@@ -642,21 +530,21 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         struct iovec rest[IOV_MAX];
         int n;
         iov_after(&b, done, rest, &n);
-        fab_enter();
+        fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_send(&c->s, rest, n, true);
         trace(c, "send", k);
         short rev = 0;
         int efd = -1;
         if (k == -EAGAIN && !nb) {
-            drain_bells();
+            fabric_process_drain_bells();
             rev = fabric_stream_before_sleep(&c->s);
             efd = armed_efd(c);
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
         bool on_ring = c->s.moved && !c->s.back;
-        fab_leave();
+        fabric_process_unlock();
         if (k == -EIO || broke)
             return done ? (ssize_t)done : broken_conn(c, f->fd);
         if (k > 0) {
@@ -699,13 +587,13 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
         if (atomic_load(&t->path) != PATH_FABRIC)
             return pt_shutdown(f, how);
     }
-    fab_enter();
+    fabric_process_lock();
     struct fabric_conn *c = conn_of(t, f->fd);
     int r = fabric_stream_shutdown(&c->s);
     if (r == -ENOTCONN && fabric_stream_return(&c->s) == 0)
         r = fabric_stream_shutdown(&c->s);   /* nothing to move onto yet: this direction is TCP's for good */
     after_call(c, f->fd);
-    fab_leave();
+    fabric_process_unlock();
     if (r == -EIO)
         return broken_conn(c, f->fd);
     return r;
@@ -713,12 +601,12 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 
 short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 {
-    fab_enter();
+    fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
     short rev = fabric_stream_poll(&c->s);
     trace(c, "poll", rev);
     bool on = after_call(c, fd);
-    fab_leave();
+    fabric_process_unlock();
     if (!on) {
         struct pollfd p = { .fd = fd, .events = events };
         return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
@@ -730,16 +618,16 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events)
 {
-    fab_enter();
+    fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
-    drain_bells();
+    fabric_process_drain_bells();
     short rev = fabric_stream_before_sleep(&c->s);
     int e = armed_efd(c);
     *sock_events = POLLIN | POLLRDHUP;
     if ((events & POLLOUT) && (!c->s.moved || c->s.back))
         *sock_events |= POLLOUT;
     bool on = after_call(c, fd);
-    fab_leave();
+    fabric_process_unlock();
     *efd = e >= 0 ? e : -1;
     if (!on || e == -2)
         return (short)(events | POLLIN);   /* look again at once (answered then by the kernel, or again here) */
@@ -751,9 +639,9 @@ bool fabric_conn_accelerated(struct tcp_sock *t)
     struct fabric_conn *c = t->fab;
     if (!c || atomic_load(&t->path) != PATH_FABRIC)
         return false;
-    fab_enter();
+    fabric_process_lock();
     bool on = c->s.moved && c->s.peer_moved && !c->s.back && !c->s.peer_back && !c->s.broken && !c->s.left;
-    fab_leave();
+    fabric_process_unlock();
     return on;
 }
 
@@ -796,11 +684,11 @@ static void leave(struct tcp_sock *t, int fd, const char *why, bool exec)
 {
     if (atomic_load(&t->path) != PATH_FABRIC)
         return;
-    fab_enter();
+    fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
     bool gone = leave_locked(c, fd, exec);
     bool tcp = gone || !after_call(c, fd);
-    fab_leave();
+    fabric_process_unlock();
     if (gone && atomic_load(&t->path) == PATH_FABRIC) {
         shunt_log_sock(LOG_INFO, t, fd, "fabric: left for kernel TCP before %s", why);
         fallback_record(t, fd, FB_FABRIC_LEFT, false);
@@ -850,7 +738,7 @@ void fabric_conn_release(struct tcp_sock *t, int fd)
 {
     if (atomic_load(&t->path) != PATH_FABRIC || !t->fab || t->fab->pid != shunt_pid)
         return;
-    fab_enter();
+    fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
     uint64_t until = clock_now_ns() + RELEASE_WAIT_NS;
     while (!c->s.broken && fabric_stream_settle(&c->s, false) == -EAGAIN && clock_now_ns() < until) {
@@ -859,7 +747,7 @@ void fabric_conn_release(struct tcp_sock *t, int fd)
     }
     if (c->ring && c->s.moved && !c->s.broken)
         (void)fabric_ring_flush(c->ring);
-    fab_leave();
+    fabric_process_unlock();
 }
 
 void fabric_conn_forget(struct tcp_sock *t)
@@ -876,9 +764,9 @@ void fabric_conn_destroy(struct tcp_sock *t)
         return;
     t->fab = NULL;
     if (c->pid == shunt_pid && c->ring) {
-        fab_enter();
+        fabric_process_lock();
         fabric_ring_close(c->ring);
-        fab_leave();
+        fabric_process_unlock();
     }
     free(c);
 }

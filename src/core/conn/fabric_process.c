@@ -1,0 +1,148 @@
+/*
+ * fabric_process.c: the process's side of the fabric (fabric_process.h):
+ * its engine, opened once, the lock over every call into it, and its own
+ * doorbell.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/real.h"
+#include "base/self.h"
+#include "base/settings.h"
+#include "base/signals.h"
+#include "core/conn/fabric_process.h"
+#include "registry/bell_name.h"
+#include "transport/fabric_engine.h"
+
+/* Every stream and the engine: UCX's worker is not thread-safe.  Never
+ * held across a wait. */
+static pthread_mutex_t fab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fabric_engine *engine;
+static pid_t engine_pid;
+static bool engine_failed;
+static char engine_why[200];
+
+/*
+ * The process's own doorbell, beside the engine's.  UCX's shared-memory
+ * lanes wake a peer's worker through an abstract Unix socket, which lives
+ * in one network namespace: between two namespaces its sendto is refused
+ * and the doorbell lost (seen with strace: ECONNREFUSED), so a sleeper
+ * waited for its 100 ms bound each time.  So each process also binds a
+ * datagram socket at a path of its /dev/shm, named by a random id its
+ * proof carries, and a proven peer (same user, same pid namespace) sends
+ * a byte to it through /proc/<pid>/root, which reaches the socket file
+ * across mount and network namespaces.  Sleepers wait on wake_fd, an
+ * epoll set of the engine's fd and this socket.
+ */
+static int bell_fd = -1;
+static int wake_fd = -1;
+static uint64_t bell_id;
+static char bell_file[108];
+static pid_t bell_pid;
+
+/* Under fab_lock, once the engine is open in this process. */
+static void open_wake(void)
+{
+    int efd = fabric_engine_efd(engine);
+    wake_fd = efd;
+    bell_fd = -1;
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    if (getrandom(&bell_id, sizeof bell_id, GRND_NONBLOCK) != (ssize_t)sizeof bell_id)
+        return;
+    bell_path(a.sun_path, sizeof a.sun_path, "", (uint32_t)geteuid(), (uint32_t)shunt_pid, bell_id);
+    int b = shunt_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int w = shunt_real.epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN };
+    if (b < 0 || w < 0 || shunt_real.bind(b, (struct sockaddr *)&a, sizeof a) < 0 ||
+        shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, efd, &ev) < 0 || shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, b, &ev) < 0) {
+        if (b >= 0)
+            shunt_real.close(b);
+        if (w >= 0)
+            shunt_real.close(w);
+        unlink(a.sun_path);
+        shunt_log(LOG_WARN, "fabric: no doorbell of its own (%s): between namespaces a wait may take 100 ms",
+                  strerror(errno));
+        return;
+    }
+    memcpy(bell_file, a.sun_path, sizeof bell_file);
+    bell_fd = b;
+    wake_fd = w;
+    bell_pid = shunt_pid;
+}
+
+__attribute__((destructor)) static void bell_gone(void)
+{
+    if (bell_fd >= 0 && bell_pid == getpid())
+        unlink(bell_file);
+}
+
+void fabric_process_lock(void)
+{
+    crit_lock(&fab_lock);
+    shunt_in_engine++;   /* the sockets UCX makes meanwhile (its TCP lanes') are its own */
+}
+
+void fabric_process_unlock(void)
+{
+    shunt_in_engine--;
+    crit_unlock(&fab_lock);
+}
+
+struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
+{
+    if (engine_pid != shunt_pid) {   /* a forked child: its parent's engine is not its own */
+        engine = NULL;
+        engine_failed = false;
+        engine_pid = shunt_pid;
+    }
+    if (!engine && !engine_failed) {
+        if (fabric_engine_open(&engine, shunt_settings.fabric_lanes, engine_why, sizeof engine_why) < 0) {
+            engine = NULL;
+            engine_failed = true;
+        } else {
+            open_wake();
+        }
+    }
+    if (!engine)
+        snprintf(why, whylen, "no engine: %.150s", engine_why);
+    return engine;
+}
+
+uint64_t fabric_process_bell_id(void)
+{
+    return bell_id;
+}
+
+int fabric_process_wake_fd(void)
+{
+    return wake_fd;
+}
+
+void fabric_process_drain_bells(void)
+{
+    char b[64];
+    if (bell_fd >= 0)
+        while (shunt_real.recv(bell_fd, b, sizeof b, MSG_DONTWAIT) > 0)
+            ;
+}
+
+void fabric_process_peer_bell(struct sockaddr_un *out, uint32_t pid, uint64_t id)
+{
+    char root[32];
+    snprintf(root, sizeof root, "/proc/%u/root", (unsigned)pid);
+    memset(out, 0, sizeof *out);
+    out->sun_family = AF_UNIX;
+    bell_path(out->sun_path, sizeof out->sun_path, root, (uint32_t)geteuid(), pid, id);
+}
+
+void fabric_process_ring(const struct sockaddr_un *peer)
+{
+    if (bell_fd >= 0)
+        shunt_real.sendto(bell_fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)peer, sizeof *peer);
+}

@@ -1,0 +1,41 @@
+/*
+ * fabric_process.h: the process's side of the fabric (issue 19): the
+ * engine (UCX), opened at the first connection that needs it (about 10 ms,
+ * once; a forked child opens its own, never touching its parent's), the
+ * one lock over every call into it and every fabric stream (UCX's worker is
+ * not thread-safe; never held across a wait), and the process's own
+ * doorbell (docs/architecture.md, "Built: the connection paths").
+ */
+#ifndef SHUNT_CORE_CONN_FABRIC_PROCESS_H
+#define SHUNT_CORE_CONN_FABRIC_PROCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+struct fabric_engine;
+
+/* The lock; the thread is inside the engine while it holds it (its sockets
+ * are UCX's own: base/self.h, shunt_in_engine). */
+void fabric_process_lock(void);
+void fabric_process_unlock(void);
+
+/* The engine, opened if it is not (under the lock): NULL with a line in why
+ * if it cannot be (no UCX, an engine error: not tried again). */
+struct fabric_engine *fabric_process_engine(char *why, size_t whylen);
+
+/* The process's doorbell: its name's random id (0: none), and the fd a
+ * sleeper waits on (an epoll set of the engine's wake-up fd and the
+ * doorbell's socket; the engine's fd alone if the doorbell could not be
+ * made).  Both once the engine is open, under the lock. */
+uint64_t fabric_process_bell_id(void);
+int fabric_process_wake_fd(void);
+/* Takes the doorbells that came out: before a sleeper says it sleeps (one
+ * that comes after rings its sleep). */
+void fabric_process_drain_bells(void);
+
+/* A proven peer's doorbell (its pid and id from its proof), and a ring. */
+void fabric_process_peer_bell(struct sockaddr_un *out, uint32_t pid, uint64_t id);
+void fabric_process_ring(const struct sockaddr_un *peer);
+
+#endif
