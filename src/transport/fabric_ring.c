@@ -695,6 +695,11 @@ bool fabric_ring_peer_left(const struct fabric_ring *f)
     return f->tx_peer_left;
 }
 
+uint64_t fabric_ring_peer_written(const struct fabric_ring *f)
+{
+    return f->rx_written;
+}
+
 uint64_t fabric_ring_peer_consumed(const struct fabric_ring *f)
 {
     return f->tx_consumed;

@@ -163,6 +163,8 @@ bool fabric_ring_peer_left(const struct fabric_ring *f);
 ssize_t fabric_ring_unread(struct fabric_ring *f, uint64_t from, void *buf, size_t cap);
 /* The peer's consumed count as last looked at, and this end's written. */
 uint64_t fabric_ring_peer_consumed(const struct fabric_ring *f);
+/* What the peer put into this end's ring so far, as last looked at. */
+uint64_t fabric_ring_peer_written(const struct fabric_ring *f);
 uint64_t fabric_ring_written(const struct fabric_ring *f);
 /* Whether the peer's last count carries the way back (fabric_ring_go_back),
  * by a look now: bytes may still come before it. */

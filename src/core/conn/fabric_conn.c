@@ -634,6 +634,16 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
     return (short)(rev & (events | POLLHUP | POLLERR));
 }
 
+void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
+{
+    struct fabric_conn *c = t->fab;
+    fabric_process_lock();
+    *rx = c->s.tcp_read + (c->ring ? fabric_ring_peer_written(c->ring) : 0);
+    *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0);
+    *end = c->s.tcp_eof || c->s.peer_back;
+    fabric_process_unlock();
+}
+
 bool fabric_conn_accelerated(struct tcp_sock *t)
 {
     struct fabric_conn *c = t->fab;

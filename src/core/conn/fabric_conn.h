@@ -16,14 +16,14 @@
  *            ring over behind its header; anything else is the program's,
  *            and the socket is plain kernel TCP from then on;
  *   carried  recv and send (their vector and message forms without
- *            ancillary data or MSG_OOB), shutdown, poll and select (the
- *            engine's fd joins the kernel's set), close (what is owed is
- *            pushed, bounded);
+ *            ancillary data or MSG_OOB), shutdown, poll, select and epoll
+ *            (the process's wake fd joins the kernel's set), close (what is
+ *            owed is pushed, bounded);
  *   left     everything else first makes the connection leave the fabric
  *            (fabric_conn_leave: it waits for nothing), after which it is
  *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,
- *            SCM_RIGHTS, epoll, sendfile and splice, recvmmsg and
- *            sendmmsg, ioctl, stdio, io_uring, a seccomp sandbox.
+ *            SCM_RIGHTS, sendfile and splice, recvmmsg and sendmmsg, ioctl,
+ *            stdio, io_uring, a seccomp sandbox.
  *
  * One lock for every stream and the engine of the process (UCX's worker
  * is not thread-safe); no call waits while it holds it: the streams are
@@ -62,6 +62,10 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events);
  * ask the kernel of the socket itself (its end, and room while this end's
  * bytes go by TCP). */
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events);
+
+/* For an edge-triggered epoll member: counts that move when bytes come in
+ * (rx) or room is made (tx), and whether the peer's end came. */
+void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end);
 
 /* Both ends moved onto the ring: what shunt_fd_accelerated says. */
 bool fabric_conn_accelerated(struct tcp_sock *t);

@@ -65,10 +65,11 @@ enum fallback_reason {
     FB_FABRIC_LEFT,         /* left the fabric before a call it does not carry (fork, exec, epoll...: the log says which) */
 };
 
-/* The paths of the channel (offered, or on it), whose waits are shunt's. */
-static inline bool tcp_path_channel(int path)
+/* The paths whose readiness is shunt's to tell (an epoll set's members):
+ * the channel's (offered, or on it) and the fabric's. */
+static inline bool tcp_path_member(int path)
 {
-    return path == PATH_OFFERED || path == PATH_SHM;
+    return path == PATH_OFFERED || path == PATH_SHM || path == PATH_FABRIC;
 }
 
 /* Kept in the socket object: what does not change with its path. */

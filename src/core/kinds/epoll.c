@@ -49,6 +49,7 @@
 #include "base/self.h"
 #include "base/settings.h"
 #include "base/signals.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/stream.h"
 #include "core/fd/fdtable.h"
@@ -126,7 +127,33 @@ struct epoll_obj *epoll_of(int epfd, bool create)
 static bool can_go_cold(struct ep_entry *e)
 {
     struct fdref f = { .fd = e->io_fd, .sock = e->s, .ops = e->s->ops };
-    return e->kind == M_SOCKET && readiness_of(&f, 0) >= 0;
+    return e->kind == M_SOCKET && atomic_load(&tcp_of(e->s)->path) != PATH_FABRIC && readiness_of(&f, 0) >= 0;
+}
+
+/* A member on the fabric: never cold (its doorbells are the engine's and
+ * the process's, not a channel's); before a sleep its stream says it
+ * sleeps, and the process's wake fd is in the kernel's set (once, under
+ * TAG_FABRIC, edge-triggered), so that a doorbell ends the sleep.
+ * Whether it is ready (or must be looked at again at once). */
+static bool fabric_before_sleep(struct epoll_obj *ep, struct ep_entry *e)
+{
+    struct tcp_sock *t = tcp_of(e->s);
+    int efd = -1;
+    short sock_events = 0;
+    short want = (short)(e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
+    if (fabric_conn_before_sleep(t, e->io_fd, want, &efd, &sock_events))
+        return true;
+    if (efd < 0)
+        return true;   /* the engine had events pending: look again */
+    if (ep->fabric_wake != efd + 1) {
+        struct epoll_event k = { .events = EPOLLIN | EPOLLET, .data.u64 = TAG_FABRIC << 32 };
+        int r = kernel_ctl(ep->kfd, EPOLL_CTL_ADD, efd, &k);
+        if (r < 0 && r != -EEXIST)
+            return true;   /* no way to be woken: do not sleep on it */
+        ep->fabric_wake = efd + 1;
+        atomic_store(&ep->tagged, true);
+    }
+    return false;
 }
 
 /* ---- looking at members ---- */
@@ -213,6 +240,10 @@ static struct edge_state edge_now(struct ep_entry *e)
 {
     struct tcp_sock *t = epoll_set_sock_of(e);
     struct edge_state s = { 0, 0, false };
+    if (t && atomic_load(&t->path) == PATH_FABRIC) {
+        fabric_conn_edge(t, &s.rx, &s.tx, &s.end);
+        return s;
+    }
     if (t && t->ch.hdr) {
         s.rx = atomic_load(&t->ch.rx.hdr->head);
         s.tx = atomic_load(&t->ch.tx.hdr->tail);
@@ -312,6 +343,10 @@ static bool quiesce(struct epoll_obj *ep)
             inner->kfd = e->io_fd;   /* its cold members' wake FIFOs go into it */
             ready |= quiesce(inner);
             crit_unlock(&inner->lock);
+            continue;
+        }
+        if (e->kind == M_SOCKET && atomic_load(&tcp_of(e->s)->path) == PATH_FABRIC) {
+            ready |= fabric_before_sleep(ep, e);
             continue;
         }
         if (!can_go_cold(e))
@@ -478,6 +513,10 @@ static int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, b
     ep->nwoken = 0;
     for (int i = 0; i < n; i++) {
         uint64_t tag = evs[i].data.u64 >> 32;
+        if (tag == TAG_FABRIC) {
+            *woke = true;   /* a fabric doorbell: the hot members are looked at */
+            continue;
+        }
         if (tag != TAG_HIGH && tag != TAG_XWAKE) {
             if (!ep->pending || !pending_event(ep, &evs[i], woke))
                 evs[kept++] = evs[i];
@@ -672,7 +711,7 @@ static bool kernel_tags(struct epoll_obj *ep, const struct epoll_event *evs, int
         return false;
     for (int i = 0; i < n; i++) {
         uint64_t tag = evs[i].data.u64 >> 32;
-        if (tag == TAG_HIGH || tag == TAG_XWAKE)
+        if (tag == TAG_HIGH || tag == TAG_XWAKE || tag == TAG_FABRIC)
             return true;
     }
     return false;
@@ -753,7 +792,11 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
             break;
         }
         struct timespec left;
-        int r = kernel_wait(epfd, evs, max, deadline_left(&dl, &left), mask);
+        const struct timespec *sleep_for = deadline_left(&dl, &left);
+        static const struct timespec fabric_cap = { 0, 100000000 };   /* every fabric wait is bounded */
+        if (ep->fabric_wake && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > fabric_cap.tv_nsec))
+            sleep_for = &fabric_cap;
+        int r = kernel_wait(epfd, evs, max, sleep_for, mask);
         turn_gave_way(clock_now_ns());
         if (r < 0) {
             result = r;

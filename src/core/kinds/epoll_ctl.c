@@ -108,12 +108,10 @@ int epoll_control(int epfd, int op, int fd, struct epoll_event *ev)
     struct fdref f = fdt_get(fd);
     if (op != EPOLL_CTL_DEL)
         tcp_socket_watched(f.sock, fd);
-    if (op != EPOLL_CTL_DEL && f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) == PATH_FABRIC)
-        fabric_conn_leave(tcp_of(f.sock), fd, "epoll", false);   /* not carried yet: the kernel's member */
     struct shunt_sock *s = NULL;
     enum member_kind kind = M_SOCKET;
     bool pending = false;
-    if (f.sock && f.sock->kind == SOCK_TCP && tcp_path_channel(atomic_load(&tcp_of(f.sock)->path))) {
+    if (f.sock && f.sock->kind == SOCK_TCP && tcp_path_member(atomic_load(&tcp_of(f.sock)->path))) {
         s = f.sock;
     } else if (op == EPOLL_CTL_ADD && f.sock && f.sock->kind == SOCK_TCP && might_connect(tcp_of(f.sock), fd)) {
         s = f.sock;

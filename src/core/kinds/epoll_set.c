@@ -276,7 +276,7 @@ static void journal_apply_one(struct epoll_obj *ep, const struct ctl_record *r)
     if (r->op == EPOLL_CTL_ADD && !e) {
         struct fdref f = fdt_get(r->fd);
         if (f.sock && f.sock->kind == SOCK_TCP && tcp_of(f.sock)->inode == r->inode &&
-            tcp_path_channel(atomic_load(&tcp_of(f.sock)->path)) && (e = epoll_set_new_slot(ep, r->fd))) {
+            tcp_path_member(atomic_load(&tcp_of(f.sock)->path)) && (e = epoll_set_new_slot(ep, r->fd))) {
             epoll_set_hold(e, f.sock, M_SOCKET);
             epoll_set_member_reset(e, &ev);
             epoll_set_hot_add(ep, e);

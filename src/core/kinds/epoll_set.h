@@ -25,6 +25,7 @@
  * member's fd. */
 #define TAG_HIGH 0x5348554eull    /* "SHUN" */
 #define TAG_XWAKE 0x53485558ull   /* "SHUX" */
+#define TAG_FABRIC 0x53485546ull  /* "SHUF": the process's fabric wake fd (core/conn/fabric_process.h) */
 
 enum member_kind { M_SOCKET, M_EPOLL };
 
@@ -79,6 +80,7 @@ struct epoll_obj {
     struct kernel_looks zero_looks;  /* zero-timeout waits: when the kernel was last asked (kernel_looks.h) */
     int kfd;                     /* an fd of this set, as last used by the program (checked before use) */
     atomic_bool tagged;          /* a registration of ours was made in the kernel's set (never reset) */
+    int fabric_wake;             /* the fabric wake fd registered in the kernel's set (0: none; fd + 1) */
     atomic_uint waiting;         /* threads of this process in a wait on it that may sleep */
     atomic_bool watched;         /* polled, or a member of another set: may be slept on from outside */
     struct ctl_journal *journal;     /* shared with the processes forked since (see below) */

@@ -136,7 +136,10 @@ int readiness_settled(struct fdref *f, short events, short kernel_revents)
 int readiness_of(struct fdref *f, short events)
 {
     struct tcp_sock *t = accelerated(f);
-    return t ? stream_poll(t, f->fd, events) : -1;
+    if (t)
+        return stream_poll(t, f->fd, events);
+    t = fabric_of(f);
+    return t ? fabric_conn_poll(t, f->fd, events) : -1;
 }
 
 static int kernel_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
