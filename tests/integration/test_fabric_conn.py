@@ -20,6 +20,7 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
   leaves the fabric in the parent before the fork (`fabric_left`), bytes exact;
 - a server without shunt: the client marked its socket and waits for a hello
   that never comes; its bytes are exact and its reason is today's;
+- both ends in edge-triggered epoll loops: 1 MiB echoed exact;
 - redis-server (an epoll loop) under shunt with redis-cli and redis-benchmark:
   every connection on the fabric at both ends, a 3 MiB value exact;
 - the veth taken down for 2 s mid-transfer: the transfer completes exact;
@@ -253,6 +254,84 @@ def test_redis_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family):  # 
     assert len(ends.accelerated("server")) >= 6, server
     assert len(ends.accelerated("client")) >= 6, ends.log("client")
     assert "stream broke" not in server + "\n".join(ends.log("client")), server
+
+
+ET_PEER = r'''
+import select, socket, sys, hashlib
+ET = select.EPOLLIN | select.EPOLLET
+def drain(c, ep, into):
+    while True:                      # edge-triggered: read until EAGAIN
+        try:
+            d = c.recv(65536)
+        except BlockingIOError:
+            return True
+        if not d:
+            return False
+        into.append(d)
+def send_all(c, data):
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[c.send(view):]
+        except BlockingIOError:
+            select.select([], [c], [], 10)
+role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+ep = select.epoll()
+if role == "server":
+    l = socket.socket(fam, socket.SOCK_STREAM)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, 0)); l.listen(1)
+    print("LISTENING", l.getsockname()[1], flush=True)
+    c, _ = l.accept(); c.setblocking(False)
+    ep.register(c.fileno(), ET)
+    total = 0
+    while True:
+        ep.poll(20)
+        got = []
+        open_ = drain(c, ep, got)
+        for d in got:
+            send_all(c, d); total += len(d)
+        if not open_:
+            break
+    c.shutdown(socket.SHUT_WR)
+    print("SERVER", total, flush=True)
+else:
+    c = socket.create_connection((host, port)); c.setblocking(False)
+    ep.register(c.fileno(), ET)
+    data = bytes((i * 7 + i // 4096) % 251 for i in range(1 << 20))
+    back = []
+    sent = 0
+    while sent < len(data):
+        n = min(4096, len(data) - sent)
+        send_all(c, data[sent:sent + n]); sent += n
+        drain(c, ep, back)
+    c.shutdown(socket.SHUT_WR)
+    while True:
+        ep.poll(20)
+        if not drain(c, ep, back):
+            break
+    got = b"".join(back)
+    print("CLIENT", len(got), hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_epoll_edge_triggered(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """Both ends in edge-triggered epoll loops that read until EAGAIN: 1 MiB
+    echoed exact, then EOF both ways, the connection on the fabric at both
+    ends (an edge lost would hang the loop until its 20 s timeout)."""
+    ends = ends_with(shunt, builds, tmp_path)
+    host = nets.addr("a", family)
+    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", ET_PEER, "server", host, 0]), env=ends.env("server"),
+                     proc_name="server")
+    port = int(srv.wait_for(r"^LISTENING (\d+)$", timeout=30).group(1))
+    r = nets.run("b", ends.argv([PYTHON, "-c", ET_PEER, "client", host, port]), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT, check=True)
+    assert r.stdout.decode().split() == ["CLIENT", str(1 << 20), "True"], r.stdout
+    srv.wait_for(r"^SERVER %d$" % (1 << 20), timeout=30)
+    assert len(ends.accelerated("client")) == 1 and len(ends.accelerated("server")) == 1, ends.log("server")
+    assert not ends.reasons("client") and not ends.reasons("server"), ends.log("client")
 
 
 def paced(nets, ends, host, port):
