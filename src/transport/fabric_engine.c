@@ -102,6 +102,7 @@ struct fabric_engine {
     ucp_worker_h worker;
     int efd;
     uint64_t bells_heard;   /* doorbells that arrived (the handler runs inside progress) */
+    bool late_puts;         /* lanes whose puts this worker writes itself (TCP): regions stay mapped */
 };
 
 /* The active message that is a doorbell: its id among this worker's (the
@@ -195,7 +196,14 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
         free(e);
         return failed(s, "UCX configuration", why, whylen);
     }
-    s = ucx.ucp_config_modify(cfg, "TLS", tls ? tls : DEFAULT_TLS);
+    const char *lanes = tls ? tls : DEFAULT_TLS;
+    /* over UCX's TCP lanes a peer's put is written into our memory by our
+     * own worker, at the address the peer says, when it arrives: one that
+     * comes after a region was unmapped wrote into unmapped memory (seen:
+     * SIGSEGV in ucp_put_handler, test_fabric_stream under CI).  So with
+     * such lanes a region is never given back (fabric_region_unmap) */
+    e->late_puts = lanes[0] != '^' && strstr(lanes, "tcp") != NULL;
+    s = ucx.ucp_config_modify(cfg, "TLS", lanes);
     if (s == UCS_OK)
         s = ucx.ucp_config_modify(cfg, "RCACHE_ENABLE", "n");
     if (s == UCS_OK) {
@@ -308,7 +316,7 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
 {
     if (r->rkey)
         ucx.ucp_rkey_buffer_release(r->rkey);
-    if (r->mem)
+    if (r->mem && !e->late_puts)   /* (kept mapped: a late put must land in memory of ours) */
         ucx.ucp_mem_unmap(e->ctx, r->mem);
     memset(r, 0, sizeof *r);
 }

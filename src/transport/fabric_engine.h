@@ -57,6 +57,10 @@ struct fabric_region {
     void *mem;   /* the engine's handle */
 };
 int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r);
+/* Gives the region back, but over lanes whose puts this process's worker
+ * writes itself (UCX's TCP lanes, when the lanes setting allows them) the
+ * memory stays mapped until the process ends: a put that arrives late
+ * must not land in memory that is no longer ours. */
 void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r);
 
 /* A peer: its worker address and the region it mapped for us (its rkey and
