@@ -258,6 +258,17 @@ def test_redis_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family):  # 
     assert "stream broke" not in server + "\n".join(ends.log("client")), server
 
 
+def script_pair(nets, ends, script, host):
+    """SCRIPT's server in namespace a (a /dev/shm of its own), its client in
+    b, both under shunt: the server's process and the client's finished run."""
+    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", script, "server", host, 0]), env=ends.env("server"),
+                     proc_name="server")
+    port = int(srv.wait_for(r"^LISTENING (\d+)$", timeout=30).group(1))
+    r = nets.run("b", ends.argv([PYTHON, "-c", script, "client", host, port]), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT, check=True)
+    return srv, r
+
+
 ET_PEER = r'''
 import select, socket, sys, hashlib
 ET = select.EPOLLIN | select.EPOLLET
@@ -325,11 +336,7 @@ def test_epoll_edge_triggered(fabric, nets, shunt, builds, tmp_path, family):  #
     ends (an edge lost would hang the loop until its 20 s timeout)."""
     ends = ends_with(shunt, builds, tmp_path)
     host = nets.addr("a", family)
-    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", ET_PEER, "server", host, 0]), env=ends.env("server"),
-                     proc_name="server")
-    port = int(srv.wait_for(r"^LISTENING (\d+)$", timeout=30).group(1))
-    r = nets.run("b", ends.argv([PYTHON, "-c", ET_PEER, "client", host, port]), env=ends.env("client"),
-                 timeout=CLIENT_TIMEOUT, check=True)
+    srv, r = script_pair(nets, ends, ET_PEER, host)
     assert r.stdout.decode().split() == ["CLIENT", str(1 << 20), "True"], r.stdout
     srv.wait_for(r"^SERVER %d$" % (1 << 20), timeout=30)
     assert len(ends.accelerated("client")) == 1 and len(ends.accelerated("server")) == 1, ends.log("server")
@@ -381,11 +388,7 @@ def test_server_busy_elsewhere(fabric, nets, shunt, builds, tmp_path, family):  
     the engine's 5 s bound; architecture.md, the limits.)"""
     ends = ends_with(shunt, builds, tmp_path)
     host = nets.addr("a", family)
-    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", LATE_PEER, "server", host, 0]), env=ends.env("server"),
-                     proc_name="server")
-    port = int(srv.wait_for(r"^LISTENING (\d+)$", timeout=30).group(1))
-    r = nets.run("b", ends.argv([PYTHON, "-c", LATE_PEER, "client", host, port]), env=ends.env("client"),
-                 timeout=CLIENT_TIMEOUT, check=True)
+    srv, r = script_pair(nets, ends, LATE_PEER, host)
     assert r.stdout.decode().split() == ["CLIENT", "True"], r.stdout
     srv.wait_for(r"^SERVER %d$" % (1 << 20), timeout=30)
     logs = "\n".join(ends.log("client") + ends.log("server"))

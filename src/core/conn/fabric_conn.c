@@ -358,8 +358,8 @@ static uint64_t timeout_deadline(int fd, int name)
     return clock_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 }
 
-/* The engine's fd armed for a sleep, under fab_lock: -1 when its events
- * are pending (driven here: look again). */
+/* The engine's fd armed for a sleep, under the lock: -2 when its events
+ * are pending (driven here: look again), -1 without an engine. */
 static int armed_efd(struct fabric_conn *c)
 {
     struct fabric_engine *e = c->s.engine;
@@ -370,6 +370,17 @@ static int armed_efd(struct fabric_conn *c)
         return -2;
     }
     return fabric_process_wake_fd();
+}
+
+/* Under the lock, before a sleep: the doorbells that came taken out (one
+ * that comes after rings the sleep), the stream says it sleeps (its
+ * answer now), and the fd to sleep on (armed_efd's). */
+static short prepare_sleep(struct fabric_conn *c, int *efd)
+{
+    fabric_process_drain_bells();
+    short rev = fabric_stream_before_sleep(&c->s);
+    *efd = armed_efd(c);
+    return rev;
 }
 
 /* Before a blocking receive sleeps: polls this end's ring for up to
@@ -403,20 +414,6 @@ static bool not_carried_recv(struct io_call *call, int flags)
            (call->kind == IO_RECVMSG && call->msg->msg_controllen > 0);
 }
 
-static void iov_after(const struct iobuf *b, size_t skip, struct iovec *out, int *n)
-{
-    *n = 0;
-    for (int i = 0; i < b->iovcnt; i++) {
-        if (skip >= b->iov[i].iov_len) {
-            skip -= b->iov[i].iov_len;
-            continue;
-        }
-        out[*n].iov_base = (char *)b->iov[i].iov_base + skip;
-        out[(*n)++].iov_len = b->iov[i].iov_len - skip;
-        skip = 0;
-    }
-}
-
 ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call)
 {
     int flags = call->kind == IO_READ || call->kind == IO_READV ? 0 : call->flags;
@@ -447,8 +444,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     size_t got = 0;
     for (;;) {
         struct iovec rest[IOV_MAX];
-        int n;
-        iov_after(&b, got, rest, &n);
+        int n = iobuf_rest(&b, got, rest);
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_recv(&c->s, rest, n, peek, true);
@@ -456,9 +452,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         short rev = 0;
         int efd = -1;
         if (k == -EAGAIN && !nb && spun) {
-            fabric_process_drain_bells();
-            rev = fabric_stream_before_sleep(&c->s);
-            efd = armed_efd(c);
+            rev = prepare_sleep(c, &efd);
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
@@ -528,8 +522,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     size_t done = 0;
     for (;;) {
         struct iovec rest[IOV_MAX];
-        int n;
-        iov_after(&b, done, rest, &n);
+        int n = iobuf_rest(&b, done, rest);
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_send(&c->s, rest, n, true);
@@ -537,9 +530,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         short rev = 0;
         int efd = -1;
         if (k == -EAGAIN && !nb) {
-            fabric_process_drain_bells();
-            rev = fabric_stream_before_sleep(&c->s);
-            efd = armed_efd(c);
+            rev = prepare_sleep(c, &efd);
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
@@ -620,9 +611,8 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
 {
     fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
-    fabric_process_drain_bells();
-    short rev = fabric_stream_before_sleep(&c->s);
-    int e = armed_efd(c);
+    int e;
+    short rev = prepare_sleep(c, &e);
     *sock_events = POLLIN | POLLRDHUP;
     if ((events & POLLOUT) && (!c->s.moved || c->s.back))
         *sock_events |= POLLOUT;

@@ -159,8 +159,7 @@ static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t d
     return r;
 }
 
-/* The iovecs of b from byte skip on (at most IOV_MAX of them). */
-static int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part)
+int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part)
 {
     int n = 0;
     for (int i = 0; i < b->iovcnt; i++) {

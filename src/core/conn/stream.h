@@ -17,6 +17,8 @@ struct iobuf {
     size_t total;
 };
 int iobuf_from_call(struct iobuf *b, struct io_call *c);
+/* The iovecs of b from byte skip on (at most IOV_MAX of them): their count. */
+int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part);
 
 /* Whether this call must not wait (MSG_DONTWAIT, or O_NONBLOCK).  A
  * socket believed blocking is not asked: if that changed, the kernel's
