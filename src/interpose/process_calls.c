@@ -24,7 +24,7 @@ extern char **environ;
 SHUNT_EXPORT pid_t fork(void)
 {
     SANDBOX_PASS(shunt_real.fork());
-    fabric_conn_leave_all("fork", false);   /* a child may not use its parent's engine */
+    fabric_conn_before_fork();   /* a child may not use its parent's engine */
     spawn_actions_before_fork();
     epoll_before_fork();
     holders_before_fork();
@@ -35,8 +35,10 @@ SHUNT_EXPORT pid_t fork(void)
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */
         shunt_after_fork_child();
         holders_after_fork_child();
+        fabric_conn_after_fork(0);
     } else {
         epoll_after_fork_parent();
+        fabric_conn_after_fork(pid);
     }
     holders_after_fork();
     if (pid < 0)

@@ -16,13 +16,18 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
   fabric, and nothing falls back;
 - shunt_fd_accelerated answers 0 for the connection until both ends moved onto
   the fabric, 1 after; `shunt stat` shows both ends on path "fabric";
-- a server that forks a child per connection (static_peer): each connection
-  leaves the fabric in the parent before the fork (`fabric_left`), bytes exact;
+- a server that forks a child per connection (static_peer), on both lane
+  settings: the hello goes at the child's first call, and each connection is
+  on the fabric with its server end in the child, bytes exact;
+- a forking server whose parent keeps its copy 30 ms (on the fabric), 500 ms
+  (no hello: kernel TCP) or whose child execs cat on the socket (no hello);
 - a server without shunt: the client marked its socket and waits for a hello
   that never comes; its bytes are exact and its reason is today's;
 - both ends in edge-triggered epoll loops: 1 MiB echoed exact;
 - redis-server (an epoll loop) under shunt with redis-cli and redis-benchmark:
   every connection on the fabric at both ends, a 3 MiB value exact;
+- PostgreSQL (a backend forked per connection) with psql and pgbench, as
+  nobody: every backend's connection on the fabric, 6.4 MB of rows exact;
 - a server busy elsewhere (no call into shunt) for 6 s while its client
   attaches and sends: every byte right, no reset;
 - the veth taken down for 2 s mid-transfer: the transfer completes exact;
@@ -36,10 +41,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -185,19 +193,91 @@ def test_stat_shows_fabric(fabric, nets, shunt, builds, tmp_path, family):  # no
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_forking_server_leaves_first(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
-    """static_peer's server accepts (its hello goes), then forks a child per
-    connection: each connection leaves the fabric in the parent before the
-    fork (a child may not use its parent's engine) and is kernel TCP in
-    both; every byte checked."""
-    ends = ends_with(shunt, builds, tmp_path)
+@pytest.mark.parametrize("lanes", sorted(LANES))
+def test_forking_server_child_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family, lanes):  # noqa: F811
+    """static_peer's server accepts, forks a child per connection and closes
+    its own copy without a call on it: the hello goes at the child's first
+    call, with the child's own engine, and every connection is on the
+    fabric at both ends, its server end in the child (a process other than
+    the one that accepted); every byte checked."""
+    setting, want = LANES[lanes]
+    ends = ends_with(shunt, builds, tmp_path, **({"SHUNT_FABRIC_LANES": setting} if setting else {}))
     srv, host, port = start_server(nets, ends, family, kind="c")
     r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT)
     check_client(r, "small", expect_mapped=True)
     check_server_log(srv, "small")
-    assert ends.left("server") == ["fork"] * 3, ends.log("server")
-    assert ends.reasons("server") == Counter({REASON["fabric_left"]: 3}), ends.log("server")
+    ends.check_fabric(3, want)
+    servers = re.findall(r"^shunt\[(\d+)\] info: .*accelerated \(server, fabric", "\n".join(ends.log("server")), re.M)
+    assert len(set(servers)) == 3 and str(srv.pid) not in servers, (servers, srv.pid)
+    accepted = re.findall(r"^shunt\[(\d+)\] info: .*fabric: the hello goes at the first call",
+                          "\n".join(ends.log("server")), re.M)
+    assert accepted == [str(srv.pid)] * 3, (accepted, srv.pid)
+    assert not ends.left("server"), ends.log("server")
+
+
+FORKING_SERVER = r'''
+import os, signal, socket, sys, time
+host, how = sys.argv[1], sys.argv[2]
+ls = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+ls.bind((host, 0))
+ls.listen(16)
+print("LISTENING %d" % ls.getsockname()[1], flush=True)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+while True:
+    c, _ = ls.accept()
+    if os.fork() == 0:
+        ls.close()
+        if how == "exec":   # inetd's way: the socket is the new program's stdin and stdout
+            os.dup2(c.fileno(), 0)
+            os.dup2(c.fileno(), 1)
+            c.close()
+            os.execvp("cat", ["cat"])
+        while True:
+            data = c.recv(65536)
+            if not data:
+                break
+            c.sendall(data)
+        c.close()
+        os._exit(0)
+    time.sleep({"late": 0.03, "keep": 0.5}.get(how, 0))   # the parent's copy, kept a while
+    c.close()
+'''
+
+
+def forking_server(nets, ends, family, how):
+    host = nets.addr("a", family)
+    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", FORKING_SERVER, host, how]), env=ends.env("server"),
+                     proc_name="server")
+    return srv, host, listening_port(srv)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("how", ["late", "keep", "exec"])
+def test_forking_server_who_says_hello(fabric, nets, shunt, builds, tmp_path, family, how):  # noqa: F811
+    """A forking server whose parent holds its copy of the accepted socket
+    a while (fabric_pending.h): 30 ms (late), the child's first call waits
+    for the parent to close it and the connection is on the fabric; 500 ms
+    (keep), longer than a child waits, no hello goes and every connection
+    is kernel TCP at both ends (reason fabric); the child makes the socket
+    the stdin and stdout of `cat` and execs it (exec, inetd's way): no hello
+    goes (the new image cannot take it over), kernel TCP.  Every byte
+    checked by the client, echoed by the child or by cat."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = forking_server(nets, ends, family, how)
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    server = "\n".join(ends.log("server"))
+    if how == "late":
+        ends.check_fabric(3, LANES["default"][1])
+        return
+    assert not ends.accelerated("server") and not ends.accelerated("client"), server
+    said = re.findall(r"fabric: no hello: another process held the socket too$", server, re.M)
+    before_exec = re.findall(r"fabric: no hello, before exec$", server, re.M)
+    assert (len(said), len(before_exec)) == ((3, 0) if how == "keep" else (0, 3)), server
+    want = REASON["fabric"] if how == "keep" else REASON["fabric_left"]
+    assert ends.reasons("server") == Counter({want: 3}), server
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -255,6 +335,81 @@ def test_redis_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family):  # 
     # connection closed right after its hello, the benchmark's first, never moves)
     assert len(ends.accelerated("server")) >= 6, server
     assert len(ends.accelerated("client")) >= 6, ends.log("client")
+    assert "stream broke" not in server + "\n".join(ends.log("client")), server
+
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+NOBODY = (65534, 65534)
+
+
+@pytest.fixture
+def nobody_dir():
+    """A directory nobody may use (pytest's own are root's alone), removed at the end."""
+    d = Path(tempfile.mkdtemp(prefix="shunt-fabric-"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_postgres_backends_on_the_fabric(fabric, nets, shunt, builds, nobody_dir, family):  # noqa: F811
+    """PostgreSQL (its postmaster accepts and forks a backend per connection,
+    then closes its copy) in a namespace with a /dev/shm of its own, psql and
+    pgbench in b, all under shunt as one user (nobody: PostgreSQL refuses
+    root, and the proof wants the same user at both ends): every backend's
+    connection on the fabric at both ends, its server end in the backend;
+    6.4 MB of rows read back exact; a short pgbench run with 4 clients."""
+    from corpus import pg_bin
+    need_tool("psql", package="postgresql-client")
+    need_tool("setpriv", package="util-linux")
+    ends = ends_with(shunt, builds, nobody_dir)
+    for side in ("server", "client"):
+        ends.env(side)
+        os.chown(nobody_dir / ("log-" + side), *NOBODY)
+    data, sock = nobody_dir / "pgdata", nobody_dir / "pgsock"
+    for d in (data, sock):
+        d.mkdir()
+        os.chown(d, *NOBODY)
+    r = subprocess.run(AS_NOBODY + [pg_bin("initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync",
+                                    "-E", "UTF8", "--locale=C"], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    with open(data / "pg_hba.conf", "a") as f:   # the client is in namespace b, not on loopback
+        f.write("host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n")
+    host = nets.addr("a", family)
+    srv = nets.start("a", OWN_SHM + AS_NOBODY + ends.argv([
+        pg_bin("postgres"), "-D", data, "-k", sock, "-h", host, "-p", 5432, "-c", "fsync=off",
+        "-c", "synchronous_commit=off", "-c", "max_connections=20", "-c", "shared_buffers=16MB"]),
+        env=ends.env("server"), proc_name="postgres")
+    deadline = time.monotonic() + 60
+    while nets.run("b", [pg_bin("pg_isready"), "-h", host, "-p", "5432"], timeout=10).returncode != 0:
+        assert time.monotonic() < deadline and srv.proc.poll() is None, srv.describe()
+        time.sleep(0.2)
+
+    def client(argv, **kw):
+        r = nets.run("b", AS_NOBODY + ends.argv(argv), env=ends.env("client"), timeout=120, **kw)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+        return r.stdout
+
+    psql = ["psql", "-X", "-q", "-A", "-t", "-h", host, "-p", "5432", "-U", "postgres", "-v", "ON_ERROR_STOP=1"]
+    client(psql + ["-c", "create table t (x text); insert into t select repeat(md5(i::text), 100) "
+                         "from generate_series(1, 2000) i"])
+    got = client(psql + ["-c", "select x from t order by x"])
+    want = "".join(x + "\n" for x in sorted(hashlib.md5(str(i).encode()).hexdigest() * 100
+                                            for i in range(1, 2001))).encode()
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(want).hexdigest(), len(got)
+    pgbench = [pg_bin("pgbench"), "-h", host, "-p", "5432", "-U", "postgres"]
+    client(pgbench + ["-i", "-q", "-s", "1", "postgres"])
+    out = client(pgbench + ["-c", "4", "-j", "2", "-t", "200", "-S", "postgres"])
+    assert b"number of transactions actually processed: 800/800" in out, out
+    server = "\n".join(ends.log("server"))
+    backends = re.findall(r"^shunt\[(\d+)\] info: .*accelerated \(server, fabric", server, re.M)
+    # psql twice, pgbench -i once or more, the run's 4 clients (and its first connection)
+    assert len(backends) >= 7 and str(srv.pid) not in backends, (backends, srv.pid, server[-3000:])
+    assert len(set(backends)) == len(backends), backends   # a backend per connection
+    assert len(ends.accelerated("client")) >= 7, ends.log("client")
+    assert not ends.left("server") and not ends.left("client"), server
     assert "stream broke" not in server + "\n".join(ends.log("client")), server
 
 

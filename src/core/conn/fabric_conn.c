@@ -24,6 +24,7 @@
 #include "base/settings.h"
 #include "base/signals.h"
 #include "core/conn/fabric_conn.h"
+#include "core/conn/fabric_pending.h"
 #include "core/conn/fabric_process.h"
 #include "core/conn/fabric_proof.h"
 #include "core/conn/fabric_stream.h"
@@ -52,6 +53,10 @@ struct fabric_conn {
     struct fabric_ring *ring;     /* this end's (NULL: a client before its hello) */
     pid_t pid;                    /* the process that made ring: nobody else touches it */
     bool server;
+    atomic_bool pending;          /* server: its hello goes at the first call (fabric_pending.h) */
+    struct fabric_pending pend;
+    uint32_t hello_tag;           /* server: the client's SYN's, for the hello */
+    uint64_t hello_cookie;
     bool attached;                /* to the peer's ring: this end may move */
     bool hello_seen;              /* client: the server's hello came (proven or not) */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
@@ -81,20 +86,7 @@ static void ring_peer(void *ctx)
 static bool peer_gone(void *ctx)
 {
     struct fabric_conn *c = ctx;
-    if (!c->peer_pid)
-        return false;
-    char path[32], st[256];
-    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)c->peer_pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    ssize_t n = shunt_real.read(fd, st, sizeof st - 1);
-    shunt_real.close(fd);
-    if (n <= 0)
-        return false;
-    st[n] = 0;
-    const char *p = strrchr(st, ')');   /* pid (comm) state ... */
-    return p && (p[2] == 'Z' || p[2] == 'X');
+    return c->peer_pid && fabric_pid_gone(c->peer_pid);
 }
 
 static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
@@ -201,18 +193,16 @@ static int client_takes_hello(void *ctx, const struct hello *h)
     return 0;
 }
 
-int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie)
+/* Under the lock: the server's engine, ring and hello, from this process.
+ * 0, or -errno with a line in why (nothing was sent). */
+static int send_hello(struct fabric_conn *c, int fd, char *why, size_t whylen)
 {
-    struct fabric_conn *c = conn_new(t, fd, true);
-    if (!c)
-        return -ENOMEM;
-    char why[200] = "";
     uint8_t blob[FABRIC_PROOF_LEN + FABRIC_RING_BLOB_MAX];
     int r = -EIO;
-    fabric_process_lock();
-    struct fabric_engine *e = fabric_process_engine(why, sizeof why);
+    struct fabric_engine *e = fabric_process_engine(why, whylen);
     ssize_t n = -1;
-    if (e && fabric_ring_open(e, ring_bytes(), &c->ring, why, sizeof why) == 0 &&
+    c->pid = shunt_pid;
+    if (e && fabric_ring_open(e, ring_bytes(), &c->ring, why, whylen) == 0 &&
         fabric_proof_make(fd, fabric_process_bell_id(), blob) == 0 &&
         getrandom(c->nonce, sizeof c->nonce, GRND_NONBLOCK) == (ssize_t)sizeof c->nonce)
         n = fabric_ring_blob(c->ring, NULL, blob + FABRIC_PROOF_LEN, sizeof blob - FABRIC_PROOF_LEN);
@@ -220,26 +210,98 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
         c->s.ring = c->ring;
         c->s.engine = e;
         c->s.on_peer_blob = server_takes_blob;
-        r = fabric_stream_hello(&c->s, tag, cookie, c->nonce, blob, FABRIC_PROOF_LEN + (size_t)n);
+        r = fabric_stream_hello(&c->s, c->hello_tag, c->hello_cookie, c->nonce, blob, FABRIC_PROOF_LEN + (size_t)n);
         if (r < 0)
-            snprintf(why, sizeof why, "the hello could not be sent: %s", strerror(-r));
+            snprintf(why, whylen, "the hello could not be sent: %s", strerror(-r));
     } else if (!why[0]) {
-        snprintf(why, sizeof why, "no ring to offer");
+        snprintf(why, whylen, "no ring to offer");
     }
-    if (r < 0 && c->ring)
+    if (r < 0 && c->ring) {
         fabric_ring_close(c->ring);
-    fabric_process_unlock();
-    if (r < 0) {
-        shunt_log_sock(LOG_WARN, t, fd, "fabric: %s", why);
-        free(c);
-        return r;
+        c->ring = NULL;
+        c->s.ring = NULL;
+    }
+    return r;
+}
+
+int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie)
+{
+    struct fabric_conn *c = conn_new(t, fd, true);
+    if (!c)
+        return -ENOMEM;
+    c->hello_tag = tag;
+    c->hello_cookie = cookie;
+    uint64_t key = 0;
+    socklen_t kl = sizeof key;
+    if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &key, &kl) == 0 && fabric_pending_open(&c->pend, key)) {
+        /* the hello waits for the first call, in whichever process makes it */
+        atomic_store(&c->pending, true);
+    } else {
+        char why[200] = "";
+        fabric_process_lock();
+        int r = send_hello(c, fd, why, sizeof why);
+        fabric_process_unlock();
+        if (r < 0) {
+            shunt_log_sock(LOG_WARN, t, fd, "fabric: %s", why);
+            free(c);
+            return r;
+        }
     }
     t->fab = c;
     atomic_store(&any_fabric, true);
     atomic_store(&t->reason, FB_NONE);
     atomic_store(&t->path, PATH_FABRIC);
-    shunt_log_sock(LOG_INFO, t, fd, "fabric: hello sent to a shunt client (cookie %llu)", (unsigned long long)cookie);
+    shunt_log_sock(LOG_INFO, t, fd, "fabric: %s a shunt client (cookie %llu)",
+                   atomic_load(&c->pending) ? "the hello goes at the first call to" : "hello sent to",
+                   (unsigned long long)cookie);
     return 0;
+}
+
+/* A pending server's hello, at its first call (not with the lock): sent
+ * if this process holds the socket alone, otherwise never (kernel TCP for
+ * every holder).  Whether t is still on the fabric. */
+static bool settle_pending(struct tcp_sock *t, int fd)
+{
+    struct fabric_conn *c = t->fab;
+    if (c && atomic_load(&c->pending)) {
+        bool mine = fabric_pending_claim(&c->pend);
+        char why[200] = "";
+        int r = 0;
+        fabric_process_lock();
+        bool decided = atomic_exchange(&c->pending, false);
+        if (decided) {
+            c->s.fd = fd;
+            if (mine)
+                r = send_hello(c, fd, why, sizeof why);
+            else
+                snprintf(why, sizeof why, "another process held the socket too");
+            fabric_pending_drop(&c->pend);
+        }
+        fabric_process_unlock();
+        if (decided && r == 0 && mine) {
+            shunt_log_sock(LOG_INFO, t, fd, "fabric: hello sent to a shunt client (cookie %llu)",
+                           (unsigned long long)c->hello_cookie);
+        } else if (decided) {
+            shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello: %s", why);
+            fallback_record(t, fd, FB_FABRIC, false);
+            sockstat_publish(t, fd, 0, 0, NULL, 0);
+        }
+    }
+    return atomic_load(&t->path) == PATH_FABRIC;
+}
+
+/* A pending server's socket goes to kernel TCP for every holder. */
+static bool pending_to_tcp(struct tcp_sock *t, int fd, const char *why)
+{
+    struct fabric_conn *c = t->fab;
+    if (!c || !atomic_exchange(&c->pending, false))
+        return false;
+    fabric_pending_none(&c->pend);
+    fabric_pending_drop(&c->pend);
+    shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello, before %s", why);
+    fallback_record(t, fd, FB_FABRIC_LEFT, false);
+    sockstat_publish(t, fd, 0, 0, NULL, 0);
+    return true;
 }
 
 void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise)
@@ -435,6 +497,8 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
     if (b.total == 0 && (call->kind == IO_READ || call->kind == IO_READV))
         return 0;
+    if (!settle_pending(t, f->fd))
+        return pt_recv(f, call);
     bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
@@ -515,6 +579,8 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         return r;
     if (b.total == 0)
         return 0;
+    if (!settle_pending(t, f->fd))
+        return pt_send(f, call);
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
     uint64_t deadline = 0;
@@ -578,6 +644,8 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
         if (atomic_load(&t->path) != PATH_FABRIC)
             return pt_shutdown(f, how);
     }
+    if (!settle_pending(t, f->fd))
+        return pt_shutdown(f, how);
     fabric_process_lock();
     struct fabric_conn *c = conn_of(t, f->fd);
     int r = fabric_stream_shutdown(&c->s);
@@ -592,12 +660,16 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 
 short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 {
-    fabric_process_lock();
-    struct fabric_conn *c = conn_of(t, fd);
-    short rev = fabric_stream_poll(&c->s);
-    trace(c, "poll", rev);
-    bool on = after_call(c, fd);
-    fabric_process_unlock();
+    bool on = settle_pending(t, fd);
+    short rev = 0;
+    if (on) {
+        fabric_process_lock();
+        struct fabric_conn *c = conn_of(t, fd);
+        rev = fabric_stream_poll(&c->s);
+        trace(c, "poll", rev);
+        on = after_call(c, fd);
+        fabric_process_unlock();
+    }
     if (!on) {
         struct pollfd p = { .fd = fd, .events = events };
         return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
@@ -609,6 +681,11 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events)
 {
+    if (!settle_pending(t, fd)) {
+        *efd = -1;
+        *sock_events = events;
+        return (short)(events | POLLIN);   /* look again at once: the kernel's answer */
+    }
     fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
     int e;
@@ -627,6 +704,7 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
 void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
 {
     struct fabric_conn *c = t->fab;
+    (void)settle_pending(t, c->s.fd);
     fabric_process_lock();
     *rx = c->s.tcp_read + (c->ring ? fabric_ring_peer_written(c->ring) : 0);
     *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0);
@@ -682,7 +760,7 @@ static bool leave_locked(struct fabric_conn *c, int fd, bool exec)
 
 static void leave(struct tcp_sock *t, int fd, const char *why, bool exec)
 {
-    if (atomic_load(&t->path) != PATH_FABRIC)
+    if (atomic_load(&t->path) != PATH_FABRIC || pending_to_tcp(t, fd, why))
         return;
     fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
@@ -706,14 +784,27 @@ void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec)
 struct leave_all {
     const char *why;
     bool exec;
+    bool fork;      /* a fork: pending hellos stay pending, the child a holder too */
+    pid_t child;    /* after the fork: the child's pid, 0 in the child, < 0 none */
+    bool after;
 };
 
 static void leave_fd(int fd, void *ctx)
 {
     struct leave_all *a = ctx;
     struct fdref f = fdt_get(fd);
-    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) == PATH_FABRIC)
-        leave(tcp_of(f.sock), fd, a->why, a->exec);
+    if (f.sock && f.sock->kind == SOCK_TCP && atomic_load(&tcp_of(f.sock)->path) == PATH_FABRIC) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        struct fabric_conn *c = t->fab;
+        if (a->fork && c && atomic_load(&c->pending)) {
+            if (a->after)
+                fabric_pending_after_fork(&c->pend, a->child);
+            else
+                fabric_pending_before_fork(&c->pend);
+        } else if (!a->after) {
+            leave(t, fd, a->why, a->exec);
+        }
+    }
     fdt_put(&f);
 }
 
@@ -721,7 +812,23 @@ void fabric_conn_leave_all(const char *why, bool exec)
 {
     if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
         return;
-    struct leave_all a = { why, exec };
+    struct leave_all a = { .why = why, .exec = exec };
+    fdt_for_each_object(0, ~0U, leave_fd, &a);
+}
+
+void fabric_conn_before_fork(void)
+{
+    if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
+        return;
+    struct leave_all a = { .why = "fork", .fork = true };
+    fdt_for_each_object(0, ~0U, leave_fd, &a);
+}
+
+void fabric_conn_after_fork(pid_t pid)
+{
+    if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
+        return;
+    struct leave_all a = { .why = "fork", .fork = true, .child = pid, .after = true };
     fdt_for_each_object(0, ~0U, leave_fd, &a);
 }
 
@@ -729,13 +836,21 @@ void fabric_conn_leave_fds(const int *fds, size_t n, const char *why)
 {
     if (!atomic_load_explicit(&any_fabric, memory_order_relaxed))
         return;
-    struct leave_all a = { why, true };   /* the receiver cannot take a hello off */
+    struct leave_all a = { .why = why, .exec = true };   /* the receiver cannot take a hello off */
     for (size_t i = 0; i < n; i++)
         leave_fd(fds[i], &a);
 }
 
+/* This process holds a pending server's socket no more. */
+static void pending_dropped(struct fabric_conn *c)
+{
+    if (c && atomic_exchange(&c->pending, false))
+        fabric_pending_drop(&c->pend);
+}
+
 void fabric_conn_release(struct tcp_sock *t, int fd)
 {
+    pending_dropped(t->fab);
     if (atomic_load(&t->path) != PATH_FABRIC || !t->fab || t->fab->pid != shunt_pid)
         return;
     fabric_process_lock();
@@ -762,6 +877,7 @@ void fabric_conn_destroy(struct tcp_sock *t)
     struct fabric_conn *c = t->fab;
     if (!c)
         return;
+    pending_dropped(c);
     t->fab = NULL;
     if (c->pid == shunt_pid && c->ring) {
         fabric_process_lock();

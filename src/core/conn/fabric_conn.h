@@ -19,6 +19,9 @@
  *            ancillary data or MSG_OOB), shutdown, poll, select and epoll
  *            (the process's wake fd joins the kernel's set), close (what is
  *            owed is pushed, bounded);
+ *            A server's hello goes at the first call on the socket, from
+ *            the process that makes it if it holds the socket alone
+ *            (fabric_pending.h): a forking server's child meets the client;
  *   left     everything else first makes the connection leave the fabric
  *            (fabric_conn_leave: it waits for nothing), after which it is
  *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,
@@ -76,9 +79,17 @@ bool fabric_conn_accelerated(struct tcp_sock *t);
  * involved: a forked child may settle it too) unless the process is about
  * to lose its memory (exec: it waits for it at most HELLO_HOLD_NS). */
 void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec);
-/* Every fabric connection of the process, before fork (exec true: exec,
- * spawn, a sandbox, io_uring). */
+/* Every fabric connection of the process, before exec, spawn, a sandbox,
+ * io_uring (exec true).  A server's hello still pending goes never: the
+ * socket is kernel TCP for every holder. */
 void fabric_conn_leave_all(const char *why, bool exec);
+/* Around fork: before it every connection on the fabric leaves (a child
+ * may not use its parent's engine), but a server's hello still pending
+ * stays so, the child becoming a holder too (after it, in the parent with
+ * the child's pid or -1, in the child with 0): whichever holder makes the
+ * first call alone sends it (fabric_pending.h). */
+void fabric_conn_before_fork(void);
+void fabric_conn_after_fork(pid_t pid);
 /* Those of fds that are on the fabric, before they go to another process
  * (SCM_RIGHTS). */
 void fabric_conn_leave_fds(const int *fds, size_t n, const char *why);
