@@ -34,4 +34,10 @@ long long shunt_fd_counter(int fd, const char *name);
  * connection at fd.  Valid in the calling thread until its next call. */
 const char *shunt_fd_fallback(int fd);
 
+/* How fd's connection moves its bytes now, as `shunt stat` shows it: "shm"
+ * (shunt's own rings), "fabric" (the engine: moved, or its hello still to
+ * come), "offered", "tcp"; NULL if shunt has no record of a connection at
+ * fd.  A static string. */
+const char *shunt_fd_path(int fd);
+
 #endif

@@ -18,6 +18,12 @@ requested mode:
                does if it is not, and undoes at the end only then; the namespaces are always
                deleted at the end (an error, Ctrl-C or SIGTERM included). Run by a user other
                than root, the mode is one skip (a failure under CI).
+  fabric       as crossns with SHUNT_TEST_MODE=fabric and SHUNT_FABRIC=only: every connection
+               between the namespaces rides the fabric engine (UCX's shared-memory lanes, or
+               `self` where one process holds both ends) instead of shunt's own rings;
+               tests/lib/check.h's expect_accelerated checks the path is "fabric", and
+               SHUNT_STRICT fails a connection that should have been on it and is not
+  fabric-tcp   as fabric, on UCX's TCP lanes (SHUNT_FABRIC_LANES=tcp)
 
 --suite unit runs every program in BUILD/tests/unit/ once, directly (mode "unit": the unit
 tests are linked with the library's objects, so LD_PRELOAD, SHUNT_ACCEL, SHUNT_STRICT and
@@ -45,7 +51,9 @@ holds a ThreadSanitizer report fails even if its status hid it (a child's report
 
 import argparse
 import concurrent.futures
+import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,7 +66,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from vethpair import IP_TIMEOUT, Scoped, VethPair  # noqa: E402
 
 SUITES = ("conformance", "unit")
-MODES = ("plain", "passthrough", "accelerated", "crossns")
+MODES = ("plain", "passthrough", "accelerated", "crossns", "fabric", "fabric-tcp")
+CROSS_MODES = ("crossns", "fabric", "fabric-tcp")   # in the runner's two namespaces
+FABRIC_MODES = ("fabric", "fabric-tcp")
+# In a fabric mode, what no connection of a passing test may have logged: one that should have
+# ridden the engine and stayed on kernel TCP (reason fabric), or a stream that broke.
+FABRIC_FAILED = re.compile(r"kernel TCP: fabric$|stream broke")
 UNIT_MODE = "unit"
 DEFAULT_TIMEOUT = {"conformance": 30.0, "unit": 120.0}
 EXIT_SKIP = 77
@@ -75,7 +88,7 @@ def parse_args(argv):
                         "unit: BUILD/tests/unit, run directly (default: conformance)")
     p.add_argument("--build", default="build", help="build directory (default: build)")
     p.add_argument("--modes", default=None,
-                   help="comma-separated: plain, passthrough, accelerated, crossns (default: "
+                   help="comma-separated: plain, passthrough, accelerated, crossns, fabric, fabric-tcp (default: "
                         "plain); "
                         "the unit suite has the one mode 'unit'")
     p.add_argument("--filter", default="",
@@ -188,9 +201,13 @@ def mode_env(mode, lib, asan, sanitized=False, tsan=None):
         sanitizer_options(env, detect_leaks=0)
     if mode == "passthrough":
         env["SHUNT_ACCEL"] = "0"
-    else:  # accelerated, crossns
+    else:  # accelerated, crossns, fabric, fabric-tcp
         env["SHUNT_ACCEL"] = "1"
         env["SHUNT_STRICT"] = "1"
+    if mode.startswith("fabric"):
+        env["SHUNT_FABRIC"] = "only"   # the engine even where shunt's own rings reach
+    if mode == "fabric-tcp":
+        env["SHUNT_FABRIC_LANES"] = "tcp"
     return env
 
 
@@ -329,9 +346,20 @@ class Runner:
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
 
+    @staticmethod
+    def fabric_log(cwd):
+        """A fabric mode's logs, every process of the test's, line by line."""
+        lines = []
+        for path in sorted(glob.glob(os.path.join(cwd, "shunt-*.log"))):
+            with open(path, errors="replace") as f:
+                lines += [l.rstrip("\n") for l in f]
+        return lines
+
     def run(self, name, argv, mode, env):
         with tempfile.TemporaryDirectory(prefix=self.prefix) as cwd, \
                 tempfile.TemporaryFile() as out:
+            if mode in FABRIC_MODES:   # each process's log, read after the test
+                env = dict(env, SHUNT_LOG="info", SHUNT_LOG_FILE=os.path.join(cwd, "shunt-%p.log"))
             start = time.monotonic()
             with self.lock:
                 if self.stopping:
@@ -352,6 +380,10 @@ class Runner:
                 self.running.discard(proc.pid)
             out.seek(0)
             lines = out.read().decode("utf-8", "replace").splitlines()
+            log = self.fabric_log(cwd) if mode in FABRIC_MODES else []
+            fabric_bad = [l for l in log if FABRIC_FAILED.search(l)] if rc == 0 else []
+            if rc != 0 and log:   # what shunt did, for the failure's report
+                lines += ["--- shunt's log, last lines ---"] + log[-12:]
 
         if not exited:
             return (mode, name, "FAIL", elapsed,
@@ -366,6 +398,9 @@ class Runner:
             return (mode, name, "FAIL", elapsed,
                     lines[first:end + 1][:80] + ["(%d ThreadSanitizer report(s); exit status %d)"
                                                  % (len(reports), rc)])
+        if rc == 0 and fabric_bad:
+            return (mode, name, "FAIL", elapsed,
+                    fabric_bad[-self.tail:] + ["(passed, but a connection missed the fabric)"])
         if rc == 0:
             return (mode, name, "PASS", elapsed, [])
         if rc == EXIT_SKIP:
@@ -447,25 +482,28 @@ def main(argv):
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     cross = None
     try:
-        if "crossns" in args.modes and os.geteuid() != 0 and not in_ci():
+        crossing = [m for m in args.modes if m in CROSS_MODES]
+        if crossing and os.geteuid() != 0 and not in_ci():
             # a developer's make test as a user; under CI the setup below fails instead
-            print("SKIP  crossns  (all tests)  SKIP: mode crossns needs root (network namespaces, "
-                  "shunt fabric)")
-            counts["SKIP"] += 1
-        elif "crossns" in args.modes:
+            for m in crossing:
+                print("SKIP  %s  (all tests)  SKIP: mode %s needs root (network namespaces, "
+                      "shunt fabric)" % (m, m))
+                counts["SKIP"] += 1
+        elif crossing:
             cross = CrossNamespaces(os.path.join(build, "shunt"))
             try:
                 cross.__enter__()
             except RuntimeError as e:
                 cross = None
-                print("mode crossns: %s" % e)
+                print("modes %s: %s" % (",".join(crossing), e))
                 print("0 passed, 1 failed, 0 skipped")
                 return 1
-            envs["crossns"] = cross.env(envs["crossns"])
-        futures = [pool.submit(runner.run, name, cross.argv(path) if mode == "crossns" else [path],
+            for m in crossing:
+                envs[m] = cross.env(envs[m])
+        futures = [pool.submit(runner.run, name, cross.argv(path) if mode in CROSS_MODES else [path],
                                mode, envs[mode])
                    for mode in args.modes for name, path in tests
-                   if mode != "crossns" or cross is not None]
+                   if mode not in CROSS_MODES or cross is not None]
         for fut in concurrent.futures.as_completed(futures):
             report(fut.result())
     except KeyboardInterrupt:

@@ -202,6 +202,11 @@ static int parse_poll_kernel_calls(const char *v, struct shunt_settings *s, char
 
 static int parse_fabric(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
+    s->fabric_only = strcmp(v, "only") == 0;
+    if (s->fabric_only) {
+        s->fabric = true;
+        return 0;
+    }
     return parse_bool(v, &s->fabric, err, errlen);
 }
 
@@ -270,7 +275,8 @@ const struct setting_def shunt_setting_defs[] = {
       "A connection whose peer process runs shunt where shunt's own rings do not reach (another host, a "
       "container with its own /dev/shm; the SYN says so once `shunt fabric enable` ran on the client's "
       "host) moves onto the fabric engine (UCX, loaded on first need); 0 keeps such connections on kernel "
-      "TCP (reason remote_shunt)", parse_fabric },
+      "TCP (reason remote_shunt); only: also between namespaces that share a /dev/shm, where shunt's own "
+      "rings would reach (for tests, and to measure the engine)", parse_fabric },
     { "SHUNT_FABRIC_LANES", "^tcp,cma", "UCX transport list",
       "The engine's lanes, in UCX_TLS's syntax: by default every lane but UCX's TCP (slower than kernel "
       "TCP) and cma; tcp forces UCX's TCP lanes (for tests)", parse_fabric_lanes },

@@ -28,6 +28,7 @@ struct shunt_settings {
     bool short_conns;       /* destinations whose connections proved short get kernel TCP (core/conn/short_conns.c) */
     bool sandbox_probe;     /* a process started under a seccomp filter tries shunt's calls in a child */
     bool fabric;            /* connections to a shunt process out of the rings' reach ride the engine (UCX) */
+    bool fabric_only;       /* SHUNT_FABRIC=only: between namespaces always (never the rings) */
     char fabric_lanes[64];  /* the engine's lanes (UCX_TLS syntax) */
 };
 

@@ -73,6 +73,16 @@ __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const 
     return r;
 }
 
+/* The record `shunt stat` reads of a connection at fd: false if none. */
+static bool conn_record(int fd, struct pst_rec *r)
+{
+    shunt_ensure_init();
+    int e;
+    for (int i = 0; (e = pst_get(fd, r)) == -EBUSY && i < 1000; i++)
+        sched_yield();   /* a writer of this entry is a few stores away */
+    return e == 0 && r->kind == PST_KIND_CONN;
+}
+
 /* Why fd's connection is on kernel TCP, as `shunt stat` shows it: the key
  * of its fallback reason, "" while it is accelerated or offered, NULL if
  * shunt has no record of a connection at fd.  The string is the calling
@@ -80,13 +90,29 @@ __attribute__((visibility("default"))) long long shunt_fd_counter(int fd, const 
 __attribute__((visibility("default"))) const char *shunt_fd_fallback(int fd)
 {
     static SHUNT_TLS char key[PST_REASON_MAX + 1];
-    shunt_ensure_init();
     struct pst_rec r;
-    int e;
-    for (int i = 0; (e = pst_get(fd, &r)) == -EBUSY && i < 1000; i++)
-        sched_yield();   /* a writer of this entry is a few stores away */
-    if (e < 0 || r.kind != PST_KIND_CONN)
+    if (!conn_record(fd, &r))
         return NULL;
     snprintf(key, sizeof key, "%.*s", (int)sizeof r.reason, r.reason);
     return key;
+}
+
+/* How fd's connection moves its bytes now (see shunt.h), or NULL: the
+ * socket object's path (a forked child's table may not hold its records
+ * yet), else the record of a connection kept without one. */
+__attribute__((visibility("default"))) const char *shunt_fd_path(int fd)
+{
+    shunt_ensure_init();
+    struct fdref f = fdt_get(fd);   /* an fd met first here (after exec) is probed */
+    int path = f.sock && f.sock->kind == SOCK_TCP ? (int)atomic_load(&tcp_of(f.sock)->path) : -1;
+    fdt_put(&f);
+    switch (path) {
+    case PATH_SHM: return pst_path_name(PST_PATH_SHM);
+    case PATH_OFFERED: return pst_path_name(PST_PATH_OFFERED);
+    case PATH_FABRIC: return pst_path_name(PST_PATH_FABRIC);
+    case PATH_TCP: return pst_path_name(PST_PATH_TCP);
+    default: break;
+    }
+    struct pst_rec r;
+    return conn_record(fd, &r) ? pst_path_name(r.path) : NULL;
 }

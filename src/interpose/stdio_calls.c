@@ -254,7 +254,7 @@ static void fall_back(int fd, const char *why)
     if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) == PATH_FABRIC)
-            fabric_conn_leave(t, fd, "stdio", false);
+            fabric_conn_leave(t, fd, "stdio");
         downgrade_leave(t, fd);
         if (atomic_load(&t->path) == PATH_TCP) {
             atomic_store(&t->reason, FB_STDIO);

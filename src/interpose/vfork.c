@@ -13,6 +13,7 @@
  */
 #include <stdbool.h>
 
+#include "core/conn/fabric_conn.h"
 #include "core/kinds/tcp_socket.h"
 #include "core/process/holders.h"
 #include "interpose/wrap.h"
@@ -28,8 +29,12 @@ void *shunt_vfork_leave(long result);
 __attribute__((used)) void *shunt_vfork_enter(void *ret)
 {
     shunt_ensure_init();
-    if (!shunt_sandboxed())   /* a sandboxed process counts nothing in (core/process/sandbox.c) */
+    if (!shunt_sandboxed()) {   /* a sandboxed process counts nothing in (core/process/sandbox.c) */
+        /* the child may exec with a fabric connection's fd: it leaves first, here in the
+         * parent (the child must not touch the engine, nor the parent's streams) */
+        fabric_conn_leave_all("vfork", true);
         holders_before_spawn();
+    }
     if (vfork_depth < VFORK_DEPTH)
         vfork_return[vfork_depth] = ret;
     vfork_depth++;

@@ -424,6 +424,10 @@ static bool valid_rec(struct pst_rec *r, int fd)
     for (char *c = r->reason; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
             *c = '?';
+    r->lanes[PST_LANES_MAX - 1] = 0;
+    for (char *c = r->lanes; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == ','))
+            *c = '?';
     return true;
 }
 

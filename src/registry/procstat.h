@@ -37,10 +37,11 @@
 #include "registry/registry_file.h"
 
 #define PST_MAGIC      0x7364666e75687373ULL   /* "sshunfds" */
-#define PST_VERSION    2u
+#define PST_VERSION    3u
 #define PST_ENTRY_SIZE 128u
 #define PST_MAX_FDS    65536u
 #define PST_REASON_MAX 24
+#define PST_LANES_MAX  20
 
 enum pst_kind { PST_KIND_NONE, PST_KIND_LISTENER, PST_KIND_CONN, PST_KIND_COUNT };
 
@@ -64,6 +65,11 @@ struct pst_rec {
     struct reg_addr local;
     struct reg_addr peer;           /* a client's destination while it connects */
     char reason[PST_REASON_MAX];    /* why on kernel TCP (a short key), or "" */
+    /* on the fabric (path FABRIC): the engine's lanes, by transport ("sysv,posix",
+     * "tcp"), and the proven peer: its process and its host's boot tag */
+    char lanes[PST_LANES_MAX];
+    uint32_t peer_pid;
+    uint32_t peer_boot;
 };
 
 struct pst_entry {
@@ -101,11 +107,14 @@ PST_AT(pst_rec, changed_ns, 16);
 PST_AT(pst_rec, local, 24);
 PST_AT(pst_rec, peer, 44);
 PST_AT(pst_rec, reason, 64);
-_Static_assert(sizeof(struct pst_rec) == 88, "pst_rec resized: bump PST_VERSION");
+PST_AT(pst_rec, lanes, 88);
+PST_AT(pst_rec, peer_pid, 108);
+PST_AT(pst_rec, peer_boot, 112);
+_Static_assert(sizeof(struct pst_rec) == 120, "pst_rec resized: bump PST_VERSION");
 PST_AT(pst_entry, seq, 0);
 PST_AT(pst_entry, used, 4);
 PST_AT(pst_entry, r, 8);
-_Static_assert(sizeof(struct pst_entry) == 96, "pst_entry resized: bump PST_VERSION");
+_Static_assert(sizeof(struct pst_entry) == 128, "pst_entry resized: bump PST_VERSION");
 PST_AT(pst_header, magic, 0);
 PST_AT(pst_header, version, 8);
 PST_AT(pst_header, entry_size, 12);

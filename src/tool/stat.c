@@ -13,6 +13,7 @@
 
 #include "base/own_file.h"
 #include "registry/registry_file.h"
+#include "registry/synopt.h"
 #include "tool/stat.h"
 #include "tool/tool.h"
 
@@ -73,6 +74,17 @@ static void path_str(const struct stat_sock *k, char *buf, size_t len)
         snprintf(buf, len, "%s", pst_path_name(k->rec.path));
 }
 
+/* A connection on the fabric: where its peer's host is, by the boot tag
+ * the proof placed it on ("this": this host's). */
+static const char *peer_host(const struct stat_sock *k, char *buf, size_t len)
+{
+    uint32_t tag = 0;
+    if (synopt_boot_tag(&tag) == 0 && tag == k->rec.peer_boot)
+        return "this";
+    snprintf(buf, len, "boot-%08x", (unsigned)k->rec.peer_boot);
+    return buf;
+}
+
 static void print_text(const struct stat_snapshot *s)
 {
     char hold[256], a[64], b[64], path[48], st[96];
@@ -109,7 +121,11 @@ static void print_text(const struct stat_snapshot *s)
                    (unsigned long long)c->unread_by_us, (unsigned long long)c->doorbells,
                    (unsigned long long)c->spins_won, (unsigned long long)c->spins_lost,
                    (unsigned long long)c->sleeps);
-        else if (k->have_kernel_info)
+        else if (k->rec.path == PST_PATH_FABRIC && k->rec.peer_pid) {
+            char hb[24];
+            printf("fabric: ucx lanes %s, peer pid %u on host %s\n", k->rec.lanes[0] ? k->rec.lanes : "?",
+                   (unsigned)k->rec.peer_pid, peer_host(k, hb, sizeof hb));
+        } else if (k->have_kernel_info)
             printf("kernel: out %llu B/%llu segs, in %llu B/%llu segs, queued out %llu in %llu B\n",
                    (unsigned long long)c->bytes_out, (unsigned long long)c->sends, (unsigned long long)c->bytes_in,
                    (unsigned long long)c->recvs, (unsigned long long)c->unread_by_peer,
@@ -204,6 +220,11 @@ static void print_json(const struct stat_snapshot *s)
         if (k->have_channel)
             printf(", \"channel\": \"%s\", \"peer_id\": %llu, \"pairing\": \"%s\"", k->channel,
                    (unsigned long long)k->peer_sock, k->via_host ? "host" : "namespace");
+        if (k->rec.path == PST_PATH_FABRIC && k->rec.peer_pid) {
+            char hb[24];
+            printf(", \"fabric\": {\"engine\": \"ucx\", \"lanes\": \"%s\", \"peer_pid\": %u, \"peer_host\": \"%s\"}",
+                   k->rec.lanes, (unsigned)k->rec.peer_pid, peer_host(k, hb, sizeof hb));
+        }
         const struct stat_counters *c = &k->c;
         if (k->have_channel)
             printf(", \"counters\": {\"source\": \"channel\", \"bytes_out\": %llu, \"sends\": %llu, "
@@ -240,9 +261,9 @@ static void usage(FILE *out)
             "\n"
             "Lists the TCP sockets of this user's programs under shunt in this network\n"
             "namespace: listeners, and one line per connection with every pid/fd holding it,\n"
-            "its addresses, its path (shm, or tcp with the reason it fell back), its state\n"
-            "and its counters (bytes and messages each way, ring fill, doorbells, spins,\n"
-            "sleeps).\n"
+            "its addresses, its path (shm, fabric, or tcp with the reason it fell back), its\n"
+            "state and its counters (bytes and messages each way, ring fill, doorbells, spins,\n"
+            "sleeps); on the fabric, the engine's lanes and the proven peer's pid and host.\n"
             "\n"
             "  -p PID             only the sockets process PID holds\n"
             "  --json             one JSON document (per refresh)\n"

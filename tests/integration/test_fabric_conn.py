@@ -138,8 +138,10 @@ def test_echo_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family, lanes
 ACCEL_CLIENT = r'''
 import ctypes, socket, sys
 lib = ctypes.CDLL(None)
+lib.shunt_fd_path.restype = ctypes.c_char_p
 fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("PATH", lib.shunt_fd_path(s.fileno()).decode(), flush=True)
 said = [lib.shunt_fd_accelerated(s.fileno())]
 for i in range(4):
     msg = bytes([65 + i]) * 100
@@ -155,14 +157,17 @@ print("SAID", *said, flush=True)
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fd_accelerated_says_fabric(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
-    """shunt_fd_accelerated in the client: 0 before anything was exchanged
+    """shunt_fd_path in the client says "fabric" at once (its hello awaited);
+    shunt_fd_accelerated: 0 before anything was exchanged
     (the hello not taken off yet), 1 once both ends moved (the client at
     its hello, the server once the client's ring came: by the third echo)."""
     ends = ends_with(shunt, builds, tmp_path)
     srv, host, port = start_server(nets, ends, family)
     r = nets.run("b", ends.argv([PYTHON, "-c", ACCEL_CLIENT, host, str(port)]), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT, check=True)
-    said = r.stdout.decode().split()
+    path, said = r.stdout.decode().splitlines()[-2:]
+    assert path == "PATH fabric", path   # awaiting its hello: on the fabric's path already
+    said = said.split()
     assert said[0] == "SAID" and said[1] == "0" and said[-1] == "1", said
     assert len(ends.accelerated("client")) == 1, ends.log("client")
 
@@ -172,7 +177,8 @@ def test_stat_shows_fabric(fabric, nets, shunt, builds, tmp_path, family):  # no
     """A held connection on the fabric: `shunt stat --json` shows each end on
     path "fabric" (the client's from namespace b, the server's from inside
     the server's own mount namespace, whose /dev/shm holds its table), with
-    each other's addresses; the text says fabric."""
+    each other's addresses, the engine, its lanes, the proven peer's pid and
+    its host (this one); the text says the same."""
     ends = ends_with(shunt, builds, tmp_path)
     srv, host, port = start_server(nets, ends, family)
     held = nets.start("b", ends.argv([PYTHON, "-c", HOLD, host, port]), env=ends.env("client"), proc_name="held")
@@ -187,9 +193,16 @@ def test_stat_shows_fabric(fabric, nets, shunt, builds, tmp_path, family):  # no
     assert c["role"] == "client" and c["path"] == "fabric" and c["peer"] == host_port(host, port), c
     (sv,) = mine(["nsenter", "-t", str(srv.pid), "-m", "-n"], srv.pid)
     assert sv["role"] == "server" and sv["path"] == "fabric" and sv["peer"] == local, sv
+    # the engine, its lanes by transport, the proven peer's process and host
+    assert c["fabric"] == {"engine": "ucx", "lanes": c["fabric"]["lanes"], "peer_pid": srv.pid,
+                           "peer_host": "this"}, c
+    assert sv["fabric"] == {"engine": "ucx", "lanes": sv["fabric"]["lanes"], "peer_pid": held.pid,
+                            "peer_host": "this"}, sv
+    assert re.fullmatch(r"(sysv|posix)(,(sysv|posix))*", c["fabric"]["lanes"]), c
     text = subprocess.run(["ip", "netns", "exec", nets.ns("b"), fabric.bin, "stat"], capture_output=True,
                           timeout=30, check=True).stdout.decode()
-    assert re.search(r"^%d\s+client\s.*\sfabric\s" % c["id"], text, re.M), text
+    assert re.search(r"^%d\s+client\s.*\sfabric\s.*fabric: ucx lanes %s, peer pid %d on host this$" % (
+        c["id"], c["fabric"]["lanes"], srv.pid), text, re.M), text
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -130,14 +130,25 @@ static inline int test_in_ci(void)
 
 /* Test modes, from SHUNT_TEST_MODE (set by tests/run_programs.py). crossns is accelerated
  * with the client and the server in two network namespaces (net.h): test_mode() says
- * TEST_MODE_ACCELERATED for it, test_crossns() tells it apart. */
-enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED };
+ * TEST_MODE_ACCELERATED for it, test_crossns() tells it apart. fabric and fabric-tcp put
+ * the ends in the same two namespaces (test_crossns() says so too), their connections on
+ * the fabric engine (SHUNT_FABRIC=only): test_mode() says TEST_MODE_FABRIC, whose
+ * expect_accelerated is the path "fabric", and whose counters are not a channel's
+ * (test_mode_accelerated() is false: what a test checks of shunt's rings is not checked). */
+enum test_mode { TEST_MODE_PLAIN, TEST_MODE_PASSTHROUGH, TEST_MODE_ACCELERATED, TEST_MODE_FABRIC };
+
+static inline int test_fabric(void)
+{
+	const char *m = getenv("SHUNT_TEST_MODE");
+
+	return m != NULL && (strcmp(m, "fabric") == 0 || strcmp(m, "fabric-tcp") == 0);
+}
 
 static inline int test_crossns(void)
 {
 	const char *m = getenv("SHUNT_TEST_MODE");
 
-	return m != NULL && strcmp(m, "crossns") == 0;
+	return m != NULL && (strcmp(m, "crossns") == 0 || test_fabric());
 }
 
 static inline enum test_mode test_mode(void)
@@ -148,9 +159,11 @@ static inline enum test_mode test_mode(void)
 		return TEST_MODE_PLAIN;
 	if (strcmp(m, "passthrough") == 0)
 		return TEST_MODE_PASSTHROUGH;
+	if (test_fabric())
+		return TEST_MODE_FABRIC;
 	if (strcmp(m, "accelerated") == 0 || test_crossns())
 		return TEST_MODE_ACCELERATED;
-	FAIL("SHUNT_TEST_MODE=%s: expected plain, passthrough, accelerated or crossns", m);
+	FAIL("SHUNT_TEST_MODE=%s: expected plain, passthrough, accelerated, crossns, fabric or fabric-tcp", m);
 }
 
 static inline int test_mode_accelerated(void)
@@ -162,7 +175,8 @@ static inline int test_mode_accelerated(void)
  * expect_accelerated(fd): call on both ends of every TCP connection the test is about, once
  * the connection is established (after accept returned). plain: libshunt must not be loaded
  * (the symbol shunt_fd_accelerated is absent); passthrough: it is loaded and says 0 for this
- * fd; accelerated: it says 1.
+ * fd; accelerated: it says 1; fabric: the connection's path is "fabric" (shunt_fd_path: the
+ * ends move onto the engine with the first bytes, so before them it may not say 1 yet).
  */
 static inline void expect_accelerated_at(int fd, const char *file, int line)
 {
@@ -183,6 +197,26 @@ static inline void expect_accelerated_at(int fd, const char *file, int line)
 		fprintf(stderr, "%s:%d: mode %s, but shunt_fd_accelerated is absent "
 				"(libshunt.so is not loaded)\n", file, line,
 			getenv("SHUNT_TEST_MODE"));
+		exit(TEST_EXIT_FAIL);
+	}
+	if (mode == TEST_MODE_FABRIC) {
+		const char *(*path_of)(int);
+		const char *(*reason_of)(int);
+		const char *path, *reason;
+
+		*(void **)&path_of = dlsym(RTLD_DEFAULT, "shunt_fd_path");
+		*(void **)&reason_of = dlsym(RTLD_DEFAULT, "shunt_fd_fallback");
+		path = path_of ? path_of(fd) : NULL;
+		reason = reason_of ? reason_of(fd) : NULL;
+		/* on the engine; or it left it before a call the engine does not carry (fork, exec,
+		 * SCM_RIGHTS, stdio ...: kernel TCP from then on, by design; a process that got it so
+		 * knows it as inherited) */
+		if (path != NULL && (strcmp(path, "fabric") == 0 ||
+				     (strcmp(path, "tcp") == 0 && reason &&
+				      (strcmp(reason, "fabric_left") == 0 || strcmp(reason, "inherited") == 0))))
+			return;
+		fprintf(stderr, "%s:%d: mode %s, but fd %d's path is %s (%s)\n", file, line,
+			getenv("SHUNT_TEST_MODE"), fd, path ? path : "(none)", reason ? reason : "-");
 		exit(TEST_EXIT_FAIL);
 	}
 	got = accelerated(fd);

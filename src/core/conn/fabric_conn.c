@@ -121,6 +121,34 @@ static struct fabric_conn *conn_new(struct tcp_sock *t, int fd, bool server)
     return c;
 }
 
+/* What `shunt stat` shows of a connection on the fabric, published once
+ * this end attached: its lanes by transport ("sysv/memory,posix/memory"
+ * is "sysv,posix"), the proven peer's process and its host (the boot tag
+ * of the SYN's host for a server; a client's proven server is on its own
+ * host). */
+static void stat_fabric(struct fabric_conn *c)
+{
+    struct tcp_sock *t = c->t;
+    char lanes[80] = "";
+    fabric_ring_lanes(c->ring, lanes, sizeof lanes);
+    size_t o = 0;
+    for (const char *p = lanes; *p && o + 1 < sizeof t->stat.lanes;) {
+        size_t n = strcspn(p, "/,");
+        if (o && o + 1 < sizeof t->stat.lanes)
+            t->stat.lanes[o++] = ',';
+        for (size_t i = 0; i < n && o + 1 < sizeof t->stat.lanes; i++)
+            t->stat.lanes[o++] = p[i];
+        p += n;
+        p += strcspn(p, ",");   /* past "/device" */
+        if (*p == ',')
+            p++;
+    }
+    t->stat.lanes[o] = 0;
+    t->stat.peer_pid = c->peer_pid;
+    t->stat.peer_boot = c->server ? c->hello_tag : c->s.hello_tag;
+    sockstat_publish(t, c->s.fd, 0, 0, NULL, 0);
+}
+
 /* The server's side of the hand-over: the client's proof and ring, behind
  * its header in ours.  0 attached, 1 refused (not proven: it goes back,
  * fabric_stream.h), -1 a proven peer whose nonce is not ours. */
@@ -146,6 +174,7 @@ static int server_takes_blob(void *ctx, const void *blob, size_t len)
     }
     peer_proven(c, &id);
     c->attached = true;
+    stat_fabric(c);
     return 0;
 }
 
@@ -190,6 +219,7 @@ static int client_takes_hello(void *ctx, const struct hello *h)
     c->s.hand_blob = c->hand;
     c->s.hand_len = FABRIC_PROOF_LEN + (size_t)n;
     c->attached = true;
+    stat_fabric(c);
     return 0;
 }
 
@@ -347,7 +377,6 @@ static bool after_call(struct fabric_conn *c, int fd)
         char lanes[80] = "";
         fabric_ring_lanes(c->ring, lanes, sizeof lanes);
         shunt_log_sock(LOG_INFO, t, fd, "accelerated (%s, fabric, lanes %s)", c->server ? "server" : "client", lanes);
-        sockstat_publish(t, fd, 0, 0, NULL, 0);
     }
     return true;
 }
@@ -480,7 +509,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
 {
     int flags = call->kind == IO_READ || call->kind == IO_READV ? 0 : call->flags;
     if (not_carried_recv(call, flags)) {
-        fabric_conn_leave(t, f->fd, "a receive with flags or ancillary data", false);
+        fabric_conn_leave(t, f->fd, "a receive with flags or ancillary data");
         if (atomic_load(&t->path) != PATH_FABRIC)
             return pt_recv(f, call);
     }
@@ -569,7 +598,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     int flags = call->kind == IO_WRITE || call->kind == IO_WRITEV ? 0 : call->flags;
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR)) ||
         (call->kind == IO_SENDMSG && call->msg->msg_controllen > 0)) {
-        fabric_conn_leave(t, f->fd, "a send with flags or ancillary data", false);
+        fabric_conn_leave(t, f->fd, "a send with flags or ancillary data");
         if (atomic_load(&t->path) != PATH_FABRIC)
             return pt_send(f, call);
     }
@@ -640,7 +669,7 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 {
     if (how != SHUT_WR) {
         /* the reading side's shutdown is the kernel's: leave first */
-        fabric_conn_leave(t, f->fd, "shutdown of the reading side", false);
+        fabric_conn_leave(t, f->fd, "shutdown of the reading side");
         if (atomic_load(&t->path) != PATH_FABRIC)
             return pt_shutdown(f, how);
     }
@@ -776,9 +805,9 @@ static void leave(struct tcp_sock *t, int fd, const char *why, bool exec)
     }
 }
 
-void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec)
+void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why)
 {
-    leave(t, fd, why, exec);
+    leave(t, fd, why, true);   /* the call goes to the kernel: a hello must not be left for it */
 }
 
 struct leave_all {

@@ -25,7 +25,7 @@
  *   left     everything else first makes the connection leave the fabric
  *            (fabric_conn_leave: it waits for nothing), after which it is
  *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,
- *            SCM_RIGHTS, sendfile and splice, recvmmsg and sendmmsg, ioctl,
+ *            SCM_RIGHTS, sendfile and splice, ioctl,
  *            stdio, io_uring, a seccomp sandbox.
  *
  * One lock for every stream and the engine of the process (UCX's worker
@@ -73,12 +73,12 @@ void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
 /* Both ends moved onto the ring: what shunt_fd_accelerated says. */
 bool fabric_conn_accelerated(struct tcp_sock *t);
 
-/* Leaves the fabric for good before a call it does not carry (why: which,
- * for the log); t is on PATH_TCP after it (FB_FABRIC_LEFT).  A client
- * whose hello may still come keeps awaiting it (no engine state is
- * involved: a forked child may settle it too) unless the process is about
- * to lose its memory (exec: it waits for it at most HELLO_HOLD_NS). */
-void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why, bool exec);
+/* Leaves the fabric for good before a call it does not carry, which goes
+ * to the kernel (why: which, for the log); t is on PATH_TCP after it
+ * (FB_FABRIC_LEFT).  A client still awaiting its hello waits for it at
+ * most HELLO_HOLD_NS (the kernel's call must not meet it); if none came it
+ * keeps awaiting it (it is taken off when it comes, never attached to). */
+void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why);
 /* Every fabric connection of the process, before exec, spawn, a sandbox,
  * io_uring (exec true).  A server's hello still pending goes never: the
  * socket is kernel TCP for every holder. */

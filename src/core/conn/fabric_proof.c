@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/real.h"
@@ -110,6 +111,47 @@ static int row_of(const char *path, uint64_t inode, unsigned *lport, unsigned *r
     return found;
 }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* A socket in another network namespace than its process (made after a
+ * setns, or accepted from such a listener) is in none of the process's
+ * tables: the socket itself is asked instead, through a copy of the fd
+ * (pidfd_getfd: the kernel allows it only to whoever may ptrace the
+ * process), the process being this user's (its /proc directory's owner).
+ * 1 its ports are (*plocal, *premote), 0 no such copy (-errno), -1 not
+ * that socket. */
+static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *plocal, unsigned *premote,
+                         unsigned long *uid)
+{
+    char path[32];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%llu", (unsigned long long)pid);
+    if (stat(path, &st) < 0)
+        return 0;
+    int pidfd = (int)shunt_syscall(SYS_pidfd_open, (long)pid, 0L);
+    if (pidfd < 0)
+        return 0;
+    int copy = (int)shunt_syscall(SYS_pidfd_getfd, (long)pidfd, (long)pfd, 0L);
+    shunt_real.close(pidfd);
+    if (copy < 0)
+        return 0;
+    struct stat cs;
+    int lp = port_of(copy, 0), rp = port_of(copy, 1);
+    int same = fstat(copy, &cs) == 0 && (uint64_t)cs.st_ino == inode;
+    shunt_real.close(copy);
+    if (!same || lp < 0 || rp < 0)
+        return -1;
+    *plocal = (unsigned)lp;
+    *premote = (unsigned)rp;
+    *uid = (unsigned long)st.st_uid;
+    return 1;
+}
+
 int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric_peer_id *id, char *why,
                        size_t whylen)
 {
@@ -146,6 +188,8 @@ int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric
         snprintf(path, sizeof path, "/proc/%llu/net/tcp%s", (unsigned long long)pid, v6 ? "6" : "");
         found = row_of(path, inode, &plocal, &premote, &uid);
     }
+    if (found <= 0)
+        found = ports_by_copy(pid, pfd, inode, &plocal, &premote, &uid);
     if (found <= 0) {
         snprintf(why, whylen, "socket %llu is in no TCP table of pid %llu", (unsigned long long)inode,
                  (unsigned long long)pid);

@@ -10,7 +10,11 @@
  * proof names that process, its fd and the socket's inode, and the check
  * reads /proc/<pid>/fd/<fd> (which only this user may read) and the
  * socket's row in /proc/<pid>/net/tcp{,6} (its owner and its ports, which
- * must be this connection's, mirrored).  A peer on another host, or in
+ * must be this connection's, mirrored).  A socket in another network
+ * namespace than its process (made after a setns) is in none of those
+ * tables: then a copy of the fd, which the kernel gives only to whoever may
+ * ptrace the process (pidfd_getfd), says its inode and ports, and the
+ * process's /proc directory its user.  A peer on another host, or in
  * another pid namespace, cannot be checked so: it is refused, and the
  * connection stays on kernel TCP.
  */

@@ -39,6 +39,10 @@ enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len
      * destination judged short had an accelerated listener a moment ago */
     if (short_conns_skip(&plan->dst))
         return FB_SHORT;
+    if (plan->cross && shunt_settings.fabric_only) {
+        plan->mark = true;   /* no offer: the server's hello, and the engine */
+        return FB_NO_LISTENER;
+    }
     int m = plan->cross ? reg_host_listener_match(&plan->dst) : reg_listener_match(&plan->dst);
     if (m <= 0) {
         plan->mark = plan->cross && m == 0;

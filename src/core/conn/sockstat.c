@@ -62,6 +62,11 @@ static void fill(struct pst_rec *r, struct tcp_sock *t, int fd)
                   : path == PATH_OFFERED ? PST_PATH_OFFERED
                   : path == PATH_FABRIC  ? PST_PATH_FABRIC
                                          : PST_PATH_TCP;
+        if (path == PATH_FABRIC) {
+            memcpy(r->lanes, t->stat.lanes, sizeof r->lanes);
+            r->peer_pid = t->stat.peer_pid;
+            r->peer_boot = t->stat.peer_boot;
+        }
         if (path == PATH_TCP)
             reason = fallback_reason_key((enum fallback_reason)atomic_load(&t->reason));
     }

@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/signals.h"
 #include "core/fd/sock.h"
+#include "registry/procstat.h"
 #include "registry/registry.h"
 #include "transport/channel.h"
 
@@ -79,6 +80,9 @@ struct sockstat_info {
     uint8_t role;           /* enum pst_role */
     struct reg_addr local;
     struct reg_addr peer;
+    char lanes[PST_LANES_MAX];   /* on the fabric (core/conn/fabric_conn.c): its lanes and proven peer */
+    uint32_t peer_pid;
+    uint32_t peer_boot;
 };
 
 struct tcp_sock {

@@ -199,20 +199,23 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
 static void off_the_fabric(struct tcp_sock *t, int fd, const char *call)
 {
     if (atomic_load(&t->path) == PATH_FABRIC)
-        fabric_conn_leave(t, fd, call, false);
+        fabric_conn_leave(t, fd, call);
 }
 
+/* recvmmsg and sendmmsg on a channel or the fabric: one message at a
+ * time through the path's own receive or send (a stream has no message
+ * boundaries to keep). */
 static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *tmo)
 {
     struct tcp_sock *t = tcp_of(f->sock);
-    off_the_fabric(t, f->fd, "recvmmsg");
-    if (negotiate_observe(t, f->fd) != PATH_SHM)
+    int path = negotiate_observe(t, f->fd);
+    if (path != PATH_SHM && path != PATH_FABRIC)
         return pt_recvmmsg(f, vec, n, flags, tmo);
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_RECVMSG, .msg = &vec[i].msg_hdr, .flags = flags & ~MSG_WAITFORONE };
         f->wait_until = 0;   /* each message's wait has the socket's whole timeout, as in the kernel */
-        ssize_t r = channel_recv(t, f, &c);
+        ssize_t r = path == PATH_FABRIC ? fabric_conn_recv(t, f, &c) : channel_recv(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
@@ -229,14 +232,14 @@ static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, int flags)
 {
     struct tcp_sock *t = tcp_of(f->sock);
-    off_the_fabric(t, f->fd, "sendmmsg");
-    if (negotiate_observe(t, f->fd) != PATH_SHM)
+    int path = negotiate_observe(t, f->fd);
+    if (path != PATH_SHM && path != PATH_FABRIC)
         return pt_sendmmsg(f, vec, n, flags);
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_SENDMSG, .msg = &vec[i].msg_hdr, .flags = flags };
         f->wait_until = 0;
-        ssize_t r = channel_send(t, f, &c);
+        ssize_t r = path == PATH_FABRIC ? fabric_conn_send(t, f, &c) : channel_send(t, f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
