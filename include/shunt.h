@@ -11,7 +11,7 @@
 int shunt_fd_accelerated(int fd);
 
 /* One counter of this end of an accelerated connection, by name, or -1
- * (not accelerated, unknown name).  Names: "bytes_out", "bytes_in",
+ * (not accelerated, on the fabric: no channel to count in, unknown name).  Names: "bytes_out", "bytes_in",
  * "sends", "recvs", "doorbells", "sleeps", "zc_sends", "zc_bytes",
  * "zc_off" (why single copy is off: 0 on, 1 EPERM, 2 ENOSYS, 3 other pid
  * namespace, 4 other), "doorbells_held", "ring_size" (bytes of its

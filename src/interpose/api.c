@@ -29,6 +29,12 @@ __attribute__((visibility("default"))) int shunt_fd_accelerated(int fd)
 static long long counter_of(struct tcp_sock *t, const char *name)
 {
     struct chan_side *me = t->ch.self;
+    if (!strcmp(name, "turns_given"))   /* the thread's, not the end's */
+        return turn_count();
+    if (!strcmp(name, "os_polls_skipped"))
+        return kernel_looks_skipped();
+    if (!me || atomic_load(&t->path) != PATH_SHM)
+        return -1;   /* no channel: an end on the fabric counts nothing here */
     static const struct { const char *name; size_t off; } tab[] = {
         { "bytes_out", offsetof(struct chan_side, bytes_out) },
         { "bytes_in", offsetof(struct chan_side, bytes_in) },
@@ -50,10 +56,6 @@ static long long counter_of(struct tcp_sock *t, const char *name)
         return (long long)ring_size_now(&t->ch.tx);
     if (!strcmp(name, "holders"))
         return atomic_load(&me->holders);
-    if (!strcmp(name, "turns_given"))
-        return turn_count();
-    if (!strcmp(name, "os_polls_skipped"))
-        return kernel_looks_skipped();
     if (!strcmp(name, "shm_bytes"))
         return (long long)channel_reserved(&t->ch);
     return -1;

@@ -573,6 +573,11 @@ int64_t fabric_ring_readable(struct fabric_ring *f)
     return r ? r : (int64_t)(f->rx_written - f->rx_consumed);
 }
 
+bool fabric_ring_peer_fin(const struct fabric_ring *f)
+{
+    return f->rx_fin;
+}
+
 /* The start of a call that puts to the peer: 0, -EIO or -ENOTCONN. */
 static int attached(const struct fabric_ring *f)
 {

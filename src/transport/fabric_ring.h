@@ -102,6 +102,9 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
 
 /* Bytes readable now, bytes writable now, or -EIO. */
 int64_t fabric_ring_readable(struct fabric_ring *f);
+/* The peer's last count, as the last look saw it, carried its FIN (its
+ * end comes after the bytes still unread). */
+bool fabric_ring_peer_fin(const struct fabric_ring *f);
 
 int64_t fabric_ring_writable(struct fabric_ring *f);
 

@@ -5,7 +5,8 @@
  * (then claims) or, past the bound, nobody ever does; a dead or zombie
  * holder does not count; a fork under way holds every claim back; "none"
  * sticks for every holder; a page full of live holders has no slot (the
- * caller says hello at once), and takes back the slots of dead ones.  Processes are real forks sharing the page, as a server's are.
+ * caller says hello at once), and takes back the slots of dead ones.
+ * The client's bytes the holders read before the hello add up across them.  Processes are real forks sharing the page, as a server's are.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -67,7 +68,10 @@ static int hold_long(const struct fabric_pending *p)
 
 static int claim_once_parent_left(const struct fabric_pending *p)
 {
-    return fabric_pending_claim(p) ? 0 : 3;
+    fabric_pending_count_read(p, 5);   /* the child read 5 of the client's bytes before */
+    if (!fabric_pending_claim(p))
+        return 3;
+    return fabric_pending_read(p) == 7 + 5 ? 0 : 5;   /* and its parent 7: the stream starts at 12 */
 }
 
 static int leave_now(const struct fabric_pending *p)
@@ -121,6 +125,7 @@ static void live_other_holder(void)
 static void parent_closes_soon(void)
 {
     struct fabric_pending p = opened();
+    fabric_pending_count_read(&p, 7);
     pid_t child = fork_holder(&p, claim_once_parent_left);
     pause_ms(20);
     fabric_pending_drop(&p);   /* the forking server's parent closes its copy */

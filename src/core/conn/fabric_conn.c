@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -287,13 +288,27 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
     return 0;
 }
 
-/* A pending server's hello, at its first call (not with the lock): sent
- * if this process holds the socket alone, otherwise never (kernel TCP for
- * every holder).  Whether t is still on the fabric. */
+/* A pending server's hello, before its first byte to the client (not with
+ * the lock): sent if this process holds the socket alone, otherwise never
+ * (kernel TCP for every holder); the stream it starts has the client's
+ * bytes the holders read already.  Whether t is still on the fabric. */
 static bool settle_pending(struct tcp_sock *t, int fd)
 {
     struct fabric_conn *c = t->fab;
     if (c && atomic_load(&c->pending)) {
+        struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+        if (shunt_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            /* the client shut down, or closed, before this first call: a
+             * hello now might meet a closed socket, whose reset the program
+             * would see where the kernel's TCP sends none */
+            if (atomic_exchange(&c->pending, false)) {
+                fabric_pending_none(&c->pend);
+                fabric_pending_drop(&c->pend);
+                fallback_record(t, fd, FB_WITHDRAWN, false);
+                sockstat_publish(t, fd, 0, 0, NULL, 0);
+            }
+            return atomic_load(&t->path) == PATH_FABRIC;
+        }
         bool mine = fabric_pending_claim(&c->pend);
         char why[200] = "";
         int r = 0;
@@ -301,6 +316,7 @@ static bool settle_pending(struct tcp_sock *t, int fd)
         bool decided = atomic_exchange(&c->pending, false);
         if (decided) {
             c->s.fd = fd;
+            c->s.tcp_read = fabric_pending_read(&c->pend);
             if (mine)
                 r = send_hello(c, fd, why, sizeof why);
             else
@@ -318,6 +334,78 @@ static bool settle_pending(struct tcp_sock *t, int fd)
         }
     }
     return atomic_load(&t->path) == PATH_FABRIC;
+}
+
+static uint64_t timeout_deadline(int fd, int name);
+static int wait_socket(int fd, short events, uint64_t deadline, unsigned ran, unsigned norestart);
+
+static bool pending(const struct tcp_sock *t)
+{
+    return t->fab && atomic_load(&t->fab->pending);
+}
+
+/* A pending server's readiness: the kernel's (no byte of the protocol
+ * goes either way before the hello). */
+static short pending_poll(int fd, short events)
+{
+    struct pollfd p = { .fd = fd, .events = events };
+    return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+}
+
+/* A pending server's receive: the client's bytes before the hello are all
+ * the program's, the kernel's to give, counted for the stream the hello
+ * will start (fabric_pending.h); driven without blocking under the lock,
+ * so that a hello sent meanwhile by another thread counts them all.
+ * *gone: the hello went meanwhile, nothing read: the caller goes the
+ * fabric's way. */
+static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call, int flags, bool *gone)
+{
+    struct fabric_conn *c = t->fab;
+    struct iobuf b;
+    int e = iobuf_from_call(&b, call);
+    if (e < 0)
+        return e;
+    bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+    bool nb = stream_nonblocking(t, f->fd, flags);
+    unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
+    uint64_t deadline = 0;
+    bool timed = false;
+    size_t got = 0;
+    *gone = false;
+    for (;;) {
+        struct iovec rest[IOV_MAX];
+        struct msghdr mh = { .msg_iov = rest, .msg_iovlen = (size_t)iobuf_rest(&b, got, rest) };
+        fabric_process_lock();
+        if (!atomic_load(&c->pending)) {
+            fabric_process_unlock();
+            *gone = got == 0;
+            return (ssize_t)got;
+        }
+        ssize_t k = shunt_real.recvmsg(f->fd, &mh, (peek ? MSG_PEEK : 0) | MSG_DONTWAIT);
+        int err = errno;
+        if (k > 0 && !peek)
+            fabric_pending_count_read(&c->pend, (uint64_t)k);
+        fabric_process_unlock();
+        if (k > 0) {
+            got += (size_t)k;
+            if (!waitall || got == b.total)
+                return (ssize_t)got;
+            continue;
+        }
+        if (k == 0)
+            return (ssize_t)got;
+        if (err != EAGAIN && err != EWOULDBLOCK)
+            return got ? (ssize_t)got : -err;
+        if (nb)
+            return got ? (ssize_t)got : -EAGAIN;
+        if (!timed) {
+            timed = true;
+            deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
+        }
+        int w = wait_socket(f->fd, POLLIN | POLLRDHUP, deadline, ran, norestart);
+        if (w < 0)
+            return got ? (ssize_t)got : w;
+    }
 }
 
 /* A pending server's socket goes to kernel TCP for every holder. */
@@ -439,6 +527,27 @@ static int wait_news(int fd, short events, int efd, bool socket_busy, uint64_t d
     return r > 0 && p[0].revents ? 1 : 0;
 }
 
+/* Sleeps on the socket alone (events) until it is ready, the deadline (0:
+ * none) or WAIT_MS.  1 ready, 0, -EINTR (a handler ran that ends the
+ * call), -EAGAIN (the deadline passed). */
+static int wait_socket(int fd, short events, uint64_t deadline, unsigned ran, unsigned norestart)
+{
+    struct pollfd p = { .fd = fd, .events = events };
+    int tmo = WAIT_MS;
+    if (deadline) {
+        uint64_t now = clock_now_ns();
+        if (now >= deadline)
+            return -EAGAIN;
+        uint64_t left_ms = (deadline - now + 999999) / 1000000;
+        if (left_ms < (uint64_t)tmo)
+            tmo = (int)left_ms;
+    }
+    int r = shunt_real.poll(&p, 1, tmo);
+    if (r < 0 && errno == EINTR)
+        return signal_interrupts(ran, norestart, deadline != 0) ? -EINTR : 0;
+    return r > 0;
+}
+
 /* The socket's SO_RCVTIMEO or SO_SNDTIMEO as a deadline from now (0: none). */
 static uint64_t timeout_deadline(int fd, int name)
 {
@@ -526,9 +635,19 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
     if (b.total == 0 && (call->kind == IO_READ || call->kind == IO_READV))
         return 0;
-    if (!settle_pending(t, f->fd))
+    if (pending(t)) {
+        bool gone = false;
+        ssize_t pr = pending_recv(t, f, call, flags, &gone);
+        if (!gone)
+            return pr;
+    }
+    if (atomic_load(&t->path) != PATH_FABRIC)
         return pt_recv(f, call);
-    bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+    /* recv(2) of nothing waits for bytes (EAGAIN if it may not), then
+     * answers 0 leaving them: a peek at one byte stands in for it */
+    char one;
+    bool zero = b.total == 0;
+    bool peek = (flags & MSG_PEEK) || zero, waitall = (flags & MSG_WAITALL) && !peek;
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
     uint64_t deadline = 0;
@@ -537,7 +656,9 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     size_t got = 0;
     for (;;) {
         struct iovec rest[IOV_MAX];
-        int n = iobuf_rest(&b, got, rest);
+        int n = zero ? 1 : iobuf_rest(&b, got, rest);
+        if (zero)
+            rest[0] = (struct iovec){ &one, 1 };
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_recv(&c->s, rest, n, peek, true);
@@ -557,6 +678,8 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
                 return (ssize_t)got;
             return pt_recv(f, call);
         }
+        if (k > 0 && zero)
+            return 0;
         if (k > 0) {
             got += (size_t)k;
             socket_busy = false;
@@ -593,6 +716,19 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
 }
 
+/* A client that will never attach (it left awaiting its hello: a fork, a
+ * call the fabric does not carry): what it sends is the kernel's to send,
+ * as one call (two processes writing records after a fork must not see
+ * them split by a send driven in pieces). */
+static bool never_moves(struct tcp_sock *t)
+{
+    struct fabric_conn *c = t->fab;
+    fabric_process_lock();
+    bool r = !c->server && !c->ring && c->no_attach;
+    fabric_process_unlock();
+    return r;
+}
+
 ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
 {
     int flags = call->kind == IO_WRITE || call->kind == IO_WRITEV ? 0 : call->flags;
@@ -608,7 +744,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         return r;
     if (b.total == 0)
         return 0;
-    if (!settle_pending(t, f->fd))
+    if (!settle_pending(t, f->fd) || never_moves(t))
         return pt_send(f, call);
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
@@ -689,7 +825,9 @@ int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 
 short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 {
-    bool on = settle_pending(t, fd);
+    if (pending(t))
+        return pending_poll(fd, events);
+    bool on = atomic_load(&t->path) == PATH_FABRIC;
     short rev = 0;
     if (on) {
         fabric_process_lock();
@@ -704,13 +842,19 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
         return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
     }
     if (rev & POLLERR)
-        return (short)((events & (POLLIN | POLLOUT)) | POLLERR | POLLHUP);
+        return (short)((events & (POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM)) | POLLERR | POLLHUP);
+    rev |= (rev & POLLIN ? POLLRDNORM : 0) | (rev & POLLOUT ? POLLWRNORM : 0);   /* as the kernel's */
     return (short)(rev & (events | POLLHUP | POLLERR));
 }
 
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events)
 {
-    if (!settle_pending(t, fd)) {
+    if (pending(t)) {   /* the kernel's: sleep on the socket for what is asked */
+        *efd = -1;
+        *sock_events = events;
+        return pending_poll(fd, events);
+    }
+    if (atomic_load(&t->path) != PATH_FABRIC) {
         *efd = -1;
         *sock_events = events;
         return (short)(events | POLLIN);   /* look again at once: the kernel's answer */
@@ -733,7 +877,15 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
 void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
 {
     struct fabric_conn *c = t->fab;
-    (void)settle_pending(t, c->s.fd);
+    if (pending(t)) {   /* the kernel's counts, until the hello */
+        int queued = 0;
+        if (shunt_real.ioctl(c->s.fd, FIONREAD, &queued) < 0)
+            queued = 0;
+        *rx = fabric_pending_read(&c->pend) + (uint64_t)queued;   /* moves as bytes come */
+        *tx = 0;   /* nothing is sent before the hello */
+        *end = (pending_poll(c->s.fd, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+        return;
+    }
     fabric_process_lock();
     *rx = c->s.tcp_read + (c->ring ? fabric_ring_peer_written(c->ring) : 0);
     *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0);

@@ -27,6 +27,7 @@ struct slot {
     _Atomic uint32_t state;
     _Atomic uint32_t forks;              /* forks under way in holders */
     _Atomic uint32_t holder[HOLDERS];    /* pids; 0: none */
+    _Atomic uint64_t read;               /* the client's bytes the holders read before the hello */
 };
 
 static struct slot *_Atomic page;
@@ -126,6 +127,7 @@ static bool take_slot(struct slot *s, uint64_t key, uint64_t was)
         return false;
     atomic_store(&s->state, STATE_PENDING);
     atomic_store(&s->forks, 0);
+    atomic_store(&s->read, 0);
     for (int i = 0; i < HOLDERS; i++)
         atomic_store(&s->holder[i], 0);
     atomic_store(&s->holder[0], (uint32_t)shunt_pid);
@@ -184,6 +186,19 @@ bool fabric_pending_claim(const struct fabric_pending *p)
         struct timespec ms = { 0, 1000 * 1000 };
         nanosleep(&ms, NULL);
     }
+}
+
+void fabric_pending_count_read(const struct fabric_pending *p, uint64_t n)
+{
+    struct slot *s = slot_of(p);
+    if (s)
+        atomic_fetch_add(&s->read, n);
+}
+
+uint64_t fabric_pending_read(const struct fabric_pending *p)
+{
+    struct slot *s = slot_of(p);
+    return s ? atomic_load(&s->read) : 0;
 }
 
 void fabric_pending_none(const struct fabric_pending *p)

@@ -2,10 +2,13 @@
  * fabric_pending.h: which process of a family sends a server's hello
  * (issue 19, a fork-per-connection server's children on the fabric).
  *
- * A server's hello goes at the first call on the accepted socket, from
- * whichever process makes it, with that process's own engine: a forking
- * server's parent accepts, forks and closes its copy without a call, and
- * its child meets the client.  Two holders of the socket must never both
+ * A server's hello goes just before its first byte to the client (a
+ * send, a shutdown), from whichever process sends it, with that process's
+ * own engine: a forking server's parent accepts, forks and closes its copy
+ * without a call, and its child meets the client.  Until then the socket
+ * is kernel TCP's (the client moves only after a hello), and what the
+ * holders read of the client's bytes is counted here: the stream that
+ * starts at the hello must know how many it already had.  Two holders of the socket must never both
  * send a hello, and none may send one after another wrote the program's
  * bytes, so the decision is taken once for the socket, in a slot of a page
  * the family shares (an anonymous MAP_SHARED mapping: fork hands it down,
@@ -45,6 +48,11 @@ bool fabric_pending_open(struct fabric_pending *p, uint64_t key);
  * kernel TCP for every holder.  Waits without any lock of shunt's. */
 bool fabric_pending_claim(const struct fabric_pending *p);
 #define FABRIC_PENDING_WAIT_NS (100ull * 1000 * 1000)
+
+/* Bytes of the client's read by a holder before the hello (added), and
+ * their total (for the stream the hello starts). */
+void fabric_pending_count_read(const struct fabric_pending *p, uint64_t n);
+uint64_t fabric_pending_read(const struct fabric_pending *p);
 
 /* No hello will ever go for the socket (kernel TCP for every holder). */
 void fabric_pending_none(const struct fabric_pending *p);

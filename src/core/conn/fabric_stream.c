@@ -11,6 +11,7 @@
  * nothing to take out of the stream.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -23,7 +24,7 @@
 #include "transport/fabric_engine.h"
 #include "transport/fabric_ring.h"
 
-#define MAX_IOV 64
+#define MAX_IOV IOV_MAX   /* a call's every buffer in one kernel call, as the kernel's own call would take them */
 #define WAIT_MS 100          /* a sleep on the socket is re-checked this often */
 
 void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *ring, struct fabric_engine *engine)
@@ -931,7 +932,15 @@ short fabric_stream_poll(struct fabric_stream *s)
     }
     if (s->peer_back && (socket_ready(s, POLLIN) & (POLLIN | POLLHUP | POLLERR)))
         rev |= POLLIN;
-    if (!s->fin) {
+    /* the peer's end came (the kernel's RDHUP: its FIN is in, read or not),
+     * and with this end's own, both directions shut (HUP) */
+    bool ended = s->tcp_eof || (ring_phase(s) ? fabric_ring_peer_fin(s->ring)
+                                              : (socket_ready(s, POLLRDHUP) & (POLLRDHUP | POLLHUP)) != 0);
+    if (ended)
+        rev |= POLLIN | POLLRDHUP | (s->fin ? POLLHUP : 0);
+    if (s->fin) {
+        rev |= POLLOUT;   /* shut for writing: a send fails at once (EPIPE), as the kernel says */
+    } else {
         if (!s->moved || s->back) {
             if (clear_tcp(s, true) == 0 && (socket_ready(s, POLLOUT) & POLLOUT))
                 rev |= POLLOUT;
