@@ -203,9 +203,12 @@ layers: lib tool
 	scripts/check-layers --build $(BUILD)
 
 # The suite: the layers, every conformance test without shunt, under it, and
-# under it between two network namespaces (crossns: root, about 30 s), then
-# the integration tests with real programs.
-CONFORMANCE_MODES := plain,passthrough,accelerated,crossns
+# under it between two network namespaces (crossns: root, about 30 s), there
+# on the fabric engine, on UCX's shared-memory lanes and on its TCP lanes
+# (fabric, fabric-tcp: about 80 s each; their known failures are
+# tests/conformance/fabric_known_failures.txt), then the integration tests
+# with real programs.
+CONFORMANCE_MODES := plain,passthrough,accelerated,crossns,fabric,fabric-tcp
 test: all
 	$(MAKE) layers
 	$(MAKE) test-unit

@@ -21,8 +21,12 @@ requested mode:
   fabric       as crossns with SHUNT_TEST_MODE=fabric and SHUNT_FABRIC=only: every connection
                between the namespaces rides the fabric engine (UCX's shared-memory lanes, or
                `self` where one process holds both ends) instead of shunt's own rings;
-               tests/lib/check.h's expect_accelerated checks the path is "fabric", and
-               SHUNT_STRICT fails a connection that should have been on it and is not
+               tests/lib/check.h's expect_accelerated checks the path is "fabric" (or a
+               fallback by design, with its reason); each process logs (SHUNT_LOG=info, in
+               the test's directory), and a test whose log says a connection missed the
+               engine ("kernel TCP: fabric: the peer runs shunt ...") or broke fails even if
+               it exited 0. The mode's known failures (tests/conformance/
+               fabric_known_failures.txt) are reported as KNOWN, not counted as failures
   fabric-tcp   as fabric, on UCX's TCP lanes (SHUNT_FABRIC_LANES=tcp)
 
 --suite unit runs every program in BUILD/tests/unit/ once, directly (mode "unit": the unit
@@ -71,7 +75,20 @@ CROSS_MODES = ("crossns", "fabric", "fabric-tcp")   # in the runner's two namesp
 FABRIC_MODES = ("fabric", "fabric-tcp")
 # In a fabric mode, what no connection of a passing test may have logged: one that should have
 # ridden the engine and stayed on kernel TCP (reason fabric), or a stream that broke.
-FABRIC_FAILED = re.compile(r"kernel TCP: fabric$|stream broke")
+FABRIC_FAILED = re.compile(r"kernel TCP: fabric: the peer runs shunt out of the rings' reach|stream broke")
+KNOWN_FAILURES = Path(__file__).resolve().parent / "conformance" / "fabric_known_failures.txt"
+
+
+def known_failures(path=KNOWN_FAILURES):
+    """{(mode, test)} of the fabric modes' known failures: what the fabric does not do right
+    yet (docs/compatibility.md), one line each, "test mode[,mode] why"."""
+    known = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, modes = line.split()[:2]
+            known |= {(m, name) for m in modes.split(",")}
+    return known
 UNIT_MODE = "unit"
 DEFAULT_TIMEOUT = {"conformance": 30.0, "unit": 120.0}
 EXIT_SKIP = 77
@@ -355,6 +372,18 @@ class Runner:
                 lines += [l.rstrip("\n") for l in f]
         return lines
 
+    @staticmethod
+    def missed(log):
+        """The lines of a fabric mode's log that say a connection missed the engine or broke,
+        each after the lines before it about the same socket that say why."""
+        out = []
+        for i, line in enumerate(log):
+            if FABRIC_FAILED.search(line):
+                sock = re.search(r"sock \d+", line)
+                why = [l for l in log[:i] if sock and sock.group(0) + ":" in l][-3:]
+                out += why + [line]
+        return out
+
     def run(self, name, argv, mode, env):
         with tempfile.TemporaryDirectory(prefix=self.prefix) as cwd, \
                 tempfile.TemporaryFile() as out:
@@ -381,7 +410,7 @@ class Runner:
             out.seek(0)
             lines = out.read().decode("utf-8", "replace").splitlines()
             log = self.fabric_log(cwd) if mode in FABRIC_MODES else []
-            fabric_bad = [l for l in log if FABRIC_FAILED.search(l)] if rc == 0 else []
+            fabric_bad = self.missed(log) if rc == 0 else []
             if rc != 0 and log:   # what shunt did, for the failure's report
                 lines += ["--- shunt's log, last lines ---"] + log[-12:]
 
@@ -459,11 +488,16 @@ def main(argv):
     envs = {m: mode_env(m, lib, asan, args.sanitizer == "address", tsan) for m in args.modes}
     runner = Runner(args.timeout, args.tail,
                     "shunt-unit-" if args.suite == "unit" else "shunt-conf-")
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0, "KNOWN": 0, "FIXED?": 0}
     failed = []
+    known = known_failures() if any(m in FABRIC_MODES for m in args.modes) else set()
 
     def report(result):
         mode, name, status, elapsed, detail = result
+        if (mode, name) in known:
+            # a fabric mode's known failure: reported, not counted as one; a pass is shown so
+            # that the list shrinks (not a failure: some of them fail only with some timings)
+            status = {"FAIL": "KNOWN", "PASS": "FIXED?"}.get(status, status)
         counts[status] += 1
         line = "%s  %s  %s  %.2fs" % (status, mode, name, elapsed)
         if status == "SKIP":
@@ -471,6 +505,7 @@ def main(argv):
         print(line)
         if status == "FAIL":
             failed.append("%s/%s" % (mode, name))
+        if status in ("FAIL", "KNOWN"):
             for l in detail:
                 print("    " + l)
         sys.stdout.flush()
@@ -520,7 +555,11 @@ def main(argv):
 
     if failed:
         print("failed: " + " ".join(sorted(failed)))
-    print("%d passed, %d failed, %d skipped" % (counts["PASS"], counts["FAIL"], counts["SKIP"]))
+    extra = ""
+    if known:
+        extra = ", %d known failures of the fabric modes, %d of them passed" % (
+            counts["KNOWN"] + counts["FIXED?"], counts["FIXED?"])
+    print("%d passed, %d failed, %d skipped%s" % (counts["PASS"], counts["FAIL"], counts["SKIP"], extra))
     return 1 if counts["FAIL"] else 0
 
 

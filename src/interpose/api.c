@@ -2,6 +2,7 @@
  * api.c: the small query API libshunt.so exports beside the intercepted
  * calls, for tests and tools that want to know what shunt did with an fd.
  */
+#include "core/conn/fallback.h"
 #include "core/fd/fdtable.h"
 #include "interpose/init.h"
 #include "core/kinds/tcp_socket.h"
@@ -93,8 +94,16 @@ __attribute__((visibility("default"))) const char *shunt_fd_fallback(int fd)
 {
     static SHUNT_TLS char key[PST_REASON_MAX + 1];
     struct pst_rec r;
-    if (!conn_record(fd, &r))
-        return NULL;
+    if (!conn_record(fd, &r)) {
+        /* no record (a forked child's table may not have it yet): the object's */
+        struct fdref f = fdt_get(fd);
+        bool conn = f.sock && f.sock->kind == SOCK_TCP && tcp_of(f.sock)->stat.kind == PST_KIND_CONN;
+        if (conn)
+            snprintf(key, sizeof key, "%s", atomic_load(&tcp_of(f.sock)->path) != PATH_TCP ? ""
+                     : fallback_reason_key((enum fallback_reason)atomic_load(&tcp_of(f.sock)->reason)));
+        fdt_put(&f);
+        return conn ? key : NULL;
+    }
     snprintf(key, sizeof key, "%.*s", (int)sizeof r.reason, r.reason);
     return key;
 }

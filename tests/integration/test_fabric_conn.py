@@ -90,8 +90,8 @@ class FabricEnds(Ends):
         hello among them, only after it sent everything): a client whose
         end came before the server's first call gets no hello (withdrawn at
         the server, no_listener at the client), one that gets to its hello
-        after the server closed finds the server's ring gone and stays on
-        kernel TCP (reason fabric), and one whose move came after the
+        after the server closed finds the server's socket gone and stays on
+        kernel TCP (reason fabric_gone, or fabric), and one whose move came after the
         server's last read is never met by it: only the reasons are checked
         then."""
         summary = "\n".join(self.log("client")[-20:] + self.log("server")[-20:])
@@ -99,7 +99,10 @@ class FabricEnds(Ends):
         if late:
             # a client whose end came before the server's first call gets no hello
             assert set(self.reasons("server")) <= {REASON["withdrawn"]}, "fell back:\n" + summary
-            assert set(client_fell) <= {REASON["fabric"], REASON["no_listener"]}, "fell back:\n" + summary
+            # (its server's socket closed: fabric_gone, or fabric where no copy of it could be
+            # asked what it is, in another process out of this one's ptrace reach)
+            assert set(client_fell) <= {REASON["fabric_gone"], REASON["fabric"], REASON["no_listener"]}, (
+                "fell back:\n" + summary)
             return
         assert not self.reasons("server"), "fell back:\n" + summary
         assert not client_fell, "fell back:\n" + summary
@@ -295,7 +298,7 @@ def test_forking_server_who_says_hello(fabric, nets, shunt, builds, tmp_path, fa
     said = re.findall(r"fabric: no hello: another process held the socket too$", server, re.M)
     before_exec = re.findall(r"fabric: no hello, before exec$", server, re.M)
     assert (len(said), len(before_exec)) == ((3, 0) if how == "keep" else (0, 3)), server
-    want = REASON["fabric"] if how == "keep" else REASON["fabric_left"]
+    want = REASON["fabric_shared"] if how == "keep" else REASON["fabric_left"]
     assert ends.reasons("server") == Counter({want: 3}), server
 
 

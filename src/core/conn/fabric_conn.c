@@ -60,6 +60,7 @@ struct fabric_conn {
     uint64_t hello_cookie;
     bool attached;                /* to the peer's ring: this end may move */
     bool hello_seen;              /* client: the server's hello came (proven or not) */
+    bool peer_closed;             /* client: its proof named a process or fd gone by then */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
     bool announced;               /* "accelerated" logged */
     bool reset_sent;              /* broken: the socket was shut down both ways, once */
@@ -191,7 +192,9 @@ static int client_takes_hello(void *ctx, const struct hello *h)
     if (c->no_attach)
         return 0;
     struct fabric_peer_id id;
-    if (h->addr_len <= FABRIC_PROOF_LEN || fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why) < 0) {
+    int proven = h->addr_len <= FABRIC_PROOF_LEN ? -EPROTO : fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why);
+    if (proven < 0) {
+        c->peer_closed = proven == -ENOENT;
         /* (also a server that closed before this end looked) */
         shunt_log_sock(LOG_INFO, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
         return 0;
@@ -329,7 +332,7 @@ static bool settle_pending(struct tcp_sock *t, int fd)
                            (unsigned long long)c->hello_cookie);
         } else if (decided) {
             shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello: %s", why);
-            fallback_record(t, fd, FB_FABRIC, false);
+            fallback_record(t, fd, mine ? FB_FABRIC : FB_FABRIC_SHARED, false);
             sockstat_publish(t, fd, 0, 0, NULL, 0);
         }
     }
@@ -456,7 +459,8 @@ static bool after_call(struct fabric_conn *c, int fd)
         (void)fabric_stream_move(s);
     if (!c->server && !s->await_hello && !c->ring) {
         /* no hello (a server without shunt), or one not taken */
-        fallback_record(t, fd, c->hello_seen ? (c->no_attach ? FB_FABRIC_LEFT : FB_FABRIC) : c->otherwise, false);
+        fallback_record(t, fd, !c->hello_seen ? c->otherwise : c->no_attach ? FB_FABRIC_LEFT
+                               : c->peer_closed ? FB_FABRIC_GONE : FB_FABRIC, false);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
         return false;
     }
@@ -850,7 +854,7 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events)
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events)
 {
     if (pending(t)) {   /* the kernel's: sleep on the socket for what is asked */
-        *efd = -1;
+        *efd = FABRIC_SOCKET_ONLY;
         *sock_events = events;
         return pending_poll(fd, events);
     }

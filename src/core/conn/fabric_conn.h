@@ -65,6 +65,9 @@ short fabric_conn_poll(struct tcp_sock *t, int fd, short events);
  * ask the kernel of the socket itself (its end, and room while this end's
  * bytes go by TCP). */
 short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *efd, short *sock_events);
+/* *efd for a socket whose readiness is the kernel's alone (a server whose
+ * hello is still to go): sleep on the socket as asked, no nap. */
+#define FABRIC_SOCKET_ONLY (-3)
 
 /* For an edge-triggered epoll member: counts that move when bytes come in
  * (rx) or room is made (tx), and whether the peer's end came. */

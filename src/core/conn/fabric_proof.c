@@ -124,7 +124,7 @@ static int row_of(const char *path, uint64_t inode, unsigned *lport, unsigned *r
  * (pidfd_getfd: the kernel allows it only to whoever may ptrace the
  * process), the process being this user's (its /proc directory's owner).
  * 1 its ports are (*plocal, *premote), 0 no such copy (-errno), -1 not
- * that socket. */
+ * that socket, -2 that socket, closed already (no peer: ENOTCONN). */
 static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *plocal, unsigned *premote,
                          unsigned long *uid)
 {
@@ -133,17 +133,20 @@ static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *p
     snprintf(path, sizeof path, "/proc/%llu", (unsigned long long)pid);
     if (stat(path, &st) < 0)
         return 0;
-    int pidfd = (int)shunt_syscall(SYS_pidfd_open, (long)pid, 0L);
+    long pidfd = shunt_syscall(SYS_pidfd_open, (long)pid, 0L);
     if (pidfd < 0)
-        return 0;
-    int copy = (int)shunt_syscall(SYS_pidfd_getfd, (long)pidfd, (long)pfd, 0L);
-    shunt_real.close(pidfd);
+        return pidfd == -ESRCH ? -2 : 0;   /* (the raw call: -errno) */
+    long copy = shunt_syscall(SYS_pidfd_getfd, pidfd, (long)pfd, 0L);
+    shunt_real.close((int)pidfd);
     if (copy < 0)
-        return 0;
+        return copy == -EBADF || copy == -ESRCH ? -2 : 0;   /* its fd, or the process, went meanwhile */
     struct stat cs;
-    int lp = port_of(copy, 0), rp = port_of(copy, 1);
-    int same = fstat(copy, &cs) == 0 && (uint64_t)cs.st_ino == inode;
-    shunt_real.close(copy);
+    int lp = port_of((int)copy, 0), rp = port_of((int)copy, 1);
+    int closed = rp < 0 && errno == ENOTCONN;
+    int same = fstat((int)copy, &cs) == 0 && (uint64_t)cs.st_ino == inode;
+    shunt_real.close((int)copy);
+    if (same && lp >= 0 && closed)
+        return -2;
     if (!same || lp < 0 || rp < 0)
         return -1;
     *plocal = (unsigned)lp;
@@ -170,8 +173,9 @@ int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric
     snprintf(path, sizeof path, "/proc/%llu/fd/%llu", (unsigned long long)pid, (unsigned long long)pfd);
     ssize_t n = readlink(path, link, sizeof link - 1);
     if (n < 0) {
-        snprintf(why, whylen, "%s: %s", path, strerror(errno));
-        return -EPERM;
+        int e = errno;
+        snprintf(why, whylen, "%s: %s", path, strerror(e));
+        return e == ENOENT ? -ENOENT : -EPERM;   /* ENOENT: that process, or its fd, is gone */
     }
     link[n] = 0;
     snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)inode);
@@ -190,9 +194,13 @@ int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric
     }
     if (found <= 0)
         found = ports_by_copy(pid, pfd, inode, &plocal, &premote, &uid);
+    if (found == -2) {
+        snprintf(why, whylen, "socket %llu of pid %llu is closed", (unsigned long long)inode, (unsigned long long)pid);
+        return -ENOENT;   /* a peer that closed before this end looked */
+    }
     if (found <= 0) {
-        snprintf(why, whylen, "socket %llu is in no TCP table of pid %llu", (unsigned long long)inode,
-                 (unsigned long long)pid);
+        snprintf(why, whylen, "socket %llu is in no TCP table of pid %llu (%s)", (unsigned long long)inode,
+                 (unsigned long long)pid, found < 0 ? "its copy is another socket" : "no copy of it");
         return -EPERM;
     }
     if (uid != (unsigned long)geteuid() || lp < 0 || rp < 0 || plocal != (unsigned)rp || premote != (unsigned)lp) {

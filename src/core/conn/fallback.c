@@ -41,6 +41,8 @@ static const char *const reason_names[] = {
     [FB_REMOTE_SHUNT] = "the client runs shunt out of the rings' reach (another host, /dev/shm or user)",
     [FB_FABRIC] = "fabric: the peer runs shunt out of the rings' reach, but no engine or no proof of it (the log says which)",
     [FB_FABRIC_LEFT] = "left the fabric before a call it does not carry (the log says which)",
+    [FB_FABRIC_SHARED] = "fabric: another process held the socket too when the server's hello was due",
+    [FB_FABRIC_GONE] = "fabric: the peer closed before this end could check its proof",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -76,6 +78,8 @@ static const char *const reason_keys[] = {
     [FB_REMOTE_SHUNT] = "remote_shunt",
     [FB_FABRIC] = "fabric",
     [FB_FABRIC_LEFT] = "fabric_left",
+    [FB_FABRIC_SHARED] = "fabric_shared",
+    [FB_FABRIC_GONE] = "fabric_gone",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -64,6 +64,8 @@ enum fallback_reason {
     FB_REMOTE_SHUNT,        /* the client process runs shunt (its SYN says so) but its offer is not in our registry */
     FB_FABRIC,              /* the fabric path could not be taken: no engine, or the peer not proven (the log says which) */
     FB_FABRIC_LEFT,         /* left the fabric before a call it does not carry (fork, exec, epoll...: the log says which) */
+    FB_FABRIC_SHARED,       /* a server's hello was due while another process held the socket too */
+    FB_FABRIC_GONE,         /* the peer closed (or its process ended) before this end checked its proof */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):

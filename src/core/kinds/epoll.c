@@ -143,6 +143,8 @@ static bool fabric_before_sleep(struct epoll_obj *ep, struct ep_entry *e)
     short want = (short)(e->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI));
     if (fabric_conn_before_sleep(t, e->io_fd, want, &efd, &sock_events))
         return true;
+    if (efd == FABRIC_SOCKET_ONLY)
+        return false;   /* its socket, in the kernel's set, wakes the sleep */
     if (efd < 0)
         return true;   /* the engine had events pending: look again */
     if (ep->fabric_wake != efd + 1) {

@@ -369,7 +369,7 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
                 k[i].events = sock_events;
                 if (efd >= 0)
                     k[2 * n + 1].fd = efd;
-                else
+                else if (efd != FABRIC_SOCKET_ONLY)
                     fabric_nap = true;
             } else if (t) {
                 /* a shutdown of t by another thread wakes us through the
