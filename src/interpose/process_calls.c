@@ -9,6 +9,7 @@
 #include "base/signals.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fabric_conn.h"
+#include "core/conn/fabric_process.h"
 #include "core/conn/sockstat.h"
 #include "core/kinds/epoll.h"
 #include "core/kinds/tcp_socket.h"
@@ -28,8 +29,10 @@ SHUNT_EXPORT pid_t fork(void)
     spawn_actions_before_fork();
     epoll_before_fork();
     holders_before_fork();
+    fabric_process_fork_lock();
     pid_t pid = shunt_real.fork();
     int err = errno;
+    fabric_process_fork_unlock(pid == 0);
     spawn_actions_after_fork();
     if (pid == 0) {
         shunt_sig_deferred = 0;   /* the parent's deferred signals stay the parent's */

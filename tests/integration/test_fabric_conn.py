@@ -17,7 +17,7 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
 - shunt_fd_accelerated answers 0 for the connection until both ends moved onto
   the fabric, 1 after; `shunt stat` shows both ends on path "fabric";
 - a server that forks a child per connection (static_peer), on both lane
-  settings: the hello goes at the child's first call, and each connection is
+  settings: the hello goes before the child's first byte, and each connection is
   on the fabric with its server end in the child, bytes exact;
 - a forking server whose parent keeps its copy 30 ms (on the fabric), 500 ms
   (no hello: kernel TCP) or whose child execs cat on the socket (no hello);
@@ -218,8 +218,8 @@ def test_stat_shows_fabric(fabric, nets, shunt, builds, tmp_path, family):  # no
 @pytest.mark.parametrize("lanes", sorted(LANES))
 def test_forking_server_child_on_the_fabric(fabric, nets, shunt, builds, tmp_path, family, lanes):  # noqa: F811
     """static_peer's server accepts, forks a child per connection and closes
-    its own copy without a call on it: the hello goes at the child's first
-    call, with the child's own engine, and every connection is on the
+    its own copy without a call on it: the hello goes before the child's
+    first byte, with the child's own engine, and every connection is on the
     fabric at both ends, its server end in the child (a process other than
     the one that accepted); every byte checked."""
     setting, want = LANES[lanes]
@@ -232,7 +232,7 @@ def test_forking_server_child_on_the_fabric(fabric, nets, shunt, builds, tmp_pat
     ends.check_fabric(3, want)
     servers = re.findall(r"^shunt\[(\d+)\] info: .*accelerated \(server, fabric", "\n".join(ends.log("server")), re.M)
     assert len(set(servers)) == 3 and str(srv.pid) not in servers, (servers, srv.pid)
-    accepted = re.findall(r"^shunt\[(\d+)\] info: .*fabric: the hello goes at the first call",
+    accepted = re.findall(r"^shunt\[(\d+)\] info: .*fabric: the hello goes before the first byte",
                           "\n".join(ends.log("server")), re.M)
     assert accepted == [str(srv.pid)] * 3, (accepted, srv.pid)
     assert not ends.left("server"), ends.log("server")
@@ -278,7 +278,7 @@ def forking_server(nets, ends, family, how):
 @pytest.mark.parametrize("how", ["late", "keep", "exec"])
 def test_forking_server_who_says_hello(fabric, nets, shunt, builds, tmp_path, family, how):  # noqa: F811
     """A forking server whose parent holds its copy of the accepted socket
-    a while (fabric_pending.h): 30 ms (late), the child's first call waits
+    a while (fabric_pending.h): 30 ms (late), the child's first byte waits
     for the parent to close it and the connection is on the fabric; 500 ms
     (keep), longer than a child waits, no hello goes and every connection
     is kernel TCP at both ends (reason fabric); the child makes the socket

@@ -286,7 +286,7 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
     atomic_store(&t->reason, FB_NONE);
     atomic_store(&t->path, PATH_FABRIC);
     shunt_log_sock(LOG_INFO, t, fd, "fabric: %s a shunt client (cookie %llu)",
-                   atomic_load(&c->pending) ? "the hello goes at the first call to" : "hello sent to",
+                   atomic_load(&c->pending) ? "the hello goes before the first byte to" : "hello sent to",
                    (unsigned long long)cookie);
     return 0;
 }

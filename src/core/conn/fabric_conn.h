@@ -19,9 +19,10 @@
  *            ancillary data or MSG_OOB), shutdown, poll, select and epoll
  *            (the process's wake fd joins the kernel's set), close (what is
  *            owed is pushed, bounded);
- *            A server's hello goes at the first call on the socket, from
- *            the process that makes it if it holds the socket alone
+ *            A server's hello goes before its first byte to the client, from
+ *            the process that sends it if it holds the socket alone
  *            (fabric_pending.h): a forking server's child meets the client;
+ *            until then its socket is the kernel's (reads counted);
  *   left     everything else first makes the connection leave the fabric
  *            (fabric_conn_leave: it waits for nothing), after which it is
  *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,

@@ -94,6 +94,22 @@ void fabric_process_unlock(void)
     crit_unlock(&fab_lock);
 }
 
+void fabric_process_fork_lock(void)
+{
+    crit_lock(&fab_lock);
+}
+
+void fabric_process_fork_unlock(bool child)
+{
+    if (child) {
+        /* the child has only this thread: a fresh lock, free */
+        pthread_mutex_init(&fab_lock, NULL);
+        crit_leave();
+    } else {
+        crit_unlock(&fab_lock);
+    }
+}
+
 struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
 {
     if (engine_pid != shunt_pid) {   /* a forked child: its parent's engine is not its own */

@@ -9,6 +9,7 @@
 #ifndef SHUNT_CORE_CONN_FABRIC_PROCESS_H
 #define SHUNT_CORE_CONN_FABRIC_PROCESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/un.h>
@@ -19,6 +20,11 @@ struct fabric_engine;
  * are UCX's own: base/self.h, shunt_in_engine). */
 void fabric_process_lock(void);
 void fabric_process_unlock(void);
+/* Held across fork, taken last before it: a child must not inherit the
+ * lock held by one of its parent's other threads (it would wait for it
+ * for ever; threads_fork_waiting). */
+void fabric_process_fork_lock(void);
+void fabric_process_fork_unlock(bool child);
 
 /* The engine, opened if it is not (under the lock): NULL with a line in why
  * if it cannot be (no UCX, an engine error: not tried again). */
