@@ -223,6 +223,7 @@ def mode_env(mode, lib, asan, sanitized=False, tsan=None):
         env["SHUNT_STRICT"] = "1"
     if mode.startswith("fabric"):
         env["SHUNT_FABRIC"] = "only"   # the engine even where shunt's own rings reach
+        env["SHUNT_FABRIC_FORKED"] = "1"   # and in forked children (off by default: its cost)
     if mode == "fabric-tcp":
         env["SHUNT_FABRIC_LANES"] = "tcp"
     return env

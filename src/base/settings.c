@@ -210,6 +210,11 @@ static int parse_fabric(const char *v, struct shunt_settings *s, char *err, size
     return parse_bool(v, &s->fabric, err, errlen);
 }
 
+static int parse_fabric_forked(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_bool(v, &s->fabric_forked, err, errlen);
+}
+
 static int parse_fabric_lanes(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     if (!*v || strlen(v) >= sizeof s->fabric_lanes || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_^,") != strlen(v)) {
@@ -277,6 +282,11 @@ const struct setting_def shunt_setting_defs[] = {
       "host) moves onto the fabric engine (UCX, loaded on first need); 0 keeps such connections on kernel "
       "TCP (reason remote_shunt); only: also between namespaces that share a /dev/shm, where shunt's own "
       "rings would reach (for tests, and to measure the engine)", parse_fabric },
+    { "SHUNT_FABRIC_FORKED", "0", "0 or 1",
+      "1: a process that got a server's connection at fork (a forking server's child) and has no engine "
+      "of its own yet opens one (about 12 ms) to put that connection on the fabric; 0: such a connection "
+      "stays on kernel TCP (reason fabric_forked), as a short one would lose more than it gains "
+      "(benchmarks.md: 0.08x kernel TCP's connection rate with 1)", parse_fabric_forked },
     { "SHUNT_FABRIC_LANES", "^tcp,cma", "UCX transport list",
       "The engine's lanes, in UCX_TLS's syntax: by default every lane but UCX's TCP (slower than kernel "
       "TCP) and cma; tcp forces UCX's TCP lanes (for tests)", parse_fabric_lanes },

@@ -29,6 +29,7 @@ struct shunt_settings {
     bool sandbox_probe;     /* a process started under a seccomp filter tries shunt's calls in a child */
     bool fabric;            /* connections to a shunt process out of the rings' reach ride the engine (UCX) */
     bool fabric_only;       /* SHUNT_FABRIC=only: between namespaces always (never the rings) */
+    bool fabric_forked;     /* a forked child without an engine opens one for a connection it got at fork */
     char fabric_lanes[64];  /* the engine's lanes (UCX_TLS syntax) */
 };
 

@@ -16,7 +16,8 @@ netns.py's namespaces joined by a veth pair, `shunt fabric enable` for the test
   fabric, and nothing falls back;
 - shunt_fd_accelerated answers 0 for the connection until both ends moved onto
   the fabric, 1 after; `shunt stat` shows both ends on path "fabric";
-- a server that forks a child per connection (static_peer), on both lane
+- a server that forks a child per connection (static_peer): by default its
+  children send no hello (fabric_forked); with SHUNT_FABRIC_FORKED=1, on both lane
   settings: the hello goes before the child's first byte, and each connection is
   on the fabric with its server end in the child, bytes exact;
 - a forking server whose parent keeps its copy 30 ms (on the fabric), 500 ms
@@ -223,7 +224,8 @@ def test_forking_server_child_on_the_fabric(fabric, nets, shunt, builds, tmp_pat
     fabric at both ends, its server end in the child (a process other than
     the one that accepted); every byte checked."""
     setting, want = LANES[lanes]
-    ends = ends_with(shunt, builds, tmp_path, **({"SHUNT_FABRIC_LANES": setting} if setting else {}))
+    ends = ends_with(shunt, builds, tmp_path, SHUNT_FABRIC_FORKED="1",
+                     **({"SHUNT_FABRIC_LANES": setting} if setting else {}))
     srv, host, port = start_server(nets, ends, family, kind="c")
     r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT)
@@ -236,6 +238,24 @@ def test_forking_server_child_on_the_fabric(fabric, nets, shunt, builds, tmp_pat
                           "\n".join(ends.log("server")), re.M)
     assert accepted == [str(srv.pid)] * 3, (accepted, srv.pid)
     assert not ends.left("server"), ends.log("server")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forking_server_children_stay_tcp_by_default(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """With SHUNT_FABRIC_FORKED at its default (0), static_peer's children,
+    which have no engine of their own, send no hello: their connections are
+    kernel TCP (fabric_forked at the server, no_listener at the client), bytes
+    exact (a child's engine costs about 12 ms, more than a short connection
+    gains: benchmarks.md)."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv, host, port = start_server(nets, ends, family, kind="c")
+    r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
+                 timeout=CLIENT_TIMEOUT)
+    check_client(r, "small", expect_mapped=True)
+    check_server_log(srv, "small")
+    assert ends.reasons("server") == Counter({REASON["fabric_forked"]: 3}), ends.log("server")
+    assert ends.reasons("client") == Counter({REASON["no_listener"]: 3}), ends.log("client")
+    assert not ends.accelerated("server") and not ends.accelerated("client")
 
 
 FORKING_SERVER = r'''
@@ -285,7 +305,7 @@ def test_forking_server_who_says_hello(fabric, nets, shunt, builds, tmp_path, fa
     the stdin and stdout of `cat` and execs it (exec, inetd's way): no hello
     goes (the new image cannot take it over), kernel TCP.  Every byte
     checked by the client, echoed by the child or by cat."""
-    ends = ends_with(shunt, builds, tmp_path)
+    ends = ends_with(shunt, builds, tmp_path, SHUNT_FABRIC_FORKED="1")
     srv, host, port = forking_server(nets, ends, family, how)
     r = nets.run("b", ends.echo() + client_args(port, "small", host=host), env=ends.env("client"),
                  timeout=CLIENT_TIMEOUT)
@@ -386,7 +406,7 @@ def test_postgres_backends_on_the_fabric(fabric, nets, shunt, builds, nobody_dir
     from corpus import pg_bin
     need_tool("psql", package="postgresql-client")
     need_tool("setpriv", package="util-linux")
-    ends = ends_with(shunt, builds, nobody_dir)
+    ends = ends_with(shunt, builds, nobody_dir, SHUNT_FABRIC_FORKED="1")
     for side in ("server", "client"):
         ends.env(side)
         os.chown(nobody_dir / ("log-" + side), *NOBODY)

@@ -217,7 +217,7 @@ static inline void expect_accelerated_at(int fd, const char *file, int line)
 		 * have been on it and is not says "kernel TCP: fabric" in its log, which the runner
 		 * fails the test for. */
 		static const char *const by_design[] = { "fabric_left", "fabric_shared", "inherited",
-							 "withdrawn", "no_listener", "fabric_gone" };
+							 "withdrawn", "no_listener", "fabric_gone", "fabric_forked" };
 		if (path != NULL && strcmp(path, "fabric") == 0)
 			return;
 		for (size_t i = 0; path && reason && strcmp(path, "tcp") == 0 &&

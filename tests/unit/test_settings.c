@@ -92,7 +92,7 @@ static void test_table(void)
         "SHUNT_ACCEL", "SHUNT_STRICT", "SHUNT_RING_SIZE", "SHUNT_RING_START", "SHUNT_SHM_LIMIT",
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
         "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE", "SHUNT_POLL_KERNEL_CALLS", "SHUNT_POLL_KERNEL_US",
-        "SHUNT_SHORT_CONNS", "SHUNT_FABRIC", "SHUNT_FABRIC_LANES",
+        "SHUNT_SHORT_CONNS", "SHUNT_FABRIC", "SHUNT_FABRIC_FORKED", "SHUNT_FABRIC_LANES",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -151,6 +151,9 @@ static void test_defaults(void)
     CHECK(s.short_conns, ==, true);
     CHECK(strcmp(def_of("SHUNT_FABRIC")->def, "1"), ==, 0);
     CHECK(s.fabric, ==, true);
+    CHECK(s.fabric_only, ==, false);
+    CHECK(strcmp(def_of("SHUNT_FABRIC_FORKED")->def, "0"), ==, 0);
+    CHECK(s.fabric_forked, ==, false);
     CHECK(strcmp(def_of("SHUNT_FABRIC_LANES")->def, "^tcp,cma"), ==, 0);
     CHECK(strcmp(s.fabric_lanes, "^tcp,cma"), ==, 0);
     /* an environment without SHUNT_ names loads the same twice */
@@ -189,6 +192,13 @@ static void test_booleans(void)
     load_ok("SHUNT_FABRIC", "0");
     CHECK(s.fabric, ==, false);
     load_bad("SHUNT_FABRIC", "ucx");
+    load_ok("SHUNT_FABRIC", "only");
+    CHECK(s.fabric && s.fabric_only, ==, true);
+    load_ok("SHUNT_FABRIC", "1");
+    CHECK(s.fabric && !s.fabric_only, ==, true);
+    load_ok("SHUNT_FABRIC_FORKED", "1");
+    CHECK(s.fabric_forked, ==, true);
+    load_bad("SHUNT_FABRIC_FORKED", "sometimes");
     load_ok("SHUNT_FABRIC_LANES", "tcp");
     CHECK(strcmp(s.fabric_lanes, "tcp"), ==, 0);
     load_ok("SHUNT_FABRIC_LANES", "sysv,posix");

@@ -54,6 +54,7 @@ struct fabric_conn {
     struct fabric_ring *ring;     /* this end's (NULL: a client before its hello) */
     pid_t pid;                    /* the process that made ring: nobody else touches it */
     bool server;
+    pid_t accepted_by;            /* server: the process whose accept made it */
     atomic_bool pending;          /* server: its hello goes at the first call (fabric_pending.h) */
     struct fabric_pending pend;
     uint32_t hello_tag;           /* server: the client's SYN's, for the hello */
@@ -265,6 +266,7 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
         return -ENOMEM;
     c->hello_tag = tag;
     c->hello_cookie = cookie;
+    c->accepted_by = shunt_pid;
     uint64_t key = 0;
     socklen_t kl = sizeof key;
     if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &key, &kl) == 0 && fabric_pending_open(&c->pend, key)) {
@@ -311,6 +313,20 @@ static bool settle_pending(struct tcp_sock *t, int fd)
                 sockstat_publish(t, fd, 0, 0, NULL, 0);
             }
             return atomic_load(&t->path) == PATH_FABRIC;
+        }
+        if (c->accepted_by != shunt_pid && !shunt_settings.fabric_forked) {
+            fabric_process_lock();
+            bool own = fabric_process_has_engine();
+            fabric_process_unlock();
+            if (!own && atomic_exchange(&c->pending, false)) {
+                /* a forking server's child: an engine of its own for this one
+                 * connection costs more than a short one gains */
+                fabric_pending_none(&c->pend);
+                fabric_pending_drop(&c->pend);
+                fallback_record(t, fd, FB_FABRIC_FORKED, false);
+                sockstat_publish(t, fd, 0, 0, NULL, 0);
+                return atomic_load(&t->path) == PATH_FABRIC;
+            }
         }
         bool mine = fabric_pending_claim(&c->pend);
         char why[200] = "";

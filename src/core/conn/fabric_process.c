@@ -101,13 +101,13 @@ void fabric_process_fork_lock(void)
 
 void fabric_process_fork_unlock(bool child)
 {
-    if (child) {
-        /* the child has only this thread: a fresh lock, free */
-        pthread_mutex_init(&fab_lock, NULL);
-        crit_leave();
-    } else {
-        crit_unlock(&fab_lock);
-    }
+    (void)child;   /* in both, this thread took it: it lets it go, as atfork handlers do */
+    crit_unlock(&fab_lock);
+}
+
+bool fabric_process_has_engine(void)
+{
+    return engine && engine_pid == shunt_pid;
 }
 
 struct fabric_engine *fabric_process_engine(char *why, size_t whylen)

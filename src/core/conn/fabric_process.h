@@ -26,6 +26,8 @@ void fabric_process_unlock(void);
 void fabric_process_fork_lock(void);
 void fabric_process_fork_unlock(bool child);
 
+/* Whether this process has an engine of its own open. */
+bool fabric_process_has_engine(void);
 /* The engine, opened if it is not (under the lock): NULL with a line in why
  * if it cannot be (no UCX, an engine error: not tried again). */
 struct fabric_engine *fabric_process_engine(char *why, size_t whylen);

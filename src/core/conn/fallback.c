@@ -43,6 +43,7 @@ static const char *const reason_names[] = {
     [FB_FABRIC_LEFT] = "left the fabric before a call it does not carry (the log says which)",
     [FB_FABRIC_SHARED] = "fabric: another process held the socket too when the server's hello was due",
     [FB_FABRIC_GONE] = "fabric: the peer closed before this end could check its proof",
+    [FB_FABRIC_FORKED] = "fabric: a forked child would open an engine for this one connection (SHUNT_FABRIC_FORKED=0)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -80,6 +81,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_LEFT] = "fabric_left",
     [FB_FABRIC_SHARED] = "fabric_shared",
     [FB_FABRIC_GONE] = "fabric_gone",
+    [FB_FABRIC_FORKED] = "fabric_forked",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

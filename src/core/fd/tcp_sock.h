@@ -66,6 +66,7 @@ enum fallback_reason {
     FB_FABRIC_LEFT,         /* left the fabric before a call it does not carry (fork, exec, epoll...: the log says which) */
     FB_FABRIC_SHARED,       /* a server's hello was due while another process held the socket too */
     FB_FABRIC_GONE,         /* the peer closed (or its process ended) before this end checked its proof */
+    FB_FABRIC_FORKED,       /* a forking server's child would open an engine for this one connection */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):
