@@ -293,6 +293,20 @@ int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie
     return 0;
 }
 
+/* A pending server's socket will never have a hello: kernel TCP for every
+ * holder, with the reason.  False if another thread decided first. */
+static bool no_hello(struct tcp_sock *t, int fd, enum fallback_reason why)
+{
+    struct fabric_conn *c = t->fab;
+    if (!c || !atomic_exchange(&c->pending, false))
+        return false;
+    fabric_pending_none(&c->pend);
+    fabric_pending_drop(&c->pend);
+    fallback_record(t, fd, why, false);
+    sockstat_publish(t, fd, 0, 0, NULL, 0);
+    return true;
+}
+
 /* A pending server's hello, before its first byte to the client (not with
  * the lock): sent if this process holds the socket alone, otherwise never
  * (kernel TCP for every holder); the stream it starts has the client's
@@ -306,25 +320,17 @@ static bool settle_pending(struct tcp_sock *t, int fd)
             /* the client shut down, or closed, before this first call: a
              * hello now might meet a closed socket, whose reset the program
              * would see where the kernel's TCP sends none */
-            if (atomic_exchange(&c->pending, false)) {
-                fabric_pending_none(&c->pend);
-                fabric_pending_drop(&c->pend);
-                fallback_record(t, fd, FB_WITHDRAWN, false);
-                sockstat_publish(t, fd, 0, 0, NULL, 0);
-            }
+            (void)no_hello(t, fd, FB_WITHDRAWN);
             return atomic_load(&t->path) == PATH_FABRIC;
         }
         if (c->accepted_by != shunt_pid && !shunt_settings.fabric_forked) {
             fabric_process_lock();
             bool own = fabric_process_has_engine();
             fabric_process_unlock();
-            if (!own && atomic_exchange(&c->pending, false)) {
+            if (!own) {
                 /* a forking server's child: an engine of its own for this one
                  * connection costs more than a short one gains */
-                fabric_pending_none(&c->pend);
-                fabric_pending_drop(&c->pend);
-                fallback_record(t, fd, FB_FABRIC_FORKED, false);
-                sockstat_publish(t, fd, 0, 0, NULL, 0);
+                (void)no_hello(t, fd, FB_FABRIC_FORKED);
                 return atomic_load(&t->path) == PATH_FABRIC;
             }
         }
@@ -356,7 +362,8 @@ static bool settle_pending(struct tcp_sock *t, int fd)
 }
 
 static uint64_t timeout_deadline(int fd, int name);
-static int wait_socket(int fd, short events, uint64_t deadline, unsigned ran, unsigned norestart);
+static int wait_news(int fd, short events, int efd, bool socket_busy, bool nap, uint64_t deadline, unsigned ran,
+                     unsigned norestart);
 
 static bool pending(const struct tcp_sock *t)
 {
@@ -421,23 +428,19 @@ static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
             timed = true;
             deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
         }
-        int w = wait_socket(f->fd, POLLIN | POLLRDHUP, deadline, ran, norestart);
+        int w = wait_news(f->fd, POLLIN | POLLRDHUP, -1, false, false, deadline, ran, norestart);   /* the socket alone */
         if (w < 0)
             return got ? (ssize_t)got : w;
     }
 }
 
-/* A pending server's socket goes to kernel TCP for every holder. */
+/* A pending server's socket before a call the fabric does not carry:
+ * kernel TCP for every holder.  Whether it was pending. */
 static bool pending_to_tcp(struct tcp_sock *t, int fd, const char *why)
 {
-    struct fabric_conn *c = t->fab;
-    if (!c || !atomic_exchange(&c->pending, false))
+    if (!no_hello(t, fd, FB_FABRIC_LEFT))
         return false;
-    fabric_pending_none(&c->pend);
-    fabric_pending_drop(&c->pend);
     shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello, before %s", why);
-    fallback_record(t, fd, FB_FABRIC_LEFT, false);
-    sockstat_publish(t, fd, 0, 0, NULL, 0);
     return true;
 }
 
@@ -522,15 +525,16 @@ static void trace(struct fabric_conn *c, const char *what, ssize_t r)
 }
 
 /* Sleeps until the socket (events; not while socket_busy: it stays ready
- * without news for the stream) or the engine has news, the deadline (0:
- * none) or WAIT_MS.  Not with fab_lock.  1 the socket was ready, 0,
+ * without news for the stream) or the engine (efd, -1: none) has news, the
+ * deadline (0: none) or WAIT_MS (1 ms for a nap: busy, or engine events
+ * pending).  Not with fab_lock.  1 the socket was ready, 0,
  * -EINTR (a handler ran that ends the call), -EAGAIN (the deadline
  * passed), -EBADF. */
-static int wait_news(int fd, short events, int efd, bool socket_busy, uint64_t deadline, unsigned ran,
+static int wait_news(int fd, short events, int efd, bool socket_busy, bool nap, uint64_t deadline, unsigned ran,
                      unsigned norestart)
 {
     struct pollfd p[2] = { { .fd = socket_busy ? -1 : fd, .events = events }, { .fd = efd, .events = POLLIN } };
-    int tmo = socket_busy || efd < 0 ? 1 : WAIT_MS;
+    int tmo = socket_busy || nap ? 1 : WAIT_MS;
     if (deadline) {
         uint64_t now = clock_now_ns();
         if (now >= deadline)
@@ -545,27 +549,6 @@ static int wait_news(int fd, short events, int efd, bool socket_busy, uint64_t d
     if (r > 0 && (p[0].revents & POLLNVAL))
         return -EBADF;
     return r > 0 && p[0].revents ? 1 : 0;
-}
-
-/* Sleeps on the socket alone (events) until it is ready, the deadline (0:
- * none) or WAIT_MS.  1 ready, 0, -EINTR (a handler ran that ends the
- * call), -EAGAIN (the deadline passed). */
-static int wait_socket(int fd, short events, uint64_t deadline, unsigned ran, unsigned norestart)
-{
-    struct pollfd p = { .fd = fd, .events = events };
-    int tmo = WAIT_MS;
-    if (deadline) {
-        uint64_t now = clock_now_ns();
-        if (now >= deadline)
-            return -EAGAIN;
-        uint64_t left_ms = (deadline - now + 999999) / 1000000;
-        if (left_ms < (uint64_t)tmo)
-            tmo = (int)left_ms;
-    }
-    int r = shunt_real.poll(&p, 1, tmo);
-    if (r < 0 && errno == EINTR)
-        return signal_interrupts(ran, norestart, deadline != 0) ? -EINTR : 0;
-    return r > 0;
 }
 
 /* The socket's SO_RCVTIMEO or SO_SNDTIMEO as a deadline from now (0: none). */
@@ -728,25 +711,13 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             timed = true;
             deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
         }
-        int w = wait_news(f->fd, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, deadline, ran, norestart);
+        int w = wait_news(f->fd, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, efd < 0, deadline, ran,
+                          norestart);
         if (w < 0)
             return got ? (ssize_t)got : w;
         if (w == 1 && ++quick >= 3)
             socket_busy = true;
     }
-}
-
-/* A client that will never attach (it left awaiting its hello: a fork, a
- * call the fabric does not carry): what it sends is the kernel's to send,
- * as one call (two processes writing records after a fork must not see
- * them split by a send driven in pieces). */
-static bool never_moves(struct tcp_sock *t)
-{
-    struct fabric_conn *c = t->fab;
-    fabric_process_lock();
-    bool r = !c->server && !c->ring && c->no_attach;
-    fabric_process_unlock();
-    return r;
 }
 
 ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
@@ -764,7 +735,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         return r;
     if (b.total == 0)
         return 0;
-    if (!settle_pending(t, f->fd) || never_moves(t))
+    if (!settle_pending(t, f->fd))
         return pt_send(f, call);
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
@@ -776,6 +747,15 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         int n = iobuf_rest(&b, done, rest);
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
+        if (!done && !c->server && !c->ring && c->no_attach) {
+            /* a client that will never attach (it left awaiting its hello:
+             * a fork, a call the fabric does not carry): what it sends is
+             * the kernel's to send, as one call (two processes writing
+             * records after a fork must not see them split by a send
+             * driven in pieces) */
+            fabric_process_unlock();
+            return pt_send(f, call);
+        }
         ssize_t k = fabric_stream_send(&c->s, rest, n, true);
         trace(c, "send", k);
         short rev = 0;
@@ -814,7 +794,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         }
         /* room comes with the reader's doorbell; the socket tells of the
          * peer's end (and, while the bytes still go by TCP, of room) */
-        int w = wait_news(f->fd, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false,
+        int w = wait_news(f->fd, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false, efd < 0,
                           deadline, ran, norestart);
         if (w < 0)
             return done ? (ssize_t)done : w;
