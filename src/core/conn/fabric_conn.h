@@ -24,7 +24,8 @@
  *            (fabric_pending.h): a forking server's child meets the client;
  *            until then its socket is the kernel's (reads counted);
  *   left     everything else first makes the connection leave the fabric
- *            (fabric_conn_leave: it waits for nothing), after which it is
+ *            (fabric_conn_leave: it waits only for a hello still to come,
+ *            at most HELLO_HOLD_NS), after which it is
  *            plain kernel TCP, losing nothing: fork, exec, posix_spawn,
  *            SCM_RIGHTS, sendfile and splice, ioctl,
  *            stdio, io_uring, a seccomp sandbox.
