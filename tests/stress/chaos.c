@@ -29,6 +29,9 @@
 #include "net.h"
 
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
@@ -54,6 +57,7 @@ struct rec {
 	int accelerated;
 	int how;               /* how its receiver waited (enum how) */
 	unsigned long long inode;   /* its socket's: the connection id in shunt's log */
+	unsigned long long peer_inode;   /* the server's: the client's socket's, by sock_diag */
 	uint64_t expect_in, got_in, sent_out;
 	int end_in, err_in, err_out;
 	long long bad_at;      /* stream offset of the first wrong byte, or -1 */
@@ -96,6 +100,49 @@ static int on_channel(int fd)
 
 	*(void **)&accelerated = dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
 	return accelerated != NULL && accelerated(fd) == 1;
+}
+
+/* The inode of the socket at the other end of a loopback connection, found by its exact
+ * 4-tuple in the kernel's table (sock_diag), or 0 if that socket is gone. The client's port
+ * alone does not name a connection within a round: loopback reuses a port whose connection
+ * is in TIME_WAIT (tcp_tw_reuse), or one a killed client left, and a record matched to
+ * another connection of that port reported bytes lost that were not. */
+static unsigned long long peer_socket_inode(int fd)
+{
+	struct sockaddr_in me, peer;
+	socklen_t len = sizeof(me);
+	struct {
+		struct nlmsghdr nh;
+		struct inet_diag_req_v2 req;
+	} q = { { sizeof(q), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0 },
+		{ .sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u } };
+	union {
+		struct nlmsghdr nh;
+		char bytes[8192];
+	} a;
+	unsigned long long inode = 0;
+
+	if (getsockname(fd, (struct sockaddr *)&me, &len) < 0)
+		return 0;
+	len = sizeof(peer);
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0 || peer.sin_family != AF_INET)
+		return 0;
+	/* the peer's socket: its source is our destination */
+	q.req.id.idiag_sport = peer.sin_port;
+	q.req.id.idiag_dport = me.sin_port;
+	q.req.id.idiag_src[0] = peer.sin_addr.s_addr;
+	q.req.id.idiag_dst[0] = me.sin_addr.s_addr;
+	q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	int nl = CHECK_OK(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+
+	if (send(nl, &q, sizeof(q), 0) == (ssize_t)sizeof(q)) {
+		ssize_t n = recv(nl, &a, sizeof(a), 0);
+
+		if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) && a.nh.nlmsg_type == SOCK_DIAG_BY_FAMILY)
+			inode = ((struct inet_diag_msg *)NLMSG_DATA(&a.nh))->idiag_inode;
+	}
+	close(nl);
+	return inode;
 }
 
 static void timeouts(int fd)
@@ -316,6 +363,7 @@ static void server(void)
 
 		r->used = 1;
 		r->port = port;
+		r->peer_inode = peer_socket_inode(fd);
 		r->bad_at = -1;
 		j->fd = fd;
 		j->seed_in = seed_of(port, 0);
@@ -366,6 +414,18 @@ static void client(int index)
 			continue;
 		}
 		r->port = local_port(fd);
+		if (r->port == port) {
+			/* connected to itself: the killed server's ephemeral port was free, and
+			 * the kernel picked it for this socket (as it does without shunt) */
+			r->end_in = END_NO_CONNECT;
+			r->err_in = 0;
+			close(fd);
+			j->fd = -1;
+			continue;
+		}
+		struct stat st;
+
+		r->inode = fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 		j->fd = fd;
 		j->seed_in = seed_of(r->port, 1);
 		j->seed_out = seed_of(r->port, 0);
@@ -423,6 +483,57 @@ static void run_server(int unused)
 	server();
 }
 
+/* What each thread of a hung process waits in, before it is killed: its kernel wait channel
+ * and system call (/proc), and its user stack by gdb when there is one (make check installs
+ * it), so that a hang seen once in CI can be read afterwards. */
+static void show_hang(pid_t pid)
+{
+	char path[320], line[512];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char wchan[128] = "?", sys[256] = "?";
+		const char *what[2] = { "wchan", "syscall" };
+		char *into[2] = { wchan, sys };
+		size_t size[2] = { sizeof(wchan), sizeof(sys) };
+
+		for (int k = 0; k < 2; k++) {
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", (int)pid, e->d_name, what[k]);
+			FILE *f = fopen(path, "r");
+
+			if (f && fgets(line, sizeof(line), f))
+				snprintf(into[k], size[k], "%.*s", (int)strcspn(line, "\n"), line);
+			if (f)
+				fclose(f);
+		}
+		fprintf(stderr, "    thread %s: wchan %s, syscall %s\n", e->d_name, wchan, sys);
+	}
+	closedir(d);
+	if (access("/usr/bin/gdb", X_OK) != 0)
+		return;
+	fflush(NULL);
+	pid_t g = fork();
+
+	if (g == 0) {
+		char p[16];
+		char *const env[] = { "PATH=/usr/bin:/bin", NULL };   /* gdb without shunt */
+
+		snprintf(p, sizeof(p), "%d", (int)pid);
+		dup2(2, 1);
+		execle("/usr/bin/timeout", "timeout", "30", "/usr/bin/gdb", "-q", "-batch", "-p", p,
+		       "-ex", "thread apply all bt", (char *)NULL, env);
+		_exit(127);
+	}
+	if (g > 0)
+		waitpid(g, NULL, 0);
+}
+
 /* Waits for pid until the deadline; kills it after. What it ended with is judged here. */
 static void reap(pid_t pid, double deadline, int killed_by_us, const char *who, struct totals *t)
 {
@@ -434,6 +545,9 @@ static void reap(pid_t pid, double deadline, int killed_by_us, const char *who, 
 		if (r == pid)
 			break;
 		if (now_sec() > deadline) {
+			fprintf(stderr, "round %u: %s %d is still running after %d ms; where its threads are:\n",
+				round_no, who, (int)pid, ROUND_MS);
+			show_hang(pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			fprintf(stderr, "round %u: %s %d still running after %d ms: a hang\n", round_no, who,
@@ -455,12 +569,18 @@ static void reap(pid_t pid, double deadline, int killed_by_us, const char *who, 
 	}
 }
 
-static const struct rec *server_rec(int port)
+/* The server's record of a client's connection: its port and the client's socket. The last
+ * one: a connection of a killed client that the server accepted after a new connection had
+ * taken the same port found the new one's socket too, and was accepted before it. */
+static const struct rec *server_rec(const struct rec *c)
 {
+	const struct rec *found = NULL;
+
 	for (int i = 0; i < sh->nsrec && i < MAX_RECS; i++)
-		if (sh->srec[i].used && sh->srec[i].port == port)
-			return &sh->srec[i];
-	return NULL;
+		if (sh->srec[i].used && sh->srec[i].port == c->port && c->inode &&
+		    sh->srec[i].peer_inode == c->inode)
+			found = &sh->srec[i];
+	return found;
 }
 
 /* One direction as its receiver saw it; the sender's process or the receiver's own close
@@ -472,8 +592,9 @@ static void judge(const struct rec *r, const struct rec *other, bool cut, const 
 {
 	t->bytes += r->got_in;
 	if (r->bad_at >= 0) {
-		fprintf(stderr, "round %u port %d %s: wrong byte at stream offset %lld (%s, %s; killed: %s)\n",
-			round_no, r->port, dir, r->bad_at, how_names[r->how], r->accelerated ? "accelerated" : "kernel TCP",
+		fprintf(stderr, "round %u port %d %s (sock %llu, sender's %llu): wrong byte at stream offset %lld (%s, %s; "
+			"killed: %s)\n", round_no, r->port, dir, r->inode, other ? other->inode : 0ull, r->bad_at,
+			how_names[r->how], r->accelerated ? "accelerated" : "kernel TCP",
 			killed == -2 ? "nobody" : killed == -1 ? "the server" : "a client");
 		t->wrong++;
 		return;
@@ -497,8 +618,9 @@ static void judge(const struct rec *r, const struct rec *other, bool cut, const 
 		return;
 	}
 	if (r->got_in != r->expect_in || r->end_in != END_EOF) {
-		fprintf(stderr, "round %u port %d %s: %llu of %llu bytes, then %s (errno %d; %s, %s; the sender "
-			"sent %llu, error %d, %s)\n", round_no, r->port, dir, (unsigned long long)r->got_in,
+		fprintf(stderr, "round %u port %d %s (sock %llu, sender's %llu): %llu of %llu bytes, then %s (errno %d; "
+			"%s, %s; the sender sent %llu, error %d, %s)\n", round_no, r->port, dir, r->inode,
+			other ? other->inode : 0ull, (unsigned long long)r->got_in,
 			(unsigned long long)r->expect_in, end_names[r->end_in], r->err_in, how_names[r->how],
 			r->accelerated ? "accelerated" : "kernel TCP", other ? (unsigned long long)other->sent_out : 0ull,
 			other ? other->err_out : 0, other && other->accelerated ? "accelerated" : "kernel TCP");
@@ -543,12 +665,13 @@ static void one_round(struct totals *t)
 		t->accelerated += (unsigned long long)c->accelerated;
 		if (c->end_in == END_NO_CONNECT) {
 			if (!server_killed) {
-				fprintf(stderr, "round %u: connect failed: %s\n", round_no, strerror(c->err_in));
+				fprintf(stderr, "round %u: connect failed: %s\n", round_no,
+					c->err_in ? strerror(c->err_in) : "connected to itself");
 				t->errors++;
 			}
 			continue;
 		}
-		const struct rec *s = c->port ? server_rec(c->port) : NULL;
+		const struct rec *s = c->port ? server_rec(c) : NULL;
 
 		/* server to client: cut if the server died, or the client stopped reading early */
 		if (!client_killed)

@@ -276,6 +276,33 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     return result;
 }
 
+/* The client's TCP prefix is still queued ahead of any doorbell, so the
+ * companion cannot be slept on: a writer (the only kind that waits now)
+ * looks again in a little while, until the socket's timeout, and until the
+ * companion shows that the client's socket is closed (its process killed:
+ * only poll's end flags tell, with the prefix queued ahead of the end). The
+ * reader that would take the prefix may never come back (it met that end,
+ * or the program only sends), and a wait that looked at neither hung for
+ * ever (prefix_unread_peer_killed). After a downgrade the end is the
+ * program's own, not a death: the caller's loop finds the connection on
+ * TCP. */
+static int wait_behind_prefix(struct tcp_sock *t, int fd, bool for_write, uint64_t *until)
+{
+    struct timespec left;
+    if (call_timeout(t, fd, for_write, until, &left) < 0)
+        return -EAGAIN;
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    if (shunt_real.poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) &&
+        !atomic_load(&t->ch.hdr->down)) {
+        shunt_log_sock(LOG_DEBUG, t, fd, "companion says the peer is gone (its end behind the TCP prefix)");
+        atomic_store(&t->peer_gone, true);
+        return 0;
+    }
+    struct timespec pause = { 0, 200000 };
+    nanosleep(&pause, NULL);
+    return 0;
+}
+
 /*
  * Several threads of one process may wait on one socket (a reader and a
  * writer, say).  A doorbell byte wakes only the thread that consumes it, so
@@ -296,14 +323,8 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         struct timespec tmo;
         return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
     }
-    if (tcp_sock_prefix_left(t)) {
-        /* The client's TCP prefix is still queued ahead of any doorbell, so
-         * the companion cannot be slept on: a writer (the only kind that
-         * waits now) looks again in a little while. */
-        struct timespec pause = { 0, 200000 };
-        nanosleep(&pause, NULL);
-        return 0;
-    }
+    if (tcp_sock_prefix_left(t))
+        return wait_behind_prefix(t, fd, for_write, until);
     crit_lock(&wait_lock);
     if (blocked)
         blocked_calls_count(t, blocked);
