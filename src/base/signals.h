@@ -69,6 +69,37 @@ static inline int signal_interrupts(unsigned ran_before, unsigned norestart_befo
     return shunt_sig_ran_norestart != norestart_before || has_timeout ? -EINTR : 0;
 }
 
+/* The handlers a blocking call has seen, counted from its start, not from
+ * each of its sleeps: a handler that runs anywhere in the call (in a spin,
+ * between two sleeps, as a sleep's time runs out) ends it as the kernel's
+ * call would be ended.  Counted from each sleep, one that ran between a
+ * futex sleep's timeout and the next sleep was lost, and the call slept on
+ * (eintr_spin, once in about 60 calls). */
+struct call_sig {
+    unsigned ran, norestart;
+};
+
+static inline void call_sig_start(struct call_sig *cs)
+{
+    cs->ran = shunt_sig_ran;
+    cs->norestart = shunt_sig_ran_norestart;
+}
+
+static inline bool call_sig_new(const struct call_sig *cs)
+{
+    return shunt_sig_ran != cs->ran;
+}
+
+/* -EINTR if a handler the call has not yet answered ends it; 0 to go on
+ * (none, or SA_RESTART: the call restarts, and that handler is answered). */
+static inline int call_sig_interrupts(struct call_sig *cs, bool has_timeout)
+{
+    int r = signal_interrupts(cs->ran, cs->norestart, has_timeout);
+    if (r == 0)
+        call_sig_start(cs);
+    return r;
+}
+
 /* sigaction and signal as the program calls them (signal_calls.c). */
 int signals_sigaction(int sig, const struct sigaction *act, struct sigaction *oact);
 

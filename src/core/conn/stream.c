@@ -313,7 +313,7 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
                 continue;
             return got ? (ssize_t)got : -EAGAIN;
         }
-        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked, &f->wait_until);
+        int w = wait_channel(t, f->fd, rx_ready, false, &f->blocked, &f->wait_until, &f->sig);
         f->fd = tcp_call_fd(t, f->fd);   /* closed meanwhile: go on with shunt's copy */
         if (w < 0)
             return got ? (ssize_t)got : w;
@@ -470,7 +470,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
 {
-    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked, &f->wait_until);
+    int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked, &f->wait_until, &f->sig);
     f->fd = tcp_call_fd(t, f->fd);
     return w;
 }

@@ -290,7 +290,9 @@ struct fdref fdt_get_marked(int fd, _Atomic(struct shunt_sock *) *mark)
             if (mark)   /* before the decrement a closer waits for: it sees the mark */
                 atomic_store_explicit(mark, s, memory_order_relaxed);
             atomic_fetch_sub(&sl->inflight, 1);
-            return (struct fdref){ .fd = fd, .sock = s, .ops = s->ops };
+            /* a lookup starts a call: the handlers it will see are counted from here */
+            return (struct fdref){ .fd = fd, .sock = s, .ops = s->ops,
+                                   .sig = { shunt_sig_ran, shunt_sig_ran_norestart } };
         }
         atomic_fetch_sub(&sl->inflight, 1);
     }

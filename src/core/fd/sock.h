@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/signals.h"
 #include "base/sys_headers.h"
 #include "base/tls.h"
 
@@ -32,6 +33,7 @@ struct fdref {
     const struct sock_ops *ops;
     bool blocked;       /* this call waited in wait_channel (counted in tcp_sock.blocked_calls) */
     uint64_t wait_until; /* when the socket's timeout ends this call, fixed at its first sleep (0: not yet) */
+    struct call_sig sig; /* the handlers this call has seen (base/signals.h), from its lookup */
 };
 
 /* The data calls, described once so that each kind needs one recv and one send. */

@@ -113,7 +113,8 @@ static int ppoll_without_rlimit(struct pollfd *p, int n, bool timed, struct time
 /* The kernel wait itself: the companion (a doorbell, the peer's death),
  * the local wake and the end's wake from other processes, with what is left
  * of the socket's timeout for this direction. */
-static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until)
+static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until,
+                       struct call_sig *sig)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
@@ -140,13 +141,14 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
         { .fd = lw == LW_ON ? efd : -1, .events = POLLIN },
         { .fd = xfd, .events = POLLIN },
     };
-    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    if (call_sig_new(sig))
+        return call_sig_interrupts(sig, timed != 0);   /* one ran since the call's last look */
     int n = shunt_real.ppoll(p, 3, timed || capped ? &tmo : NULL, NULL);
     if (n < 0 && errno == EINVAL)
         n = ppoll_without_rlimit(p, 3, timed || capped, &tmo, &capped, cap);
     if (n < 0) {
         if (errno == EINTR)   /* SA_RESTART without a timeout goes on, as recv would */
-            return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
+            return !call_sig_new(sig) ? -EINTR : call_sig_interrupts(sig, timed != 0);
         atomic_store(&t->peer_gone, true);
         return 0;
     }
@@ -210,7 +212,7 @@ static int futex_sleep_armed(struct tcp_sock *t, int fd, ready_fn ready, int wha
 }
 
 static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
-                       bool *moved_on)
+                       bool *moved_on, struct call_sig *sig)
 {
     struct timespec tmo;
     int timed = call_timeout(t, fd, for_write, until, &tmo);
@@ -219,10 +221,11 @@ static int futex_sleep(struct tcp_sock *t, int fd, ready_fn ready, bool for_writ
     bool cut = !timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS;
     if (cut)
         tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
-    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
+    if (call_sig_new(sig))
+        return call_sig_interrupts(sig, timed != 0);
     int r = futex_sleep_armed(t, fd, ready, for_write ? WANT_SPACE : WANT_DATA, &tmo);
     if (r == -EINTR)
-        return shunt_sig_ran == ran ? -EINTR : signal_interrupts(ran, ran_norestart, timed != 0);
+        return !call_sig_new(sig) ? -EINTR : call_sig_interrupts(sig, timed != 0);
     if (r == -ETIMEDOUT) {
         *moved_on = cut;
         return cut ? 0 : -EAGAIN;   /* the time is up: on to the companion, or the socket's timeout */
@@ -253,12 +256,13 @@ int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const st
  * another thread shuts the socket down, a signal or the socket's timeout.
  * A blocking call's first sleep of a while is on the end's futex
  * (futex_sleep, above). */
-static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until)
+static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, uint64_t *until,
+                           struct call_sig *sig)
 {
     int result = 0;
     if (futex_sleep_fits(t)) {
         bool moved_on = false;
-        result = futex_sleep(t, fd, ready, for_write, until, &moved_on);
+        result = futex_sleep(t, fd, ready, for_write, until, &moved_on, sig);
         if (result || !moved_on || ready(t))
             return result;
     }
@@ -269,7 +273,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
     if (!ready(t)) {
-        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until, sig);
         turn_gave_way(clock_now_ns());
     }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
@@ -310,18 +314,18 @@ static int wait_behind_prefix(struct tcp_sock *t, int fd, bool for_write, uint64
  * are woken, all of them, whenever that one wakes.  futex waits restart
  * under SA_RESTART like recv does, and take the socket's timeout.
  */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until)
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until,
+                 struct call_sig *sig)
 {
     fd = tcp_call_fd(t, fd);
-    unsigned ran = shunt_sig_ran, ran_norestart = shunt_sig_ran_norestart;
     if (wait_spin(t, ready))
         return 0;
-    if (shunt_sig_ran != ran) {
-        /* a handler ran while we spun: the kernel's call would have been
-         * interrupted by it (restarted under SA_RESTART, unless the socket
-         * has a timeout) */
+    if (call_sig_new(sig)) {
+        /* a handler ran in this call (while we spun, or before): the
+         * kernel's call would have been interrupted by it (restarted under
+         * SA_RESTART, unless the socket has a timeout) */
         struct timespec tmo;
-        return signal_interrupts(ran, ran_norestart, socket_timeout(t, fd, for_write, &tmo));
+        return call_sig_interrupts(sig, socket_timeout(t, fd, for_write, &tmo));
     }
     if (tcp_sock_prefix_left(t))
         return wait_behind_prefix(t, fd, for_write, until);
@@ -342,7 +346,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
     int result = 0;
     if (in_kernel) {
         uint64_t slept = clock_now_ns();
-        result = sleep_in_kernel(t, fd, ready, for_write, until);
+        result = sleep_in_kernel(t, fd, ready, for_write, until, sig);
         /* Woken soon after giving up: the peer is busy with us, and a spin
          * a little longer would have caught it.  Spin again at once. */
         if (clock_now_ns() - slept < 4000u * (uint64_t)shunt_settings.spin_us)
@@ -369,6 +373,8 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         int timed = ready(t) ? 0 : call_timeout(t, fd, for_write, until, &tmo);
         if (timed < 0) {
             result = -EAGAIN;
+        } else if (call_sig_new(sig)) {
+            result = call_sig_interrupts(sig, timed != 0);
         } else if (!ready(t)) {
             crit_lock(&wait_lock);
             t->futex_waiters++;
@@ -381,7 +387,7 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
             if (r == -ETIMEDOUT)
                 result = -EAGAIN;
             else if (r == -EINTR)
-                result = -EINTR;
+                result = !call_sig_new(sig) ? -EINTR : call_sig_interrupts(sig, timed != 0);
         }
         doorbell_leave(t, fd, what);
     }

@@ -25,8 +25,10 @@ enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
  * first time it sleeps, so that a close meanwhile waits for it.  until:
  * the call's deadline under the socket's timeout, set at its first sleep
  * (start it at 0): however often a call wakes to find nothing, it ends
- * when the kernel's call would have. */
-int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until);
+ * when the kernel's call would have.  sig: the handlers the call has seen
+ * (call_sig_start at its start). */
+int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until,
+                 struct call_sig *sig);
 
 /* A poll of one accelerated socket, held by this process alone, about to
  * sleep (core/kinds/readiness.c): spins as a blocking call does, then sleeps
