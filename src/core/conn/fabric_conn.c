@@ -801,8 +801,38 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
 }
 
+/* shutdown(SHUT_RD or SHUT_RDWR) of a client still awaiting its hello: the
+ * kernel's shutdown at once, as the program asked (it wakes every sleeper
+ * on the socket, in every process, and the socket reports its end), and a
+ * hello that comes later is taken off, never attached to: the connection is
+ * kernel TCP's.  A leave first waited 200 ms for a hello that a server
+ * sends only before its first byte, then wrote the client's FIN instead:
+ * the peer saw an EOF nobody sent, and a recv asleep on the socket stayed
+ * asleep (shutdown_rd, threads_shutdown_blocked). */
+static bool shut_reading_awaiting(struct tcp_sock *t, struct fdref *f, int how, int *r)
+{
+    fabric_process_lock();
+    struct fabric_conn *c = conn_of(t, f->fd);
+    bool awaiting = !c->server && !c->ring && c->s.await_hello;
+    if (awaiting) {
+        c->no_attach = true;
+        c->s.rd_shut = true;
+        if (how == SHUT_RDWR) {
+            (void)fabric_stream_return(&c->s);   /* never moved: TCP's for good */
+            c->s.fin = true;                      /* both ways shut: POLLHUP */
+        }
+    }
+    fabric_process_unlock();
+    if (awaiting)
+        *r = pt_shutdown(f, how);
+    return awaiting;
+}
+
 int fabric_conn_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 {
+    int sr;
+    if (how != SHUT_WR && !pending(t) && shut_reading_awaiting(t, f, how, &sr))
+        return sr;
     if (how != SHUT_WR) {
         /* the reading side's shutdown is the kernel's: leave first */
         fabric_conn_leave(t, f->fd, "shutdown of the reading side");

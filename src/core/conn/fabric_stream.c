@@ -588,6 +588,8 @@ static int settle_hello(struct fabric_stream *s)
     ssize_t n = shunt_real.recv(s->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return -EAGAIN;
+    if (n == 0 && s->rd_shut)
+        return -EAGAIN;   /* our own SHUT_RD's end: a hello may still come */
     if (n <= 0) {   /* the end, or an error: no hello comes; recv will say which */
         s->await_hello = false;
         return 0;
@@ -818,6 +820,8 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
             if (!ring_phase(s)) {
                 if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
                     return s->tcp_error ? -s->tcp_error : 0;
+                if (s->rd_shut)
+                    return 0;     /* shut for reading: nothing now is the end */
                 if (nonblock)
                     return -EAGAIN;
                 serve_peer(s, true);

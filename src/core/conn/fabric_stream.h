@@ -98,6 +98,12 @@ struct fabric_stream {
      * and sets hand_blob; < 0 breaks the stream).  Anything else is the
      * program's; a strict prefix of a hello is held at most HELLO_HOLD_NS. */
     bool await_hello;
+    /* This end shut its reading side while it awaited the hello (the
+     * kernel's shutdown(SHUT_RD) was made on the socket): with nothing to
+     * read a read answers 0 at once, and the socket's end is this end's own,
+     * not the peer's: a hello may still come (the peer's bytes after a
+     * SHUT_RD are delivered, as Linux does), and is taken off then. */
+    bool rd_shut;
     uint32_t hello_tag;
     uint64_t hello_cookie;
     int (*on_hello)(void *ctx, const struct hello *h);
