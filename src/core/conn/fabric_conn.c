@@ -533,6 +533,12 @@ static void trace(struct fabric_conn *c, const char *what, ssize_t r)
 static int wait_news(int fd, short events, int efd, bool socket_busy, bool nap, uint64_t deadline, unsigned ran,
                      unsigned norestart)
 {
+    /* a handler that ran in this call outside the poll (deferred to the end
+     * of the process lock's section, say) ends it as one during the poll
+     * would: the poll itself would sleep through it (eintr_first_sleep,
+     * fabric-tcp, in CI) */
+    if (shunt_sig_ran != ran && signal_interrupts(ran, norestart, deadline != 0) < 0)
+        return -EINTR;
     struct pollfd p[2] = { { .fd = socket_busy ? -1 : fd, .events = events }, { .fd = efd, .events = POLLIN } };
     int tmo = socket_busy || nap ? 1 : WAIT_MS;
     if (deadline) {
