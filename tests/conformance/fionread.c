@@ -1,6 +1,8 @@
 /* fionread: ioctl FIONREAD and SIOCINQ report exactly the bytes queued for reading (0 when
  * empty, the total of several sends once arrived, the rest after a partial read, the data
- * before a FIN without counting it); on a listening socket they fail with EINVAL. */
+ * before a FIN without counting it), also when the server writes first and the client's first
+ * look is FIONREAD (no byte of shunt's own is ever counted); asking does not take the
+ * connection off its accelerated path; on a listening socket they fail with EINVAL. */
 #include "check.h"
 #include "net.h"
 
@@ -55,6 +57,27 @@ int main(void)
 	CHECK(inq(s, FIONREAD), ==, 700);
 	xread_exact(s, buf, 700);
 	CHECK(inq(s, FIONREAD), ==, 0);
+	expect_stayed_accelerated(c);   /* the questions kept the connection where it was */
+	expect_stayed_accelerated(s);
+
+	/* The server's bytes come first; the client's first call is FIONREAD. */
+	{
+		int c2, s2;
+
+		tcp_pair(AF_INET, &c2, &s2);
+		xwrite_all(s2, buf, 123);
+		wait_inq(c2, 123);
+		CHECK(inq(c2, SIOCINQ), ==, 123);
+		xread_exact(c2, buf, 123);
+		CHECK(inq(c2, FIONREAD), ==, 0);
+		xwrite_all(c2, buf, 7);
+		wait_inq(s2, 7);
+		xread_exact(s2, buf, 7);
+		expect_stayed_accelerated(c2);
+		expect_stayed_accelerated(s2);
+		CHECK_OK(close(c2));
+		CHECK_OK(close(s2));
+	}
 
 	/* Data followed by the peer's FIN: the FIN is not a byte. */
 	xwrite_all(c, "tail", 4);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -382,8 +383,8 @@ static short pending_poll(int fd, short events)
  * the program's, the kernel's to give, counted for the stream the hello
  * will start (fabric_pending.h); driven without blocking under the lock,
  * so that a hello sent meanwhile by another thread counts them all.
- * *gone: the hello went meanwhile, nothing read: the caller goes the
- * fabric's way. */
+ * *gone: the hello went meanwhile (after the bytes returned, if any): the
+ * caller goes the fabric's way. */
 static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call, int flags, bool *gone)
 {
     struct fabric_conn *c = t->fab;
@@ -404,7 +405,7 @@ static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
         fabric_process_lock();
         if (!atomic_load(&c->pending)) {
             fabric_process_unlock();
-            *gone = got == 0;
+            *gone = true;
             return (ssize_t)got;
         }
         ssize_t k = shunt_real.recvmsg(f->fd, &mh, (peek ? MSG_PEEK : 0) | MSG_DONTWAIT);
@@ -644,25 +645,26 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
     if (b.total == 0 && (call->kind == IO_READ || call->kind == IO_READV))
         return 0;
-    if (pending(t)) {
-        bool gone = false;
-        ssize_t pr = pending_recv(t, f, call, flags, &gone);
-        if (!gone)
-            return pr;
-    }
-    if (atomic_load(&t->path) != PATH_FABRIC)
-        return pt_recv(f, call);
     /* recv(2) of nothing waits for bytes (EAGAIN if it may not), then
      * answers 0 leaving them: a peek at one byte stands in for it */
     char one;
     bool zero = b.total == 0;
     bool peek = (flags & MSG_PEEK) || zero, waitall = (flags & MSG_WAITALL) && !peek;
+    size_t got = 0;
+    if (pending(t)) {
+        bool gone = false;
+        ssize_t pr = pending_recv(t, f, call, flags, &gone);
+        if (!gone || (pr > 0 && !waitall))
+            return pr;
+        got = (size_t)pr;   /* the hello went: a MSG_WAITALL goes on on the fabric */
+    }
+    if (atomic_load(&t->path) != PATH_FABRIC)
+        return got ? iobuf_recv_rest_kernel(f->fd, &b, got, flags) : pt_recv(f, call);
     bool nb = stream_nonblocking(t, f->fd, flags);
     unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
     uint64_t deadline = 0;
     bool timed = false, socket_busy = false, spun = false;
     unsigned quick = 0;   /* looks in a row the socket woke, which found nothing */
-    size_t got = 0;
     for (;;) {
         struct iovec rest[IOV_MAX];
         int n = zero ? 1 : iobuf_rest(&b, got, rest);
@@ -684,7 +686,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             return got ? (ssize_t)got : broken_conn(c, f->fd);
         if (!on && k == -EAGAIN) {   /* plain TCP now: the kernel's, for the rest */
             if (got)
-                return (ssize_t)got;
+                return waitall ? iobuf_recv_rest_kernel(f->fd, &b, got, flags) : (ssize_t)got;
             return pt_recv(f, call);
         }
         if (k > 0 && zero)
@@ -927,6 +929,23 @@ void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
     *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0);
     *end = c->s.tcp_eof || c->s.peer_back;
     fabric_process_unlock();
+}
+
+int fabric_conn_queue(struct tcp_sock *t, int fd, unsigned long req, int *v)
+{
+    if (atomic_load(&t->path) != PATH_FABRIC || !t->fab)
+        return -1;
+    if (pending(t))   /* until the hello, every byte either way is the program's */
+        return shunt_real.ioctl(fd, req, v) < 0 ? -1 : 0;
+    fabric_process_lock();
+    struct fabric_conn *c = conn_of(t, fd);
+    int64_t q = req == SIOCOUTQ ? fabric_stream_unread_by_peer(&c->s) : fabric_stream_readable(&c->s);
+    bool on = after_call(c, fd);
+    fabric_process_unlock();
+    if (q < 0 || !on)
+        return -1;
+    *v = q > INT_MAX ? INT_MAX : (int)q;
+    return 0;
 }
 
 bool fabric_conn_accelerated(struct tcp_sock *t)

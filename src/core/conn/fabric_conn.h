@@ -75,6 +75,12 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
  * (rx) or room is made (tx), and whether the peer's end came. */
 void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end);
 
+/* ioctl FIONREAD (SIOCINQ) or SIOCOUTQ on a socket on the fabric, answered
+ * in *v without leaving it (a server whose hello is still to go: the
+ * kernel's answer): 0, or -1 when the caller goes its usual way (not on
+ * the fabric, a broken stream, the kernel's error). */
+int fabric_conn_queue(struct tcp_sock *t, int fd, unsigned long req, int *v);
+
 /* Both ends moved onto the ring: what shunt_fd_accelerated says. */
 bool fabric_conn_accelerated(struct tcp_sock *t);
 

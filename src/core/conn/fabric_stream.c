@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -873,6 +874,52 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
             continue;
         wait_news(s, true);
     }
+}
+
+static int64_t socket_queue(const struct fabric_stream *s, unsigned long req)
+{
+    int q = 0;
+    return shunt_real.ioctl(s->fd, req, &q) < 0 ? -errno : q;
+}
+
+int64_t fabric_stream_readable(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (s->peer_back)
+        return socket_queue(s, FIONREAD);
+    if (!ring_phase(s)) {
+        int hr = settle_hello(s);
+        if (hr == -EAGAIN)
+            return 0;   /* awaiting the hello: all there is, if anything, is (a part of) it */
+        if (hr < 0 || look_header(s) < 0)
+            return -EIO;
+    }
+    if (!ring_phase(s)) {
+        /* the peer's TCP bytes: the kernel's queue, never past those the
+         * peer counted before its move (what follows is after its ring's) */
+        int64_t q = socket_queue(s, FIONREAD);
+        uint64_t cap = UINT64_MAX;
+        if (s->peer_moved)
+            cap = s->peer_tcp - s->tcp_read;
+        else if (s->refused && !s->refused_tcp_all)
+            cap = s->refused_tcp > s->tcp_read ? s->refused_tcp - s->tcp_read : 0;
+        return q >= 0 && (uint64_t)q > cap ? (int64_t)cap : q;
+    }
+    int64_t r = fabric_ring_readable(s->ring);
+    return r < 0 ? broken(s) : r;
+}
+
+int64_t fabric_stream_unread_by_peer(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    int64_t q = socket_queue(s, SIOCOUTQ);
+    if (q < 0 || !s->moved || s->back || s->left || s->peer_left)
+        return q;
+    uint64_t w = fabric_ring_written(s->ring), c = fabric_ring_peer_consumed(s->ring);
+    uint64_t skip = s->header_len > c ? s->header_len - c : 0;   /* the header is not the program's */
+    return q + (int64_t)(w > c + skip ? w - c - skip : 0);
 }
 
 short fabric_stream_before_sleep(struct fabric_stream *s)

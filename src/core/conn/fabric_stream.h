@@ -134,6 +134,13 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
 ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek,
                            bool nonblock);
 
+/* ioctl's FIONREAD and SIOCOUTQ: the program's bytes a read would find
+ * now (never the protocol's: a hello, a header), and those this end sent
+ * that the peer has not read (TCP's and the ring's).  >= 0, or -errno
+ * (-EIO broken).  Never blocks. */
+int64_t fabric_stream_readable(struct fabric_stream *s);
+int64_t fabric_stream_unread_by_peer(struct fabric_stream *s);
+
 /* What poll would say now: POLLIN (bytes of the program, or EOF) and
  * POLLOUT (room), never blocking. */
 short fabric_stream_poll(struct fabric_stream *s);

@@ -182,6 +182,11 @@ static ssize_t recv_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *
 {
     if (downgrade_until_tcp(t, fd) != PATH_TCP)
         return (ssize_t)got;
+    return iobuf_recv_rest_kernel(fd, b, got, flags);
+}
+
+ssize_t iobuf_recv_rest_kernel(int fd, const struct iobuf *b, size_t got, int flags)
+{
     struct iovec part[IOV_MAX];
     struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, got, part) };
     ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_WAITALL | MSG_DONTWAIT));

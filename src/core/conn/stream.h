@@ -19,6 +19,10 @@ struct iobuf {
 int iobuf_from_call(struct iobuf *b, struct io_call *c);
 /* The iovecs of b from byte skip on (at most IOV_MAX of them): their count. */
 int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part);
+/* A MSG_WAITALL receive that took got bytes before its socket went back to
+ * kernel TCP goes on there for the rest, as the kernel's call would (short
+ * only for a signal, an error or EOF): got plus what the kernel gave. */
+ssize_t iobuf_recv_rest_kernel(int fd, const struct iobuf *b, size_t got, int flags);
 
 /* Whether this call must not wait (MSG_DONTWAIT, or O_NONBLOCK).  A
  * socket believed blocking is not asked: if that changed, the kernel's

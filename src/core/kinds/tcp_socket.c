@@ -493,6 +493,11 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
             atomic_store(&t->nonblock, *(int *)arg != 0);
         return r;
     }
+    int q;
+    if (arg && (req == FIONREAD || req == SIOCOUTQ) && fabric_conn_queue(t, f->fd, req, &q) == 0) {
+        memcpy(arg, &q, sizeof q);   /* the fabric carries these: no leave */
+        return 0;
+    }
     off_the_fabric(t, f->fd, "an ioctl");
     if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr && arg && (req == FIONREAD || req == SIOCOUTQ)) {
         int v = (int)(req == FIONREAD ? stream_readable(t) : stream_unread_by_peer(t));
