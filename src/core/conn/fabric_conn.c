@@ -773,7 +773,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
-        bool on_ring = c->s.moved && !c->s.back;
+        bool on_ring = c->s.moved && !c->s.back && !c->s.tcp_full;   /* (else room comes on the socket) */
         fabric_process_unlock();
         if (k == -EIO || broke)
             return done ? (ssize_t)done : broken_conn(c, f->fd);
@@ -902,7 +902,7 @@ short fabric_conn_before_sleep(struct tcp_sock *t, int fd, short events, int *ef
     int e;
     short rev = prepare_sleep(c, &e);
     *sock_events = POLLIN | POLLRDHUP;
-    if ((events & POLLOUT) && (!c->s.moved || c->s.back))
+    if ((events & POLLOUT) && (!c->s.moved || c->s.back || c->s.tcp_full))
         *sock_events |= POLLOUT;
     bool on = after_call(c, fd);
     fabric_process_unlock();
@@ -926,7 +926,8 @@ void fabric_conn_edge(struct tcp_sock *t, uint64_t *rx, uint64_t *tx, bool *end)
     }
     fabric_process_lock();
     *rx = c->s.tcp_read + (c->ring ? fabric_ring_peer_written(c->ring) : 0);
-    *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0);
+    /* (+1 once the socket's room freed the ring after a move when full by TCP) */
+    *tx = c->s.tcp_sent + (c->ring ? fabric_ring_peer_consumed(c->ring) : 0) + !fabric_stream_held(&c->s);
     *end = c->s.tcp_eof || c->s.peer_back;
     fabric_process_unlock();
 }

@@ -121,6 +121,15 @@ static uint64_t get_le64(const uint8_t *p)
     return v;
 }
 
+static short socket_ready(const struct fabric_stream *s, short events);
+
+bool fabric_stream_held(struct fabric_stream *s)
+{
+    if (s->tcp_full && (socket_ready(s, POLLOUT) & (POLLOUT | POLLERR | POLLHUP)))
+        s->tcp_full = false;   /* the peer read enough of them: the ring's room counts */
+    return s->tcp_full;
+}
+
 int fabric_stream_move(struct fabric_stream *s)
 {
     if (s->moved || s->back)
@@ -156,6 +165,7 @@ int fabric_stream_move(struct fabric_stream *s)
         return broken(s);
     s->moved = true;
     s->header_len = sizeof h + len;
+    s->tcp_full = s->tcp_sent > 0 && !(socket_ready(s, POLLOUT) & POLLOUT);
     /* the header has landed: did the peer leave before it attached (then
      * it will never read it)?  Read after our put, as it looked at its ring
      * after saying so: one of the two sees the other */
@@ -501,6 +511,18 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         if (s->back) {   /* the peer asked meanwhile: the rest by TCP, after the ring's */
             ssize_t t = tcp_send(s, iov, iovcnt, done, nonblock);
             return t > 0 ? (ssize_t)done + t : done ? (ssize_t)done : t;
+        }
+        if (fabric_stream_held(s)) {
+            /* full by TCP: as the kernel's, the send waits for the peer to
+             * read (the caller sleeps on the socket's room) */
+            look_socket_end(s);
+            if (peer_dead(s))
+                return done ? (ssize_t)done : s->tcp_error ? -s->tcp_error : -EPIPE;
+            if (nonblock)
+                return done ? (ssize_t)done : -EAGAIN;
+            struct pollfd p = { .fd = s->fd, .events = POLLOUT };
+            shunt_real.poll(&p, 1, WAIT_MS);
+            continue;
         }
         bool was_empty = false;
         ssize_t r = fabric_ring_write(s->ring, iov, iovcnt, done, &was_empty);
@@ -985,17 +1007,19 @@ short fabric_stream_poll(struct fabric_stream *s)
         rev |= POLLIN;
     /* the peer's end came (the kernel's RDHUP: its FIN is in, read or not),
      * and with this end's own, both directions shut (HUP) */
-    bool ended = s->tcp_eof || (ring_phase(s) ? fabric_ring_peer_fin(s->ring)
-                                              : (socket_ready(s, POLLRDHUP) & (POLLRDHUP | POLLHUP)) != 0);
+    /* (before the ring, the socket's HUP is the kernel's word on both
+     * directions: another holder's SHUT_RDWR shows there, not in s->fin) */
+    short sock = ring_phase(s) ? 0 : socket_ready(s, POLLRDHUP);
+    bool ended = s->tcp_eof || (ring_phase(s) ? fabric_ring_peer_fin(s->ring) : (sock & (POLLRDHUP | POLLHUP)) != 0);
     if (ended)
-        rev |= POLLIN | POLLRDHUP | (s->fin ? POLLHUP : 0);
+        rev |= POLLIN | POLLRDHUP | (s->fin || (sock & POLLHUP) ? POLLHUP : 0);
     if (s->fin) {
         rev |= POLLOUT;   /* shut for writing: a send fails at once (EPIPE), as the kernel says */
     } else {
         if (!s->moved || s->back) {
             if (clear_tcp(s, true) == 0 && (socket_ready(s, POLLOUT) & POLLOUT))
                 rev |= POLLOUT;
-        } else if (fabric_ring_writable(s->ring) > 0) {
+        } else if (!fabric_stream_held(s) && fabric_ring_writable(s->ring) > 0) {
             rev |= POLLOUT;
         } else {
             look_socket_end(s);   /* full, and the peer gone: a send fails at once, as the kernel's would */

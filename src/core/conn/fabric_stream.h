@@ -66,6 +66,10 @@ struct fabric_stream {
     bool fin_owed;                /* a FIN owed by TCP, after what is owed before it */
     bool left;                    /* this end left the fabric (fabric_stream_leave): done with */
     uint64_t tcp_sent;            /* program bytes sent by TCP before the move */
+    bool tcp_full;                /* it moved while its TCP bytes filled the socket's send
+                                   * buffer: the ring takes nothing until the socket has room
+                                   * again (a move is no drain: the kernel's room would not
+                                   * have grown; fabric_stream_held) */
     uint64_t bells_sent;
     /* receiving */
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
@@ -133,6 +137,10 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
 /* recv(2)'s answer: bytes read (peek leaves them), 0 at EOF, or -errno. */
 ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek,
                            bool nonblock);
+
+/* Whether writes wait for the socket's room (tcp_full), looked at now:
+ * the poll or epoll of a writer must then watch the socket's POLLOUT. */
+bool fabric_stream_held(struct fabric_stream *s);
 
 /* ioctl's FIONREAD and SIOCOUTQ: the program's bytes a read would find
  * now (never the protocol's: a hello, a header), and those this end sent
