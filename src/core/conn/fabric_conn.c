@@ -1106,6 +1106,7 @@ void fabric_conn_forget(struct tcp_sock *t)
 {
     atomic_store(&t->path, PATH_TCP);
     atomic_store(&t->reason, FB_NOT_NEGOTIATED);
+    atomic_fetch_add(&fallback_leaves, 1);
     fabric_conn_destroy(t);
 }
 

@@ -96,10 +96,13 @@ const char *fallback_reason_name(enum fallback_reason r)
     return (unsigned)r < sizeof reason_names / sizeof reason_names[0] && reason_names[r] ? reason_names[r] : "?";
 }
 
+atomic_uint fallback_leaves;
+
 void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have)
 {
     atomic_store(&t->reason, why);
     atomic_store(&t->path, PATH_TCP);
+    atomic_fetch_add(&fallback_leaves, 1);
     if (should_have && shunt_settings.strict) {
         t->strict_failed = true;
         char line[160];

@@ -6,6 +6,7 @@
 #ifndef SHUNT_CORE_CONN_FALLBACK_H
 #define SHUNT_CORE_CONN_FALLBACK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "core/fd/tcp_sock.h"
@@ -18,6 +19,11 @@ const char *fallback_reason_key(enum fallback_reason r);
  * accelerated but for this; under SHUNT_STRICT the socket must then fail
  * (t->strict_failed), and the reason goes to standard error. */
 void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool should_have);
+
+/* Bumped each time a socket of this process goes to kernel TCP (here, a
+ * fabric end's forget, a downgrade): an epoll set then hands such members
+ * back to the kernel before it asks the kernel (epoll.c). */
+extern atomic_uint fallback_leaves;
 
 /* The same for a connection kept without an object (fdt_install_kernel_sock):
  * its log line only; never strict (should_have is false for all such). */

@@ -50,6 +50,7 @@
 #include "base/settings.h"
 #include "base/signals.h"
 #include "core/conn/fabric_conn.h"
+#include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/stream.h"
 #include "core/fd/fdtable.h"
@@ -102,6 +103,7 @@ struct shunt_sock *epoll_object_new(void)
     ep->base.ops = &epoll_ops;
     pthread_mutex_init(&ep->lock, NULL);
     ep->closes_seen = atomic_load(&fdt_closes);
+    ep->leaves_seen = atomic_load(&fallback_leaves);
     epoll_sets_link(ep);
     return &ep->base;
 }
@@ -206,6 +208,31 @@ static void sweep_closed(struct epoll_obj *ep)
                 epoll_set_hot_add(ep, e);
         }
     }
+}
+
+/* Members whose sockets went to kernel TCP since the last look go back to
+ * the kernel before it is asked, so that the call that asks reports them
+ * (a zero-timeout wait just after a fabric end's shutdown made it leave
+ * found nothing: epoll_rdhup).  Runs only when a socket left. */
+static void hand_back_fallen(int epfd, struct epoll_obj *ep)
+{
+    unsigned leaves = atomic_load(&fallback_leaves);
+    if (leaves == ep->leaves_seen)
+        return;
+    ep->leaves_seen = leaves;
+    bool any = false;
+    for (uint32_t i = 0; i < ep->nv; i++) {
+        struct ep_entry *e = &ep->v[i];
+        if (!e->s || e->kind != M_SOCKET || e->pending || e->hot_pos == EPOLL_SET_NO_SLOT)
+            continue;
+        struct tcp_sock *t = epoll_set_sock_of(e);
+        if (t && atomic_load(&t->path) != PATH_SHM && negotiate_observe(t, e->io_fd) == PATH_TCP) {
+            hand_back(epfd, ep, e);
+            any = true;
+        }
+    }
+    if (any)
+        ep->zero_looks = (struct kernel_looks){ 0 };   /* the kernel has them: this call asks it */
 }
 
 static bool has_ready(struct epoll_obj *ep, int epfd);
@@ -599,6 +626,7 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     static const struct timespec zero = { 0, 0 };
     epoll_set_journal_apply(ep);
     sweep_closed(ep);
+    hand_back_fallen(epfd, ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
     bool kernel = needs_kernel(ep);
@@ -725,6 +753,10 @@ static int after_sleep(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
 {
     crit_lock(&ep->lock);
     bool woke = false;
+    /* fds closed while it slept: their members are gone before the kernel's
+     * tags and the hot members (a fabric member stays hot through a sleep)
+     * are looked at */
+    sweep_closed(ep);
     int k = filter_kernel(ep, evs, r, &woke);
     if (k < max)
         k += collect_hot(epfd, ep, evs + k, max - k, true);

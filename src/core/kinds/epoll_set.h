@@ -74,6 +74,7 @@ struct epoll_obj {
     _Atomic uint32_t kernel_members;
     uint32_t rotate;             /* where the next look starts: ready members take turns */
     unsigned closes_seen;
+    unsigned leaves_seen;        /* fallback_leaves when members were last handed back */
     unsigned spin_fails;
     bool kernel_first;           /* the kernel's members and ours take turns being first */
     uint32_t looks;              /* gathers: the kernel is asked every so many even without members of its */
