@@ -18,6 +18,7 @@
 #include "base/real.h"
 #include "base/signals.h"
 #include "core/conn/deferred_close.h"
+#include "core/conn/fabric_conn.h"
 #include "core/conn/release.h"
 #include "base/fd_place.h"
 #include "core/wait/wait.h"
@@ -114,6 +115,7 @@ static void finish_deferred(struct tcp_sock *t)
     if (own < 0)
         return;
     struct fdref g = { .fd = own, .sock = &t->base, .ops = t->base.ops };
+    fabric_conn_release(t, own);   /* what the calls left owed, on the fabric */
     release_channel(&g);
     shunt_log_sock(LOG_DEBUG, t, own, "the last call that waited returned: closed");
     if (deferred_remove(t)) {
@@ -132,7 +134,8 @@ void deferred_close_call_done(struct tcp_sock *t, struct fdref *f)
 
 bool deferred_close_hold(struct tcp_sock *t, int fd)
 {
-    if (atomic_load(&t->path) != PATH_SHM || !t->ch.hdr)
+    int path = atomic_load(&t->path);
+    if (!(path == PATH_SHM && t->ch.hdr) && !(path == PATH_FABRIC && t->fab))
         return false;
     wait_calls_settle(t);
     if (!wait_defer_close(t, fd))

@@ -25,6 +25,7 @@
 #include "base/self.h"
 #include "base/settings.h"
 #include "base/signals.h"
+#include "core/conn/deferred_close.h"
 #include "core/conn/fabric_conn.h"
 #include "core/conn/fabric_pending.h"
 #include "core/conn/fabric_process.h"
@@ -379,6 +380,37 @@ static short pending_poll(int fd, short events)
     return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
 }
 
+/* A call that sleeps counts as waiting on the socket, so that another
+ * thread's close of its last fd is put off until it returns, as the
+ * kernel's file outlives the fd (deferred_close.c); from such a close on,
+ * the call goes on through shunt's private copy of the socket, never
+ * through the number, which the program may have reused already. */
+static void about_to_sleep(struct tcp_sock *t, struct fdref *f)
+{
+    wait_call_blocks(t, &f->blocked);
+}
+
+static void follow_close(struct tcp_sock *t, struct fdref *f)
+{
+    if (f->blocked)
+        f->fd = tcp_call_fd(t, f->fd);
+}
+
+/* wait_news for a call (counted first), which a close by another thread
+ * between its last look and the poll does not end: the number is gone
+ * (POLLNVAL), the copy goes on (0: look again). */
+static int call_sleep(struct tcp_sock *t, struct fdref *f, short events, int efd, bool socket_busy, bool nap,
+                      uint64_t deadline, unsigned ran, unsigned norestart)
+{
+    about_to_sleep(t, f);
+    int w = wait_news(f->fd, events, efd, socket_busy, nap, deadline, ran, norestart);
+    if (w == -EBADF && tcp_call_fd(t, f->fd) != f->fd) {
+        follow_close(t, f);
+        return 0;
+    }
+    return w;
+}
+
 /* A pending server's receive: the client's bytes before the hello are all
  * the program's, the kernel's to give, counted for the stream the hello
  * will start (fabric_pending.h); driven without blocking under the lock,
@@ -402,6 +434,7 @@ static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
     for (;;) {
         struct iovec rest[IOV_MAX];
         struct msghdr mh = { .msg_iov = rest, .msg_iovlen = (size_t)iobuf_rest(&b, got, rest) };
+        follow_close(t, f);
         fabric_process_lock();
         if (!atomic_load(&c->pending)) {
             fabric_process_unlock();
@@ -429,7 +462,7 @@ static ssize_t pending_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
             timed = true;
             deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
         }
-        int w = wait_news(f->fd, POLLIN | POLLRDHUP, -1, false, false, deadline, ran, norestart);   /* the socket alone */
+        int w = call_sleep(t, f, POLLIN | POLLRDHUP, -1, false, false, deadline, ran, norestart);   /* the socket alone */
         if (w < 0)
             return got ? (ssize_t)got : w;
     }
@@ -624,7 +657,7 @@ static bool not_carried_recv(struct io_call *call, int flags)
            (call->kind == IO_RECVMSG && call->msg->msg_controllen > 0);
 }
 
-ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+static ssize_t conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call)
 {
     int flags = call->kind == IO_READ || call->kind == IO_READV ? 0 : call->flags;
     if (not_carried_recv(call, flags)) {
@@ -670,6 +703,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         int n = zero ? 1 : iobuf_rest(&b, got, rest);
         if (zero)
             rest[0] = (struct iovec){ &one, 1 };
+        follow_close(t, f);
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         ssize_t k = fabric_stream_recv(&c->s, rest, n, peek, true);
@@ -719,7 +753,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             timed = true;
             deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
         }
-        int w = wait_news(f->fd, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, efd < 0, deadline, ran,
+        int w = call_sleep(t, f, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, efd < 0, deadline, ran,
                           norestart);
         if (w < 0)
             return got ? (ssize_t)got : w;
@@ -728,7 +762,7 @@ ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     }
 }
 
-ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+static ssize_t conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
 {
     int flags = call->kind == IO_WRITE || call->kind == IO_WRITEV ? 0 : call->flags;
     if ((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR)) ||
@@ -753,6 +787,7 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
     for (;;) {
         struct iovec rest[IOV_MAX];
         int n = iobuf_rest(&b, done, rest);
+        follow_close(t, f);
         fabric_process_lock();
         struct fabric_conn *c = conn_of(t, f->fd);
         if (!done && !c->server && !c->ring && c->no_attach) {
@@ -802,10 +837,58 @@ ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         }
         /* room comes with the reader's doorbell; the socket tells of the
          * peer's end (and, while the bytes still go by TCP, of room) */
-        int w = wait_news(f->fd, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false, efd < 0,
+        int w = call_sleep(t, f, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false, efd < 0,
                           deadline, ran, norestart);
         if (w < 0)
             return done ? (ssize_t)done : w;
+    }
+}
+
+ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+{
+    ssize_t r = conn_recv(t, f, call);
+    if (f->blocked)
+        deferred_close_call_done(t, f);   /* a close put off for it is finished now */
+    return r;
+}
+
+ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *call)
+{
+    ssize_t r = conn_send(t, f, call);
+    if (f->blocked)
+        deferred_close_call_done(t, f);
+    return r;
+}
+
+int fabric_conn_before_kernel_read(struct tcp_sock *t, struct fdref *f)
+{
+    bool nb = stream_nonblocking(t, f->fd, 0);
+    unsigned ran = shunt_sig_ran, norestart = shunt_sig_ran_norestart;
+    uint64_t deadline = 0;
+    bool timed = false;
+    for (;;) {
+        if (atomic_load(&t->path) != PATH_FABRIC || !t->fab || pending(t))
+            return 0;
+        follow_close(t, f);
+        fabric_process_lock();
+        struct fabric_conn *c = conn_of(t, f->fd);
+        if (c->s.await_hello)
+            (void)fabric_stream_poll(&c->s);   /* the first bytes settled, once they are there */
+        bool awaiting = c->s.await_hello;
+        bool partial = awaiting && c->s.hello_partial_since;
+        fabric_process_unlock();
+        if (!awaiting)
+            return 0;
+        if (nb)
+            return -EAGAIN;
+        if (!timed) {
+            timed = true;
+            deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
+        }
+        /* a prefix of a hello keeps the socket readable: nap */
+        int w = call_sleep(t, f, POLLIN | POLLRDHUP, -1, partial, true, deadline, ran, norestart);
+        if (w < 0)
+            return w;
     }
 }
 
@@ -1018,6 +1101,11 @@ void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why)
     leave(t, fd, why, true);   /* the call goes to the kernel: a hello must not be left for it */
 }
 
+void fabric_conn_leave_no_wait(struct tcp_sock *t, int fd, const char *why)
+{
+    leave(t, fd, why, false);
+}
+
 struct leave_all {
     const char *why;
     bool exec;
@@ -1092,6 +1180,14 @@ void fabric_conn_release(struct tcp_sock *t, int fd)
         return;
     fabric_process_lock();
     struct fabric_conn *c = conn_of(t, fd);
+    if (!c->server && !c->ring && c->s.await_hello) {
+        /* a hello that came is taken off (never attached to): left unread
+         * in the socket, it would turn the close's FIN into a reset the
+         * kernel's close would not send (poll_errors saw POLLERR where
+         * the kernel shows POLLRDHUP|POLLHUP) */
+        c->no_attach = true;
+        (void)fabric_stream_poll(&c->s);
+    }
     uint64_t until = clock_now_ns() + RELEASE_WAIT_NS;
     while (!c->s.broken && fabric_stream_settle(&c->s, false) == -EAGAIN && clock_now_ns() < until) {
         struct pollfd p = { .fd = fd, .events = 0 };

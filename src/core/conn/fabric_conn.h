@@ -90,6 +90,19 @@ bool fabric_conn_accelerated(struct tcp_sock *t);
  * most HELLO_HOLD_NS (the kernel's call must not meet it); if none came it
  * keeps awaiting it (it is taken off when it comes, never attached to). */
 void fabric_conn_leave(struct tcp_sock *t, int fd, const char *why);
+/* The same before a call in which the kernel only writes to the socket
+ * (sendfile, splice into it) or which reads after
+ * fabric_conn_before_kernel_read: a client awaiting its hello does not
+ * wait for it here (it will never attach, and takes it off when it comes). */
+void fabric_conn_leave_no_wait(struct tcp_sock *t, int fd, const char *why);
+/* Before a read the kernel makes on the program's behalf after the leave
+ * (splice from the socket): a client still awaiting its hello first waits
+ * for its first bytes (O_NONBLOCK: not at all) and takes a hello off, so
+ * that the kernel's read never meets one.  0 to go on (f->fd may now be
+ * shunt's copy: another thread closed the number meanwhile), -EAGAIN,
+ * -EINTR, or another -errno. */
+int fabric_conn_before_kernel_read(struct tcp_sock *t, struct fdref *f);
+
 /* Every fabric connection of the process, before exec, spawn, a sandbox,
  * io_uring (exec true).  A server's hello still pending goes never: the
  * socket is kernel TCP for every holder. */

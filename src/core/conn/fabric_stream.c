@@ -80,9 +80,18 @@ static void look_owner_left(struct fabric_stream *s);
 /* The peer's process is gone: its TCP end came with a reset, or came and
  * the caller says the process is no more (a FIN alone may be a
  * half-close). */
+/* The socket's error, reported once (the kernel clears it as it reports
+ * it: the next recv answers 0, a send EPIPE). */
+static int take_error(struct fabric_stream *s)
+{
+    int e = s->tcp_error;
+    s->tcp_error = 0;
+    return e;
+}
+
 static bool peer_dead(struct fabric_stream *s)
 {
-    return s->tcp_eof && (s->tcp_error || (s->peer_gone && s->peer_gone(s->ctx)));
+    return s->tcp_eof && (s->tcp_reset || (s->peer_gone && s->peer_gone(s->ctx)));
 }
 
 /* The stream is broken for good; the line that found it, for the log. */
@@ -266,6 +275,7 @@ static void look_socket_end(struct fabric_stream *s)
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         s->tcp_eof = true;
         s->tcp_error = errno;
+        s->tcp_reset = true;
     }
 }
 
@@ -498,6 +508,8 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         return -EIO;
     if (s->fin)
         return -EPIPE;
+    if (s->tcp_reset)
+        return s->tcp_error ? -take_error(s) : -EPIPE;   /* the connection was reset: as the kernel's send */
     /* the peer's header, if it came: an end that only writes (a server
      * that streams) attaches by it too, and can move */
     if (!s->peer_moved && look_header(s) < 0)
@@ -517,7 +529,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
              * read (the caller sleeps on the socket's room) */
             look_socket_end(s);
             if (peer_dead(s))
-                return done ? (ssize_t)done : s->tcp_error ? -s->tcp_error : -EPIPE;
+                return done ? (ssize_t)done : s->tcp_error ? -take_error(s) : -EPIPE;
             if (nonblock)
                 return done ? (ssize_t)done : -EAGAIN;
             struct pollfd p = { .fd = s->fd, .events = POLLOUT };
@@ -554,7 +566,7 @@ ssize_t fabric_stream_send(struct fabric_stream *s, const struct iovec *iov, int
         if (s->broken)
             return done ? (ssize_t)done : -EIO;
         if (peer_dead(s))
-            return done ? (ssize_t)done : s->tcp_error ? -s->tcp_error : -EPIPE;
+            return done ? (ssize_t)done : s->tcp_error ? -take_error(s) : -EPIPE;
         if (nonblock)
             return done ? (ssize_t)done : -EAGAIN;
         /* about to sleep: our count must be where the peer decides */
@@ -721,6 +733,7 @@ static int refused_past_count(struct fabric_stream *s)
     } else if (n < 0 && !s->tcp_eof && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
         s->tcp_eof = true;
         s->tcp_error = err;
+        s->tcp_reset = true;
     }
     return -EAGAIN;
 }
@@ -773,6 +786,7 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
     } else if (n < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
         s->tcp_eof = true;
         s->tcp_error = err;
+        s->tcp_reset = true;
     }
     return -EAGAIN;
 }
@@ -842,7 +856,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
                 continue;   /* the refused peer's ring holds the rest */
             if (!ring_phase(s)) {
                 if (s->tcp_eof)   /* the peer ended on TCP (or died) before it moved */
-                    return s->tcp_error ? -s->tcp_error : 0;
+                    return s->tcp_error ? -take_error(s) : 0;
                 if (s->rd_shut)
                     return 0;     /* shut for reading: nothing now is the end */
                 if (nonblock)
@@ -879,7 +893,7 @@ ssize_t fabric_stream_recv(struct fabric_stream *s, const struct iovec *iov, int
                 return r;
             if (r != -EAGAIN || s->peer_back)
                 continue;
-            return s->tcp_error ? -s->tcp_error : 0;
+            return s->tcp_error ? -take_error(s) : 0;
         }
         if (nonblock)
             return -EAGAIN;
@@ -1012,7 +1026,9 @@ short fabric_stream_poll(struct fabric_stream *s)
     short sock = ring_phase(s) ? 0 : socket_ready(s, POLLRDHUP);
     bool ended = s->tcp_eof || (ring_phase(s) ? fabric_ring_peer_fin(s->ring) : (sock & (POLLRDHUP | POLLHUP)) != 0);
     if (ended)
-        rev |= POLLIN | POLLRDHUP | (s->fin || (sock & POLLHUP) ? POLLHUP : 0);
+        rev |= POLLIN | POLLRDHUP | (s->fin || s->tcp_reset || (sock & POLLHUP) ? POLLHUP : 0);
+    if (s->tcp_error || (sock & POLLERR))
+        rev |= POLLERR;   /* a reset not reported yet (by the stream, or the socket's own), as the kernel's poll shows it */
     if (s->fin) {
         rev |= POLLOUT;   /* shut for writing: a send fails at once (EPIPE), as the kernel says */
     } else {

@@ -82,7 +82,8 @@ struct fabric_stream {
     uint64_t peer_tcp;            /* the peer's TCP bytes before its move (P) */
     uint64_t tcp_read;            /* of the peer's TCP bytes, those read here */
     bool tcp_eof;                 /* the TCP socket reported EOF or a reset */
-    int tcp_error;                /* the reset's errno, returned once the ring is drained */
+    int tcp_error;                /* the reset's errno, returned once the ring is drained (then 0) */
+    bool tcp_reset;               /* the socket ended in an error (a reset): POLLHUP from then on */
     bool broken;                  /* garbage from the peer: every call fails with EIO */
     int broken_line;              /* where in fabric_stream.c it broke (for the log) */
     /* What follows this end's header when it moves, whenever that is: at most FABRIC_STREAM_BLOB_MAX bytes,

@@ -71,7 +71,8 @@ void release_channel(struct fdref *f)
  * file outlives the fd (deferred_close.c); otherwise the channel closes now. */
 void release_last_fd(struct fdref *f)
 {
+    if (deferred_close_hold(tcp_of(f->sock), f->fd))
+        return;   /* the fabric's release too waits for the last call (finish_deferred) */
     fabric_conn_release(tcp_of(f->sock), f->fd);
-    if (!deferred_close_hold(tcp_of(f->sock), f->fd))
-        release_channel(f);
+    release_channel(f);
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "core/conn/downgrade.h"
+#include "core/conn/fabric_conn.h"
 #include "base/self.h"
 #include "base/log.h"
 #include "core/conn/negotiate.h"
@@ -264,9 +265,56 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
     }
 }
 
+static struct tcp_sock *on_fabric(struct fdref *f)
+{
+    if (!f->sock || f->sock->kind != SOCK_TCP)
+        return NULL;
+    struct tcp_sock *t = tcp_of(f->sock);
+    return atomic_load(&t->path) == PATH_FABRIC ? t : NULL;
+}
+
+/* A socket on the fabric at either end: the fabric carries no splice, so
+ * the connection leaves it first and the kernel's splice follows (before,
+ * the kernel's splice wrote by TCP beside the ring, or read a socket the
+ * peer's bytes no longer came through); a read from a client still
+ * awaiting its hello takes the hello off first (threads_close_busy's
+ * splice read the hello as the program's bytes). */
+static bool fabric_splice(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
+                          unsigned int flags, ssize_t *result)
+{
+    struct tcp_sock *src = on_fabric(in), *dst = on_fabric(out);
+    if (!src && !dst)
+        return false;
+    if (dst)
+        fabric_conn_leave_no_wait(dst, out->fd, "splice");
+    if (src) {
+        fabric_conn_leave_no_wait(src, in->fd, "splice");
+        int r = fabric_conn_before_kernel_read(src, in);
+        if (r < 0) {
+            *result = call_done(src, in, r);
+            return true;
+        }
+    }
+    /* the kernel's call counts as waiting on an end still on the path (a
+     * client awaiting its hello): another thread's close is put off at once */
+    if (src && atomic_load(&src->path) == PATH_FABRIC)
+        wait_call_blocks(src, &in->blocked);
+    if (dst && atomic_load(&dst->path) == PATH_FABRIC)
+        wait_call_blocks(dst, &out->blocked);
+    ssize_t r = shunt_real.splice(in->fd, off_in, out->fd, off_out, len, flags);
+    *result = r < 0 ? -errno : r;
+    if (src)
+        (void)call_done(src, in, 0);
+    if (dst)
+        (void)call_done(dst, out, 0);
+    return true;
+}
+
 bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
                         unsigned int flags, ssize_t *result)
 {
+    if (fabric_splice(in, off_in, out, off_out, len, flags, result))
+        return true;
     struct tcp_sock *src = accelerated(in), *dst = accelerated(out);
     if (!src && !dst)
         return false;

@@ -15,6 +15,7 @@
 
 #include "base/real.h"
 #include "base/self.h"
+#include "core/conn/deferred_close.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fabric_conn.h"
 #include "core/conn/fallback.h"
@@ -251,7 +252,18 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t count)
 {
     struct tcp_sock *t = tcp_of(out->sock);
-    off_the_fabric(t, out->fd, "sendfile");
+    if (atomic_load(&t->path) == PATH_FABRIC) {
+        fabric_conn_leave_no_wait(t, out->fd, "sendfile");   /* the kernel only writes to it */
+        if (atomic_load(&t->path) == PATH_FABRIC) {
+            /* a client awaiting its hello stays on the path: the kernel's
+             * call counts as waiting, so that another thread's close is put
+             * off at once rather than waiting for it to sleep */
+            wait_call_blocks(t, &out->blocked);
+            ssize_t r = pt_sendfile(out, in_fd, off, count);
+            deferred_close_call_done(t, out);
+            return r;
+        }
+    }
     if (negotiate_observe(t, out->fd) != PATH_SHM || !t->ch.hdr)
         return pt_sendfile(out, in_fd, off, count);
     return splice_sendfile(t, out, in_fd, off, count);

@@ -35,7 +35,8 @@ void wait_calls_settle(struct tcp_sock *t)
         crit_unlock(&wait_lock);
         /* after a downgrade a call may wait in the kernel's TCP: the close
          * is downgrade.c's then */
-        if (settled || atomic_load(&t->path) != PATH_SHM || atomic_load(&t->ch.hdr->down))
+        int path = atomic_load(&t->path);
+        if (settled || (path != PATH_SHM && path != PATH_FABRIC) || (t->ch.hdr && atomic_load(&t->ch.hdr->down)))
             break;
         if (clock_now_ns() > give_up) {
             shunt_log_sock(LOG_WARN, t, -1, "closed while a call of another thread is under way, "
