@@ -715,6 +715,7 @@ static ssize_t conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         }
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
+        bool ringless = !c->ring;   /* (awaiting its hello, or never attached: the socket brings all news) */
         fabric_process_unlock();
         if (k == -EIO || broke)
             return got ? (ssize_t)got : broken_conn(c, f->fd);
@@ -753,8 +754,8 @@ static ssize_t conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             timed = true;
             deadline = timeout_deadline(f->fd, SO_RCVTIMEO);
         }
-        int w = call_sleep(t, f, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, efd < 0, deadline, ran,
-                          norestart);
+        int w = call_sleep(t, f, POLLIN | POLLRDHUP, efd < 0 ? -1 : efd, socket_busy, efd < 0 && !ringless,
+                          deadline, ran, norestart);
         if (w < 0)
             return got ? (ssize_t)got : w;
         if (w == 1 && ++quick >= 3)
@@ -809,6 +810,7 @@ static ssize_t conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         bool on = after_call(c, f->fd);
         bool broke = c->s.broken;
         bool on_ring = c->s.moved && !c->s.back && !c->s.tcp_full;   /* (else room comes on the socket) */
+        bool ringless = !c->ring;
         fabric_process_unlock();
         if (k == -EIO || broke)
             return done ? (ssize_t)done : broken_conn(c, f->fd);
@@ -837,8 +839,8 @@ static ssize_t conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         }
         /* room comes with the reader's doorbell; the socket tells of the
          * peer's end (and, while the bytes still go by TCP, of room) */
-        int w = call_sleep(t, f, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false, efd < 0,
-                          deadline, ran, norestart);
+        int w = call_sleep(t, f, (on_ring ? 0 : POLLOUT) | POLLRDHUP, efd < 0 ? -1 : efd, false,
+                          efd < 0 && !ringless, deadline, ran, norestart);
         if (w < 0)
             return done ? (ssize_t)done : w;
     }
