@@ -39,7 +39,26 @@
 #define TCP_HDR_MIN 20
 #define IPPROTO_TCP_NR 6
 
+/* The tag once read (it is the boot's: it never changes in a process):
+ * no file opened at each connect, none needed near the fd limit after. */
+static _Atomic uint64_t boot_tag_cached;   /* 1 << 32 | tag, 0: not read yet */
+
+static int read_boot_tag(uint32_t *tag);
+
 int synopt_boot_tag(uint32_t *tag)
+{
+    uint64_t c = atomic_load_explicit(&boot_tag_cached, memory_order_relaxed);
+    if (c) {
+        *tag = (uint32_t)c;
+        return 0;
+    }
+    int r = read_boot_tag(tag);
+    if (r == 0)
+        atomic_store_explicit(&boot_tag_cached, 1ull << 32 | *tag, memory_order_relaxed);
+    return r;
+}
+
+static int read_boot_tag(uint32_t *tag)
 {
     char id[64];
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);

@@ -64,6 +64,7 @@ struct fabric_conn {
     bool attached;                /* to the peer's ring: this end may move */
     bool hello_seen;              /* client: the server's hello came (proven or not) */
     bool peer_closed;             /* client: its proof named a process or fd gone by then */
+    bool no_fd;                   /* client: no fd was left to check the proof with */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
     bool announced;               /* "accelerated" logged */
     bool reset_sent;              /* broken: the socket was shut down both ways, once */
@@ -198,6 +199,7 @@ static int client_takes_hello(void *ctx, const struct hello *h)
     int proven = h->addr_len <= FABRIC_PROOF_LEN ? -EPROTO : fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why);
     if (proven < 0) {
         c->peer_closed = proven == -ENOENT;
+        c->no_fd = proven == -EMFILE;
         /* (also a server that closed before this end looked) */
         shunt_log_sock(LOG_INFO, c->t, c->s.fd, "fabric: the server's hello is not proven (%s): kernel TCP", why);
         return 0;
@@ -478,7 +480,7 @@ static bool pending_to_tcp(struct tcp_sock *t, int fd, const char *why)
     return true;
 }
 
-void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise)
+bool fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise)
 {
     uint64_t cookie = 0;
     socklen_t cl = sizeof cookie;
@@ -487,7 +489,7 @@ void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwis
     if (shunt_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || !cookie || synopt_boot_tag(&tag) < 0 ||
         !(c = conn_new(t, fd, false))) {
         fallback_record(t, fd, otherwise, false);
-        return;
+        return false;
     }
     c->otherwise = otherwise;
     c->s.await_hello = true;
@@ -498,6 +500,7 @@ void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwis
     atomic_store(&any_fabric, true);
     atomic_store(&t->reason, FB_NONE);
     atomic_store(&t->path, PATH_FABRIC);
+    return true;
 }
 
 /* After each call on the stream, under fab_lock: an end attached moves at
@@ -513,7 +516,7 @@ static bool after_call(struct fabric_conn *c, int fd)
     if (!c->server && !s->await_hello && !c->ring) {
         /* no hello (a server without shunt), or one not taken */
         fallback_record(t, fd, !c->hello_seen ? c->otherwise : c->no_attach ? FB_FABRIC_LEFT
-                               : c->peer_closed ? FB_FABRIC_GONE : FB_FABRIC, false);
+                               : c->peer_closed ? FB_FABRIC_GONE : c->no_fd ? FB_FABRIC_NO_FD : FB_FABRIC, false);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
         return false;
     }

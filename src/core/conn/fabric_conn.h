@@ -51,8 +51,10 @@ bool fabric_conn_wanted(void);
 int fabric_conn_accept(struct tcp_sock *t, int fd, uint32_t tag, uint64_t cookie);
 
 /* Client, at connect, its socket marked: it awaits the hello (t goes on
- * PATH_FABRIC); otherwise is the reason recorded if none comes. */
-void fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise);
+ * PATH_FABRIC); otherwise is the reason recorded if none comes.  False
+ * when it cannot (no memory, no fd to ask with): kernel TCP (otherwise),
+ * and the caller takes the mark off before the SYN goes. */
+bool fabric_conn_await(struct tcp_sock *t, int fd, enum fallback_reason otherwise);
 
 ssize_t fabric_conn_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t fabric_conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);

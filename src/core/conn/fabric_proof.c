@@ -124,7 +124,8 @@ static int row_of(const char *path, uint64_t inode, unsigned *lport, unsigned *r
  * (pidfd_getfd: the kernel allows it only to whoever may ptrace the
  * process), the process being this user's (its /proc directory's owner).
  * 1 its ports are (*plocal, *premote), 0 no such copy (-errno), -1 not
- * that socket, -2 that socket, closed already (no peer: ENOTCONN). */
+ * that socket, -2 that socket, closed already (no peer: ENOTCONN), -3 no
+ * fd left in this process for the copy. */
 static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *plocal, unsigned *premote,
                          unsigned long *uid)
 {
@@ -133,13 +134,16 @@ static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *p
     snprintf(path, sizeof path, "/proc/%llu", (unsigned long long)pid);
     if (stat(path, &st) < 0)
         return 0;
+    /* (shunt_syscall answers as syscall(): -1 and errno; these once compared
+     * its answer with -errno, and a peer gone counted as "no copy") */
     long pidfd = shunt_syscall(SYS_pidfd_open, (long)pid, 0L);
     if (pidfd < 0)
-        return pidfd == -ESRCH ? -2 : 0;   /* (the raw call: -errno) */
+        return errno == ESRCH ? -2 : errno == EMFILE || errno == ENFILE ? -3 : 0;
     long copy = shunt_syscall(SYS_pidfd_getfd, pidfd, (long)pfd, 0L);
+    int e = errno;
     shunt_real.close((int)pidfd);
-    if (copy < 0)
-        return copy == -EBADF || copy == -ESRCH ? -2 : 0;   /* its fd, or the process, went meanwhile */
+    if (copy < 0)   /* its fd, or the process, went meanwhile; or no fd left here */
+        return e == EBADF || e == ESRCH ? -2 : e == EMFILE || e == ENFILE ? -3 : 0;
     struct stat cs;
     int lp = port_of((int)copy, 0), rp = port_of((int)copy, 1);
     int closed = rp < 0 && errno == ENOTCONN;
@@ -197,6 +201,11 @@ int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric
     if (found == -2) {
         snprintf(why, whylen, "socket %llu of pid %llu is closed", (unsigned long long)inode, (unsigned long long)pid);
         return -ENOENT;   /* a peer that closed before this end looked */
+    }
+    if (found == -3) {
+        snprintf(why, whylen, "no fd left to ask pid %llu's socket %llu with", (unsigned long long)pid,
+                 (unsigned long long)inode);
+        return -EMFILE;
     }
     if (found <= 0) {
         snprintf(why, whylen, "socket %llu is in no TCP table of pid %llu (%s)", (unsigned long long)inode,

@@ -40,7 +40,8 @@ int fabric_proof_make(int fd, uint64_t bell, uint8_t out[FABRIC_PROOF_LEN]);
 /* Whether the peer's proof (input: read once, every field checked) names
  * the other end of fd's connection, held by a process of this user: 0
  * (and *id), or -errno with a line in why (-ENOENT: the process named, or
- * its fd, is gone: a peer that closed before this end looked). */
+ * its fd, is gone: a peer that closed before this end looked; -EMFILE: no
+ * fd left in this process to ask with). */
 int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric_peer_id *id, char *why,
                        size_t whylen);
 

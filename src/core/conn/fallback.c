@@ -44,6 +44,7 @@ static const char *const reason_names[] = {
     [FB_FABRIC_SHARED] = "fabric: another process held the socket too when the server's hello was due",
     [FB_FABRIC_GONE] = "fabric: the peer closed before this end could check its proof",
     [FB_FABRIC_FORKED] = "fabric: a forked child would open an engine for this one connection (SHUNT_FABRIC_FORKED=0)",
+    [FB_FABRIC_NO_FD] = "fabric: no fd left for the engine or the peer's proof (the process is at its fd limit)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -82,6 +83,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_SHARED] = "fabric_shared",
     [FB_FABRIC_GONE] = "fabric_gone",
     [FB_FABRIC_FORKED] = "fabric_forked",
+    [FB_FABRIC_NO_FD] = "fabric_no_fd",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -302,9 +302,13 @@ void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason wh
             mark_process(t, fd);
         /* marked: this process takes off a hello that names the socket
          * (the SYN's flag promises so), and rides the fabric by it */
-        if (t->lowat_marked && fabric_conn_wanted())
-            fabric_conn_await(t, fd, why);
-        else if (!plan->unrecorded)
+        if (t->lowat_marked && fabric_conn_wanted()) {
+            /* one that cannot await (near the fd limit, say) must not say
+             * it does: a hello would reach its program (emfile_count read
+             * the hello's first byte) */
+            if (!fabric_conn_await(t, fd, why))
+                negotiate_connect_failed(t, fd);
+        } else if (!plan->unrecorded)
             fallback_record(t, fd, why, false);
         return;
     }

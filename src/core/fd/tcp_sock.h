@@ -67,6 +67,7 @@ enum fallback_reason {
     FB_FABRIC_SHARED,       /* a server's hello was due while another process held the socket too */
     FB_FABRIC_GONE,         /* the peer closed (or its process ended) before this end checked its proof */
     FB_FABRIC_FORKED,       /* a forking server's child would open an engine for this one connection */
+    FB_FABRIC_NO_FD,        /* no fd left for the engine or the peer's proof (the process is at its fd limit) */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):
