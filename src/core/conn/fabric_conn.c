@@ -155,6 +155,18 @@ static void stat_fabric(struct fabric_conn *c)
     sockstat_publish(t, c->s.fd, 0, 0, NULL, 0);
 }
 
+/* After the engine, a ring or a proof could not be had: whether the
+ * process is at its fd limit (no fd for a copy of fd), so that the reason
+ * says so (by design) rather than "fabric" (something failed). */
+static bool at_fd_limit(int fd)
+{
+    int d = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0)
+        return errno == EMFILE || errno == EINVAL;   /* (EINVAL: a limit of 0, at or below the lowest number) */
+    shunt_real.close(d);
+    return false;
+}
+
 /* The server's side of the hand-over: the client's proof and ring, behind
  * its header in ours.  0 attached, 1 refused (not proven: it goes back,
  * fabric_stream.h), -1 a proven peer whose nonce is not ours. */
@@ -211,6 +223,7 @@ static int client_takes_hello(void *ctx, const struct hello *h)
                            sizeof why) < 0 ||
         fabric_proof_make(c->s.fd, fabric_process_bell_id(), c->hand) < 0) {
         shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: %s: kernel TCP", why);
+        c->no_fd = at_fd_limit(c->s.fd);
         if (ring)
             fabric_ring_close(ring);
         return 0;
@@ -358,7 +371,7 @@ static bool settle_pending(struct tcp_sock *t, int fd)
                            (unsigned long long)c->hello_cookie);
         } else if (decided) {
             shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello: %s", why);
-            fallback_record(t, fd, mine ? FB_FABRIC : FB_FABRIC_SHARED, false);
+            fallback_record(t, fd, !mine ? FB_FABRIC_SHARED : at_fd_limit(fd) ? FB_FABRIC_NO_FD : FB_FABRIC, false);
             sockstat_publish(t, fd, 0, 0, NULL, 0);
         }
     }
