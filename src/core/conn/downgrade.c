@@ -325,7 +325,7 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
     }
     atomic_store(&t->reason, FB_DOWNGRADED);
     atomic_store_explicit(&t->path, PATH_TCP, memory_order_release);
-    atomic_fetch_add(&fallback_leaves, 1);
+    fallback_count_leave(t);
     sockstat_publish(t, fd, 0, 0, NULL, 0);   /* shunt stat: on TCP, and why */
 }
 

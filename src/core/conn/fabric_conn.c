@@ -395,16 +395,11 @@ static short pending_poll(int fd, short events)
     return shunt_real.poll(&p, 1, 0) > 0 ? p.revents : 0;
 }
 
-/* A call that sleeps counts as waiting on the socket, so that another
- * thread's close of its last fd is put off until it returns, as the
+/* A call that sleeps counts as waiting on the socket (call_sleep), so that
+ * another thread's close of its last fd is put off until it returns, as the
  * kernel's file outlives the fd (deferred_close.c); from such a close on,
  * the call goes on through shunt's private copy of the socket, never
  * through the number, which the program may have reused already. */
-static void about_to_sleep(struct tcp_sock *t, struct fdref *f)
-{
-    wait_call_blocks(t, &f->blocked);
-}
-
 static void follow_close(struct tcp_sock *t, struct fdref *f)
 {
     if (f->blocked)
@@ -417,7 +412,7 @@ static void follow_close(struct tcp_sock *t, struct fdref *f)
 static int call_sleep(struct tcp_sock *t, struct fdref *f, short events, int efd, bool socket_busy, bool nap,
                       uint64_t deadline, unsigned ran, unsigned norestart)
 {
-    about_to_sleep(t, f);
+    wait_call_blocks(t, &f->blocked);
     int w = wait_news(f->fd, events, efd, socket_busy, nap, deadline, ran, norestart);
     if (w == -EBADF && tcp_call_fd(t, f->fd) != f->fd) {
         follow_close(t, f);
@@ -1220,7 +1215,7 @@ void fabric_conn_forget(struct tcp_sock *t)
 {
     atomic_store(&t->path, PATH_TCP);
     atomic_store(&t->reason, FB_NOT_NEGOTIATED);
-    atomic_fetch_add(&fallback_leaves, 1);
+    fallback_count_leave(t);
     fabric_conn_destroy(t);
 }
 

@@ -104,7 +104,7 @@ void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool 
 {
     atomic_store(&t->reason, why);
     atomic_store(&t->path, PATH_TCP);
-    atomic_fetch_add(&fallback_leaves, 1);
+    fallback_count_leave(t);
     if (should_have && shunt_settings.strict) {
         t->strict_failed = true;
         char line[160];

@@ -24,6 +24,13 @@ void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool 
  * fabric end's forget, a downgrade): an epoll set then hands such members
  * back to the kernel before it asks the kernel (epoll.c). */
 extern atomic_uint fallback_leaves;
+/* Counts t's move to kernel TCP, only if an epoll set holds it: a process
+ * making many kernel-TCP connections makes its sets look at nothing. */
+static inline void fallback_count_leave(struct tcp_sock *t)
+{
+    if (atomic_load_explicit(&t->epoll_entries, memory_order_relaxed))
+        atomic_fetch_add(&fallback_leaves, 1);
+}
 
 /* The same for a connection kept without an object (fdt_install_kernel_sock):
  * its log line only; never strict (should_have is false for all such). */
