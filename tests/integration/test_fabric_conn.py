@@ -90,7 +90,8 @@ class FabricEnds(Ends):
         half-close workload, where the client reads its first bytes, the
         hello among them, only after it sent everything): a client whose
         end came before the server's first call gets no hello (withdrawn at
-        the server, no_listener at the client), one that gets to its hello
+        the server, no_listener at the client), one whose end came before
+        its hello never moves (withdrawn at both), one that gets to its hello
         after the server closed finds the server's socket gone and stays on
         kernel TCP (reason fabric_gone, or fabric), and one whose move came after the
         server's last read is never met by it: only the reasons are checked
@@ -102,7 +103,8 @@ class FabricEnds(Ends):
             assert set(self.reasons("server")) <= {REASON["withdrawn"]}, "fell back:\n" + summary
             # (its server's socket closed: fabric_gone, or fabric where no copy of it could be
             # asked what it is, in another process out of this one's ptrace reach)
-            assert set(client_fell) <= {REASON["fabric_gone"], REASON["fabric"], REASON["no_listener"]}, (
+            assert set(client_fell) <= {REASON["fabric_gone"], REASON["fabric"], REASON["no_listener"],
+                                        REASON["withdrawn"]}, (
                 "fell back:\n" + summary)
             return
         assert not self.reasons("server"), "fell back:\n" + summary
@@ -511,7 +513,10 @@ else:
     ep.register(c.fileno(), ET)
     data = bytes((i * 7 + i // 4096) % 251 for i in range(1 << 20))
     back = []
-    sent = 0
+    send_all(c, data[:4096]); sent = 4096
+    while not back:                  # its first answer, the hello before it: this end moves
+        ep.poll(20)
+        drain(c, ep, back)
     while sent < len(data):
         n = min(4096, len(data) - sent)
         send_all(c, data[sent:sent + n]); sent += n
@@ -530,7 +535,10 @@ else:
 def test_epoll_edge_triggered(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
     """Both ends in edge-triggered epoll loops that read until EAGAIN: 1 MiB
     echoed exact, then EOF both ways, the connection on the fabric at both
-    ends (an edge lost would hang the loop until its 20 s timeout)."""
+    ends (an edge lost would hang the loop until its 20 s timeout).  The
+    client waits for its first answer before the rest: one that sent its
+    1 MiB and its end before any answer came (a loaded machine) never moves,
+    by design (test_client_shut_before_its_hello)."""
     ends = ends_with(shunt, builds, tmp_path)
     host = nets.addr("a", family)
     srv, r = script_pair(nets, ends, ET_PEER, host)
@@ -590,6 +598,72 @@ def test_server_busy_elsewhere(fabric, nets, shunt, builds, tmp_path, family):  
     srv.wait_for(r"^SERVER %d$" % (1 << 20), timeout=30)
     logs = "\n".join(ends.log("client") + ends.log("server"))
     assert "stream broke" not in logs and not ends.reasons("client") and not ends.reasons("server"), logs
+
+
+SHUT_FIRST_PEER = r'''
+import socket, sys, time, hashlib
+role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+data = bytes((i * 11 + i // 999) % 241 for i in range(8000))   # (all in its socket with the link down)
+def recv_all(c):
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return got
+        got += d
+if role == "server":
+    l = socket.socket(fam, socket.SOCK_STREAM)
+    l.bind((host, 0)); l.listen(1)
+    print("LISTENING", l.getsockname()[1], flush=True)
+    c, _ = l.accept()
+    first = c.recv(1)
+    print("FIRST", flush=True)         # the link goes down now
+    time.sleep(1.0)
+    c.sendall(first)                   # its first byte, the hello before it: held by the link
+    got = first + recv_all(c)
+    time.sleep(2)                      # its socket open while the client checks its hello's proof
+    c.sendall(got[1:])
+    c.shutdown(socket.SHUT_WR)
+    print("SERVER", len(got), flush=True)
+    c.close()
+else:
+    c = socket.create_connection((host, port), timeout=30)
+    c.sendall(data[:1])
+    time.sleep(2.0)                    # the link is down: nothing of the server's came
+    c.sendall(data[1:])
+    c.shutdown(socket.SHUT_WR)         # its end before its hello
+    back = recv_all(c)                 # the hello first, once the link is up
+    print("CLIENT", len(back), hashlib.sha256(back).hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+'''
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_client_shut_before_its_hello(fabric, nets, shunt, builds, tmp_path, family):  # noqa: F811
+    """The server's hello goes (before its first byte) while the client,
+    which has not seen it yet, sends everything and shuts down its writing
+    side; the link is down meanwhile, so each end's bytes reach the other
+    only after both did so.  The client never moves (its direction is
+    kernel TCP's for good), every byte is echoed exact, and both ends say
+    why they are kernel TCP (withdrawn, by design), where both used to stay
+    on the fabric's books with no reason and neither moved (seen under load
+    in test_epoll_edge_triggered, whose client sent its 1 MiB and its end
+    before its first answer came)."""
+    ends = ends_with(shunt, builds, tmp_path)
+    srv = nets.start("a", OWN_SHM + ends.argv([PYTHON, "-c", SHUT_FIRST_PEER, "server", nets.addr("a", family), 0]),
+                     env=ends.env("server"), proc_name="server")
+    port = int(srv.wait_for(r"^LISTENING (\d+)$", timeout=30).group(1))
+    client = nets.start("b", ends.argv([PYTHON, "-c", SHUT_FIRST_PEER, "client", nets.addr("a", family), port]),
+                        env=ends.env("client"), proc_name="client")
+    srv.wait_for(r"^FIRST$", timeout=30)
+    with nets.outage("a", "b"):
+        time.sleep(3)
+    assert client.wait_for(r"^CLIENT .*$", timeout=60).group(0).split() == ["CLIENT", "8000", "True"]
+    srv.wait_for(r"^SERVER 8000$", timeout=30)
+    assert "hello sent" in "\n".join(ends.log("server")), ends.log("server")
+    assert not ends.accelerated("client") and not ends.accelerated("server"), ends.log("client")
+    assert ends.reasons("client") == Counter({REASON["withdrawn"]: 1}), ends.log("client")
+    assert ends.reasons("server") == Counter({REASON["withdrawn"]: 1}), ends.log("server")
 
 
 def paced(nets, ends, host, port):

@@ -66,6 +66,7 @@ struct fabric_conn {
     bool peer_closed;             /* client: its proof named a process or fd gone by then */
     bool no_fd;                   /* client: no fd was left to check the proof with */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
+    bool withdrew;                /* client: its end (shutdown) came before its hello: it never moves */
     bool announced;               /* "accelerated" logged */
     bool reset_sent;              /* broken: the socket was shut down both ways, once */
     enum fallback_reason otherwise;   /* client: recorded if no hello comes */
@@ -207,6 +208,14 @@ static int client_takes_hello(void *ctx, const struct hello *h)
     c->hello_seen = true;
     if (c->no_attach)
         return 0;
+    if (c->s.back && !c->s.moved) {
+        /* this end shut down before the hello came (it went by TCP): it
+         * never moves, and a ring attached to would only keep the server
+         * waiting for a header on the fabric's books (both ends stayed
+         * there, neither saying why) */
+        c->withdrew = true;
+        return 0;
+    }
     struct fabric_peer_id id;
     int proven = h->addr_len <= FABRIC_PROOF_LEN ? -EPROTO : fabric_proof_check(h->addr, c->s.fd, &id, why, sizeof why);
     if (proven < 0) {
@@ -524,7 +533,18 @@ static bool after_call(struct fabric_conn *c, int fd)
     if (!c->server && !s->await_hello && !c->ring) {
         /* no hello (a server without shunt), or one not taken */
         fallback_record(t, fd, !c->hello_seen ? c->otherwise : c->no_attach ? FB_FABRIC_LEFT
-                               : c->peer_closed ? FB_FABRIC_GONE : c->no_fd ? FB_FABRIC_NO_FD : FB_FABRIC, false);
+                               : c->withdrew ? FB_WITHDRAWN : c->peer_closed ? FB_FABRIC_GONE
+                               : c->no_fd ? FB_FABRIC_NO_FD : FB_FABRIC, false);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+        return false;
+    }
+    if (c->server && !s->moved && !s->peer_moved && s->tcp_eof && !s->tcp_reset && !s->broken) {
+        /* the client's end came by TCP before any header of its (a header
+         * lands before any TCP byte sent after it, the FIN too): it never
+         * moves (it shut down before its hello came), and this end, which
+         * moves only once the client's ring came, never will either.  (Not
+         * after a reset: the stream still owes the program its error.) */
+        fallback_record(t, fd, FB_WITHDRAWN, false);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
         return false;
     }
