@@ -33,12 +33,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <ucm/api/ucm.h>
-#include <ucp/api/ucp.h>
-
 #include "base/env_override.h"
 #include "base/real.h"
 #include "transport/fabric_engine.h"
+#include "transport/fabric_ucx.h"
 
 /* Every lane but UCX's TCP lanes (slower than kernel TCP) and cma (with
  * the active messages of doorbells, UCX added it to the endpoints and half
@@ -46,75 +44,12 @@
  * 15 GB/s to 800 ns and 2 GB/s; without it, none did). */
 #define DEFAULT_TLS "^tcp,cma"
 
-/* The functions shunt calls, by the names libucp, libucs and libucm export
- * (ucp_init is an inline calling ucp_init_version). */
-#define UCX_CALLS(X)                                                                                          \
-    X(ucp_config_read, ucs_status_t, (const char *, const char *, ucp_config_t **))                          \
-    X(ucp_config_modify, ucs_status_t, (ucp_config_t *, const char *, const char *))                         \
-    X(ucp_config_release, void, (ucp_config_t *))                                                            \
-    X(ucp_init_version, ucs_status_t,                                                                        \
-      (unsigned, unsigned, const ucp_params_t *, const ucp_config_t *, ucp_context_h *))                     \
-    X(ucp_cleanup, void, (ucp_context_h))                                                                    \
-    X(ucp_worker_create, ucs_status_t, (ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *))         \
-    X(ucp_worker_destroy, void, (ucp_worker_h))                                                              \
-    X(ucp_worker_get_efd, ucs_status_t, (ucp_worker_h, int *))                                               \
-    X(ucp_worker_arm, ucs_status_t, (ucp_worker_h))                                                          \
-    X(ucp_worker_progress, unsigned, (ucp_worker_h))                                                         \
-    X(ucp_worker_get_address, ucs_status_t, (ucp_worker_h, ucp_address_t **, size_t *))                      \
-    X(ucp_worker_release_address, void, (ucp_worker_h, ucp_address_t *))                                     \
-    X(ucp_worker_fence, ucs_status_t, (ucp_worker_h))                                                        \
-    X(ucp_ep_create, ucs_status_t, (ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *))                      \
-    X(ucp_ep_close_nbx, ucs_status_ptr_t, (ucp_ep_h, const ucp_request_param_t *))                           \
-    X(ucp_ep_flush_nbx, ucs_status_ptr_t, (ucp_ep_h, const ucp_request_param_t *))                           \
-    X(ucp_ep_print_info, void, (ucp_ep_h, FILE *))                                                           \
-    X(ucp_mem_map, ucs_status_t, (ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *))                 \
-    X(ucp_mem_unmap, ucs_status_t, (ucp_context_h, ucp_mem_h))                                               \
-    X(ucp_mem_query, ucs_status_t, (const ucp_mem_h, ucp_mem_attr_t *))                                      \
-    X(ucp_rkey_pack, ucs_status_t, (ucp_context_h, ucp_mem_h, void **, size_t *))                            \
-    X(ucp_rkey_buffer_release, void, (void *))                                                               \
-    X(ucp_ep_rkey_unpack, ucs_status_t, (ucp_ep_h, const void *, ucp_rkey_h *))                              \
-    X(ucp_rkey_destroy, void, (ucp_rkey_h))                                                                  \
-    X(ucp_put_nbx, ucs_status_ptr_t, (ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,                  \
-                                      const ucp_request_param_t *))                                          \
-    X(ucp_get_nbx, ucs_status_ptr_t, (ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h,                        \
-                                      const ucp_request_param_t *))                                          \
-    X(ucp_worker_set_am_recv_handler, ucs_status_t, (ucp_worker_h, const ucp_am_handler_param_t *))          \
-    X(ucp_am_send_nbx, ucs_status_ptr_t, (ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,    \
-                                          const ucp_request_param_t *))                                      \
-    X(ucp_request_check_status, ucs_status_t, (void *))                                                      \
-    X(ucp_request_free, void, (void *))                                                                      \
-    X(ucp_request_cancel, void, (ucp_worker_h, void *))                                                      \
-    X(ucs_status_string, const char *, (ucs_status_t))                                                       \
-    X(ucm_set_global_opts, void, (const ucm_global_config_t *))
 
-static struct {
-#define FIELD(name, ret, args) ret(*name) args;
-    UCX_CALLS(FIELD)
-#undef FIELD
-} ucx;
+struct ucx_calls ucx;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_err;
 static char load_why[160];
-
-struct fabric_engine {
-    ucp_context_h ctx;
-    ucp_worker_h worker;
-    int efd;
-    uint64_t bells_heard;   /* doorbells that arrived (the handler runs inside progress) */
-    bool late_puts;         /* lanes whose puts this worker writes itself (TCP): regions stay mapped */
-};
-
-/* The active message that is a doorbell: its id among this worker's (the
- * worker is shunt's own, so no program's id can clash). */
-#define BELL_AM_ID 1
-
-struct fabric_peer {
-    struct fabric_engine *e;
-    ucp_ep_h ep;
-    ucp_rkey_h rkey;
-    uint64_t remote_base;
-};
 
 static void say(char *why, size_t len, const char *what, const char *detail)
 {
@@ -180,6 +115,22 @@ static ucs_status_t bell_heard(void *arg, const void *header, size_t header_len,
     return UCS_OK;
 }
 
+static bool lane_listed(const char *list, const char *lane);
+
+/* Whether UCX may choose its TCP lanes with this list ("^a,b": all but
+ * those).  Over them UCX's puts are software: the receiver answers each
+ * from inside its progress, and an answer that cannot go (the writer's
+ * process died, its socket reset) is an error UCX 1.13 does not handle:
+ * it aborts the process (ucp_request_try_send, from ucp_put_handler; seen
+ * in poll_before_claim and procs_epoll_peer_killed).  Such engines carry
+ * puts, gets and flushes as active messages of shunt's (fabric_am_rma.c). */
+static bool tcp_allowed(const char *lanes)
+{
+    if (lanes[0] == '^')
+        return !lane_listed(lanes + 1, "tcp");
+    return lane_listed(lanes, "tcp") || lane_listed(lanes, "all");
+}
+
 int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen)
 {
     pthread_once(&load_once, load);
@@ -197,12 +148,7 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
         return failed(s, "UCX configuration", why, whylen);
     }
     const char *lanes = tls ? tls : DEFAULT_TLS;
-    /* over UCX's TCP lanes a peer's put is written into our memory by our
-     * own worker, at the address the peer says, when it arrives: one that
-     * comes after a region was unmapped wrote into unmapped memory (seen:
-     * SIGSEGV in ucp_put_handler, test_fabric_stream under CI).  So with
-     * such lanes a region is never given back (fabric_region_unmap) */
-    e->late_puts = lanes[0] != '^' && strstr(lanes, "tcp") != NULL;
+    e->am_rma = tcp_allowed(lanes);
     s = ucx.ucp_config_modify(cfg, "TLS", lanes);
     if (s == UCS_OK)
         s = ucx.ucp_config_modify(cfg, "RCACHE_ENABLE", "n");
@@ -231,7 +177,9 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
             .cb = bell_heard,
             .arg = e,
         };
-        if ((s = ucx.ucp_worker_set_am_recv_handler(e->worker, &hp)) == UCS_OK)
+        if ((s = ucx.ucp_worker_set_am_recv_handler(e->worker, &hp)) == UCS_OK && e->am_rma)
+            s = am_rma_handlers(e);
+        if (s == UCS_OK)
             s = ucx.ucp_worker_get_efd(e->worker, &e->efd);
         if (s != UCS_OK)
             ucx.ucp_worker_destroy(e->worker);
@@ -249,6 +197,8 @@ void fabric_engine_close(struct fabric_engine *e)
 {
     if (!e)
         return;
+    if (e->am_rma)
+        am_rma_close(e);
     ucx.ucp_worker_destroy(e->worker);
     ucx.ucp_cleanup(e->ctx);
     free(e);
@@ -301,8 +251,10 @@ int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region 
     if (ucx.ucp_mem_map(e->ctx, &mp, &mem) != UCS_OK)
         return -ENOMEM;
     ucp_mem_attr_t ma = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH };
-    if (ucx.ucp_mem_query(mem, &ma) != UCS_OK || ma.length < len ||
-        ucx.ucp_rkey_pack(e->ctx, mem, &r->rkey, &r->rkey_len) != UCS_OK) {
+    bool keyed = ucx.ucp_mem_query(mem, &ma) == UCS_OK && ma.length >= len &&
+                 (e->am_rma ? am_region_add(e, ma.address, len, &r->rkey, &r->rkey_len) == 0
+                            : ucx.ucp_rkey_pack(e->ctx, mem, &r->rkey, &r->rkey_len) == UCS_OK);
+    if (!keyed) {
         ucx.ucp_mem_unmap(e->ctx, mem);
         return -EIO;
     }
@@ -314,9 +266,11 @@ int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region 
 
 void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
 {
-    if (r->rkey)
+    if (e->am_rma && r->rkey)
+        am_region_remove(e, r->base, r->rkey);   /* a late put for it finds no region */
+    else if (r->rkey)
         ucx.ucp_rkey_buffer_release(r->rkey);
-    if (r->mem && !e->late_puts)   /* (kept mapped: a late put must land in memory of ours) */
+    if (r->mem)
         ucx.ucp_mem_unmap(e->ctx, r->mem);
     memset(r, 0, sizeof *r);
 }
@@ -324,19 +278,16 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
 /* How long a put or a flush may take: over a lane that needs the peer's
  * progress (TCP) a peer that stopped driving its worker never completes
  * one, and no wait of shunt's may be unbounded. */
-#define FINISH_NS (5ull * 1000 * 1000 * 1000)
 #define CANCEL_GRACE_NS (100ull * 1000 * 1000)
 
-static uint64_t mono_ns(void)
+uint64_t fabric_ucx_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Waits for a request of the worker to end, driving progress, for at most
- * FINISH_NS: then it is cancelled and the answer is -ETIMEDOUT. */
-static int finish(struct fabric_engine *e, ucs_status_ptr_t req)
+int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req)
 {
     if (req == NULL)
         return 0;
@@ -347,10 +298,10 @@ static int finish(struct fabric_engine *e, ucs_status_ptr_t req)
     for (unsigned spins = 0; (s = ucx.ucp_request_check_status(req)) == UCS_INPROGRESS; spins++) {
         ucx.ucp_worker_progress(e->worker);
         if (spins % 1024 == 0) {   /* the clock now and then: a put is usually done at once */
-            uint64_t now = mono_ns();
+            uint64_t now = fabric_ucx_now_ns();
             if (!start)
                 start = now;
-            else if (now - start > FINISH_NS) {
+            else if (now - start > FABRIC_FINISH_NS) {
                 /* UCX cancels only receives: a put or a flush may stay in
                  * progress (found: a flush to a peer that stopped driving
                  * its worker spun here for minutes).  So a short grace,
@@ -358,7 +309,7 @@ static int finish(struct fabric_engine *e, ucs_status_ptr_t req)
                  * and the caller closes the endpoint, which ends it. */
                 ucx.ucp_request_cancel(e->worker, req);
                 for (uint64_t t = now; ucx.ucp_request_check_status(req) == UCS_INPROGRESS &&
-                                       mono_ns() - t < CANCEL_GRACE_NS;)
+                                       fabric_ucx_now_ns() - t < CANCEL_GRACE_NS;)
                     ucx.ucp_worker_progress(e->worker);
                 ucx.ucp_request_free(req);
                 return -ETIMEDOUT;
@@ -373,13 +324,17 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
                         size_t rkey_len, uint64_t remote_base, struct fabric_peer **out, char *why,
                         size_t whylen)
 {
-    (void)addr_len;   /* UCX reads its own length out of the address */
-    (void)rkey_len;
+    if (am_key(rkey, rkey_len) != e->am_rma) {
+        say(why, whylen, "the peer's engine carries bytes otherwise (SHUNT_FABRIC_LANES differs: UCX's TCP lanes "
+                         "allowed at one end only)", NULL);
+        return -EPROTO;
+    }
     struct fabric_peer *p = calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;
     p->e = e;
     p->remote_base = remote_base;
+    p->watch_fd = -1;
     /* A dead peer is told by the companion TCP socket, on every lane, as
      * for shunt's own rings, and every wait here is bounded.  Not by UCX's
      * peer error handling: UCX 1.13's shared-memory lanes have none (the
@@ -398,8 +353,13 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
         free(p);
         return failed(s, "UCX endpoint", why, whylen);
     }
-    s = ucx.ucp_ep_rkey_unpack(p->ep, rkey, &p->rkey);
-    if (s != UCS_OK) {
+    if (e->am_rma) {
+        if (am_peer_region(p, rkey, rkey_len) < 0 || am_peer_add(p, addr, addr_len) < 0) {
+            fabric_peer_close(p);
+            say(why, whylen, "the peer's region key is not one, or no memory", NULL);
+            return -EPROTO;
+        }
+    } else if ((s = ucx.ucp_ep_rkey_unpack(p->ep, rkey, &p->rkey)) != UCS_OK) {
         fabric_peer_close(p);
         return failed(s, "UCX remote key", why, whylen);
     }
@@ -413,21 +373,32 @@ void fabric_peer_close(struct fabric_peer *p)
         return;
     if (p->rkey)
         ucx.ucp_rkey_destroy(p->rkey);
+    if (p->e->am_rma)
+        am_peer_remove(p);
     ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
-    finish(p->e, ucx.ucp_ep_close_nbx(p->ep, &rp));
+    fabric_ucx_finish(p->e, ucx.ucp_ep_close_nbx(p->ep, &rp));
     free(p);
 }
 
 int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len)
 {
+    if (p->e->am_rma)
+        return am_put(p, offset, src, len);
     ucp_request_param_t rp = { 0 };
-    return finish(p->e, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp));
+    return fabric_ucx_finish(p->e, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp));
 }
 
 int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len)
 {
+    if (p->e->am_rma)
+        return am_get(p, offset, dst, len);
     ucp_request_param_t rp = { 0 };
-    return finish(p->e, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp));
+    return fabric_ucx_finish(p->e, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp));
+}
+
+void fabric_peer_watch(struct fabric_peer *p, int fd)
+{
+    p->watch_fd = fd;
 }
 
 int fabric_bell(struct fabric_peer *p)
@@ -452,8 +423,10 @@ int fabric_fence(struct fabric_peer *p)
 
 int fabric_flush(struct fabric_peer *p)
 {
+    if (p->e->am_rma)
+        return am_flush(p);
     ucp_request_param_t rp = { 0 };
-    return finish(p->e, ucx.ucp_ep_flush_nbx(p->ep, &rp));
+    return fabric_ucx_finish(p->e, ucx.ucp_ep_flush_nbx(p->ep, &rp));
 }
 
 /* Whether lane is one of the comma-separated names in list. */

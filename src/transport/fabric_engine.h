@@ -13,6 +13,11 @@
  * message each), and a wake-up fd for shunt's own waits that they ring.
  * Used by the connection paths (core/conn/fabric_conn.c).
  *
+ * Where the lanes setting allows UCX's TCP lanes, puts, gets and flushes
+ * are shunt's own active messages instead of UCX's (software) RMA, which
+ * aborts the process when a put's completion cannot go back to a dead
+ * writer (fabric_am_rma.c says why and how).
+ *
  * Configured explicitly, never through the program's UCX_ variables: UCX
  * reads SHUNT_UCX_* (so an MPI program's own UCX settings stay its own),
  * its memory hooks are off in processes where shunt loaded it, and the
@@ -57,10 +62,9 @@ struct fabric_region {
     void *mem;   /* the engine's handle */
 };
 int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r);
-/* Gives the region back, but over lanes whose puts this process's worker
- * writes itself (UCX's TCP lanes, when the lanes setting allows them) the
- * memory stays mapped until the process ends: a put that arrives late
- * must not land in memory that is no longer ours. */
+/* Gives the region back.  Where UCX's TCP lanes may be used, a put is an
+ * active message naming the region by a random id (fabric_am_rma.c): one
+ * that arrives after this finds no region and is dropped. */
 void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r);
 
 /* A peer: its worker address and the region it mapped for us (its rkey and
@@ -70,6 +74,16 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
                         size_t whylen);
 /* Closes without waiting for a peer that may be dead. */
 void fabric_peer_close(struct fabric_peer *p);
+/* The connection's socket, whose end (the peer's FIN or reset) bounds a
+ * wait for the peer's answer (a flush, a get over TCP lanes) to
+ * FABRIC_CLOSING_NS: a dead peer's engine may not say so for seconds, and
+ * a closing one may never drive its worker again.  Such a flush answers 0
+ * (nothing of ours depends on it once the peer goes: a wake decision is
+ * bounded anyway), such a get -EPIPE, and a put that fails then -EPIPE
+ * (the peer gone, not the lane broken).  (A get of a region the peer gave
+ * back answers -ENOENT over TCP lanes.) */
+void fabric_peer_watch(struct fabric_peer *p, int fd);
+#define FABRIC_CLOSING_NS (100ull * 1000 * 1000)
 
 /* Writes len bytes at offset of the peer's region; returns once src may be
  * reused.  fence(): puts before it are seen by the peer before puts after

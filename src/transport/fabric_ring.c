@@ -179,6 +179,14 @@ static bool pow2_in_range(uint64_t n)
 
 static ssize_t broke(struct fabric_ring *f, int err)
 {
+    if (err == -EPIPE) {
+        /* the engine says the peer is gone, its socket closing (over TCP
+         * lanes: fabric_peer_watch): as a dead peer's memory on the
+         * shared-memory lanes, it takes nothing more of ours, and the
+         * socket tells how it ended */
+        f->peer_lost = true;
+        return err;
+    }
     f->broken = true;
     return err;
 }
@@ -675,6 +683,12 @@ int fabric_ring_peer_owner_left(struct fabric_ring *f, bool *left)
     r = fabric_get(f->peer, offsetof(struct fring_words, owner_left), &v, sizeof v);
     if (r == 0)
         *left = v != 0;
+    if (r == -ENOENT) {
+        r = 0;   /* (over TCP lanes: its ring is gone, its owner with it) */
+    } else if (r == -EPIPE) {
+        *left = false;   /* closing without an answer (over TCP lanes): its socket tells how it ended */
+        r = 0;
+    }
     return r;
 }
 
@@ -777,6 +791,12 @@ int fabric_ring_flush(struct fabric_ring *f)
         return 0;   /* (a peer that left waits for nothing of ours) */
     int r = fabric_flush(f->peer);
     return r ? (int)broke(f, r) : 0;
+}
+
+void fabric_ring_watch(struct fabric_ring *f, int fd)
+{
+    if (f->peer)
+        fabric_peer_watch(f->peer, fd);
 }
 
 void fabric_ring_lanes(struct fabric_ring *f, char *out, size_t len)

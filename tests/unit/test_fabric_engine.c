@@ -44,6 +44,8 @@
 #define PIECE (16u * 1024u)
 #define INDEX_AT (REGION - 64u)   /* the publishing word, after the data */
 #define ACK_AT (REGION - 128u)
+#define WARM_AT (REGION - 192u)
+#define SMALL 4096u   /* what a writer's puts may leave in flight as it dies */
 
 static const char *hooked_functions[] = { "mmap", "munmap", "brk", "malloc", "free", "shmat" };
 #define NHOOKED (sizeof hooked_functions / sizeof hooked_functions[0])
@@ -79,35 +81,51 @@ static uint64_t await_word(struct fabric_engine *e, volatile uint64_t *w, uint64
     return v;
 }
 
+/* Trades worker addresses, and the key and base of each of n regions,
+ * with the other end of sock, and connects peers[k] to the other's region
+ * k (its regions mapped as many as ours). */
+static void trade(struct fabric_engine *e, int sock, const char *tls, const struct fabric_region *regs, size_t n,
+                  struct fabric_peer **peers)
+{
+    void *addr;
+    size_t alen;
+    CHECK(fabric_engine_address(e, &addr, &alen), ==, 0);
+    send_blob(sock, addr, (uint32_t)alen);
+    fabric_engine_address_free(e, addr);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t base = (uint64_t)(uintptr_t)regs[k].base;
+        send_blob(sock, regs[k].rkey, (uint32_t)regs[k].rkey_len);
+        send_blob(sock, &base, sizeof base);
+    }
+    uint32_t palen;
+    void *paddr = recv_blob(sock, &palen);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t prklen, n8;
+        void *prkey = recv_blob(sock, &prklen);
+        uint64_t *pbase = recv_blob(sock, &n8);
+        CHECK(n8, ==, 8);
+        char why[200] = "";
+        int r = fabric_peer_connect(e, paddr, palen, prkey, prklen, *pbase, &peers[k], why, sizeof why);
+        if (r != 0)
+            FAIL("fabric_peer_connect(%s): %d %s", tls ? tls : "default", r, why);
+        free(prkey);
+        free(pbase);
+    }
+    free(paddr);
+}
+
 /* One side: opens the engine, trades addresses and keys with the other
  * end of sock, and plays its part.  Returns the lanes it used in lanes. */
 static void side(int sock, bool writer, const char *tls, char *lanes, size_t lanes_len)
 {
     struct fabric_engine *e = engine_open(tls);
-    char why[200] = "";
-    int r;
     CHECK(fabric_engine_efd(e), >=, 0);
 
     struct fabric_region reg;
     CHECK(fabric_region_map(e, REGION, &reg), ==, 0);
     memset(reg.base, 0, REGION);
-    void *addr;
-    size_t alen;
-    CHECK(fabric_engine_address(e, &addr, &alen), ==, 0);
-    send_blob(sock, addr, (uint32_t)alen);
-    send_blob(sock, reg.rkey, (uint32_t)reg.rkey_len);
-    uint64_t base = (uint64_t)(uintptr_t)reg.base;
-    send_blob(sock, &base, 8);
-    uint32_t palen, prklen, n8;
-    void *paddr = recv_blob(sock, &palen);
-    void *prkey = recv_blob(sock, &prklen);
-    uint64_t *pbase = recv_blob(sock, &n8);
-    CHECK(n8, ==, 8);
-
     struct fabric_peer *p;
-    r = fabric_peer_connect(e, paddr, palen, prkey, prklen, *pbase, &p, why, sizeof why);
-    if (r != 0)
-        FAIL("fabric_peer_connect(%s): %d %s", tls ? tls : "default", r, why);
+    trade(e, sock, tls, &reg, 1, &p);
     fabric_peer_lanes(p, lanes, lanes_len);
     CHECK(lanes[0] != '\0', ==, 1);
 
@@ -153,11 +171,7 @@ static void side(int sock, bool writer, const char *tls, char *lanes, size_t lan
     CHECK(read(sock, &c, 1), ==, 1);
     fabric_peer_close(p);
     fabric_region_unmap(e, &reg);
-    fabric_engine_address_free(e, addr);
     fabric_engine_close(e);
-    free(paddr);
-    free(prkey);
-    free(pbase);
 }
 
 static void test_hooks_off(void)
@@ -204,6 +218,108 @@ static void pair(const char *tls, const char *want, const char *refuse)
     run_sides(pair_side, &w);
 }
 
+/* Over UCX's TCP lanes, a writer whose process ends (_exit, as a kill
+ * would) right after its puts went, before the reader drove its worker:
+ * the reader then takes them and must go on.  UCX's own software put had
+ * the reader answer each one, and an answer that could not go (the
+ * writer's socket gone) aborted the reader's process ("unexpected error",
+ * the fabric-tcp mode's poll_before_claim and procs_epoll_peer_killed).
+ * The reader also checks that what came landed, that a put for a region
+ * given back lands nowhere (it finds no region by its id), and that a
+ * get of a region the peer gave back says so (-ENOENT). */
+static void dying_writer_side(int sock, int i, const void *arg)
+{
+    (void)arg;
+    struct fabric_engine *e = engine_open("tcp");
+    struct fabric_region regs[2];   /* the live one, and one the reader gives back */
+    CHECK(fabric_region_map(e, REGION, &regs[0]), ==, 0);
+    CHECK(fabric_region_map(e, REGION, &regs[1]), ==, 0);
+    memset(regs[0].base, 0, REGION);
+    memset(regs[1].base, 0, REGION);
+    struct fabric_region reg = regs[0], old = regs[1];
+    struct fabric_peer *peers[2];
+    trade(e, sock, "tcp", regs, 2, peers);
+    struct fabric_peer *p = peers[0], *p_old = peers[1];
+    /* both endpoints wired up first, both sides driving their workers (a
+     * first put waits for the peer's progress over TCP lanes) */
+    uint64_t one = 1;
+    CHECK(fabric_put(p, WARM_AT, &one, 8), ==, 0);
+    CHECK(fabric_put(p_old, WARM_AT, &one, 8), ==, 0);
+    await_word(e, (volatile uint64_t *)((char *)reg.base + WARM_AT), 1);
+    await_word(e, (volatile uint64_t *)((char *)old.base + WARM_AT), 1);
+    meet(sock, e);
+    volatile uint64_t *index = (volatile uint64_t *)((char *)reg.base + INDEX_AT);
+    if (i == 0) {
+        /* the writer: its old region's key is given back first */
+        static unsigned char data[SMALL];   /* (in the sockets' buffers: the reader drives nothing now) */
+        for (size_t k = 0; k < SMALL; k++)
+            data[k] = pattern(k);
+        CHECK(fabric_put(p, 0, data, SMALL), ==, 0);
+        uint64_t published = SMALL;
+        CHECK(fabric_put(p, INDEX_AT, &published, 8), ==, 0);
+        char c;
+        CHECK(read(sock, &c, 1), ==, 1);   /* the reader gave its old region back */
+        static unsigned char stray[SMALL];
+        memset(stray, 0xAB, sizeof stray);   /* would show in the live region if misrouted */
+        CHECK(fabric_put(p_old, 0, stray, SMALL), ==, 0);
+        uint64_t late = 1;
+        CHECK(fabric_put(p, ACK_AT, &late, 8), ==, 0);   /* after the late put, on the same lane */
+        _exit(0);   /* no flush, no close: the reader has not driven its worker since */
+    }
+    /* the reader: gives its old region back, then sleeps while the writer
+     * puts and goes, then takes it all */
+    fabric_region_unmap(e, &old);
+    char c = 'g';
+    CHECK(write(sock, &c, 1), ==, 1);
+    CHECK(read(sock, &c, 1), <=, 0);   /* the writer's process is gone (its end closed) */
+    uint64_t got = await_word(e, index, SMALL);
+    CHECK(got, ==, SMALL);
+    await_word(e, (volatile uint64_t *)((char *)reg.base + ACK_AT), 1);
+    for (int k = 0; k < 1000; k++)
+        fabric_engine_progress(e);   /* whatever else of the dead writer's comes (the late put), here */
+    for (size_t k = 0; k < SMALL; k++)
+        if (((unsigned char *)reg.base)[k] != pattern(k))
+            FAIL("byte %zu: %u, not %u", k, ((unsigned char *)reg.base)[k], pattern(k));
+    fabric_peer_close(p_old);
+    fabric_peer_close(p);
+    fabric_region_unmap(e, &reg);
+    fabric_engine_close(e);
+}
+
+/* Over UCX's TCP lanes, a get of a region its peer gave back answers
+ * -ENOENT (its owner went with it: fabric_ring_peer_owner_left). */
+static void region_gone_side(int sock, int i, const void *arg)
+{
+    (void)arg;
+    struct fabric_engine *e = engine_open("tcp");
+    struct fabric_region reg;
+    CHECK(fabric_region_map(e, REGION, &reg), ==, 0);
+    struct fabric_peer *p;
+    trade(e, sock, "tcp", &reg, 1, &p);
+    uint64_t v = 0x1234;
+    if (i == 1) {
+        memcpy((char *)reg.base + ACK_AT, &v, 8);
+        meet(sock, e);
+        meet(sock, e);   /* (the other side read it) */
+        fabric_region_unmap(e, &reg);
+        meet(sock, e);
+        meet(sock, e);   /* (the other side asked again) */
+    } else {
+        meet(sock, e);
+        uint64_t got = 0;
+        CHECK(fabric_get(p, ACK_AT, &got, 8), ==, 0);
+        CHECK(got, ==, v);
+        CHECK(fabric_get(p, REGION - 4, &got, 8), ==, -ENOENT);   /* past its end: no such range */
+        meet(sock, e);
+        meet(sock, e);
+        CHECK(fabric_get(p, ACK_AT, &got, 8), ==, -ENOENT);
+        meet(sock, e);
+        fabric_region_unmap(e, &reg);
+    }
+    fabric_peer_close(p);
+    fabric_engine_close(e);
+}
+
 static void test_bad_lanes(void)
 {
     struct fabric_engine *e = NULL;
@@ -220,6 +336,8 @@ int main(void)
     children_output_open("test_fabric_engine");
     pair(NULL, "memory", "tcp");   /* shared memory here: sysv, posix or cma */
     pair("tcp", "tcp", NULL);
+    run_sides(dying_writer_side, NULL);
+    run_sides(region_gone_side, NULL);
     /* On a machine with other lanes (RDMA: rc, ud, dc), the same exchange on
      * them: SHUNT_TEST_FABRIC_TLS names UCX's transports, and the lanes must
      * name SHUNT_TEST_FABRIC_LANES (docs/testing.md, "On a machine with RDMA

@@ -575,6 +575,8 @@ static struct fabric_conn *conn_of(struct tcp_sock *t, int fd)
 {
     struct fabric_conn *c = t->fab;
     c->s.fd = fd;   /* the number the program uses now (a dup may have replaced the first) */
+    if (c->ring)
+        fabric_ring_watch(c->ring, fd);
     return c;
 }
 
