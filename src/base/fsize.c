@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,12 @@ static long guard_off(struct guard *g, long r)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
     errno = err;
     return r;
+}
+
+bool fsize_limited(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
 }
 
 int fsize_ftruncate(int fd, off_t len)

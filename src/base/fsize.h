@@ -12,7 +12,13 @@
 #ifndef SHUNT_BASE_FSIZE_H
 #define SHUNT_BASE_FSIZE_H
 
+#include <stdbool.h>
 #include <sys/types.h>
+
+/* Whether the process's RLIMIT_FSIZE is finite: a library that grows
+ * files of its own (UCX's shared-memory segments) must not be called to
+ * make one then. */
+bool fsize_limited(void);
 
 int fsize_ftruncate(int fd, off_t len);
 int fsize_fallocate(int fd, int mode, off_t off, off_t len);

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "base/env_override.h"
+#include "base/fsize.h"
 #include "base/real.h"
 #include "transport/fabric_engine.h"
 #include "transport/fabric_ucx.h"
@@ -43,6 +44,16 @@
  * the runs of fabric_ring_bench's polled stream fell from 270 ns and
  * 15 GB/s to 800 ns and 2 GB/s; without it, none did). */
 #define DEFAULT_TLS "^tcp,cma"
+
+/* UCX makes its shared-memory segments (the posix lane's, a region's) as
+ * files it grows with ftruncate: past the program's RLIMIT_FSIZE that
+ * draws SIGXFSZ, whose default action kills (OpenSSH's pre-authentication
+ * child sets the limit to 0), inside UCX where shunt cannot take it off
+ * as fsize.h does for its own files.  So no engine is opened and no region
+ * made while the limit is finite; an engine open already goes on with what
+ * it has (a ring does not grow then).  Its lazy growth of receive buffers
+ * in progress is not guarded: shunt's rings use puts, which need none. */
+#define FSIZE_WHY "the process's RLIMIT_FSIZE is set (UCX's shared-memory files would draw SIGXFSZ)"
 
 
 struct ucx_calls ucx;
@@ -133,6 +144,10 @@ static bool tcp_allowed(const char *lanes)
 
 int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen)
 {
+    if (fsize_limited()) {
+        say(why, whylen, FSIZE_WHY, NULL);
+        return -EFBIG;
+    }
     pthread_once(&load_once, load);
     if (load_err) {
         say(why, whylen, load_why, NULL);
@@ -241,6 +256,8 @@ void fabric_engine_address_free(struct fabric_engine *e, void *addr)
 int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r)
 {
     memset(r, 0, sizeof *r);
+    if (fsize_limited())
+        return -EFBIG;   /* (FSIZE_WHY) */
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
         .address = NULL,

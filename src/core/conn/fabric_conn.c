@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fsize.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "base/self.h"
@@ -65,6 +66,7 @@ struct fabric_conn {
     bool hello_seen;              /* client: the server's hello came (proven or not) */
     bool peer_closed;             /* client: its proof named a process or fd gone by then */
     bool no_fd;                   /* client: no fd was left to check the proof with */
+    bool fsize;                   /* client: RLIMIT_FSIZE kept it from the engine */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
     bool withdrew;                /* client: its end (shutdown) came before its hello: it never moves */
     bool announced;               /* "accelerated" logged */
@@ -233,6 +235,7 @@ static int client_takes_hello(void *ctx, const struct hello *h)
         fabric_proof_make(c->s.fd, fabric_process_bell_id(), c->hand) < 0) {
         shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: %s: kernel TCP", why);
         c->no_fd = at_fd_limit(c->s.fd);
+        c->fsize = fsize_limited();
         if (ring)
             fabric_ring_close(ring);
         return 0;
@@ -380,7 +383,8 @@ static bool settle_pending(struct tcp_sock *t, int fd)
                            (unsigned long long)c->hello_cookie);
         } else if (decided) {
             shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello: %s", why);
-            fallback_record(t, fd, !mine ? FB_FABRIC_SHARED : at_fd_limit(fd) ? FB_FABRIC_NO_FD : FB_FABRIC, false);
+            fallback_record(t, fd, !mine ? FB_FABRIC_SHARED : at_fd_limit(fd) ? FB_FABRIC_NO_FD
+                                   : fsize_limited() ? FB_FABRIC_FSIZE : FB_FABRIC, false);
             sockstat_publish(t, fd, 0, 0, NULL, 0);
         }
     }
@@ -534,7 +538,7 @@ static bool after_call(struct fabric_conn *c, int fd)
         /* no hello (a server without shunt), or one not taken */
         fallback_record(t, fd, !c->hello_seen ? c->otherwise : c->no_attach ? FB_FABRIC_LEFT
                                : c->withdrew ? FB_WITHDRAWN : c->peer_closed ? FB_FABRIC_GONE
-                               : c->no_fd ? FB_FABRIC_NO_FD : FB_FABRIC, false);
+                               : c->no_fd ? FB_FABRIC_NO_FD : c->fsize ? FB_FABRIC_FSIZE : FB_FABRIC, false);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
         return false;
     }

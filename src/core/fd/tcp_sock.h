@@ -68,6 +68,7 @@ enum fallback_reason {
     FB_FABRIC_GONE,         /* the peer closed (or its process ended) before this end checked its proof */
     FB_FABRIC_FORKED,       /* a forking server's child would open an engine for this one connection */
     FB_FABRIC_NO_FD,        /* no fd left for the engine or the peer's proof (the process is at its fd limit) */
+    FB_FABRIC_FSIZE,        /* RLIMIT_FSIZE set: UCX's shared-memory files would draw SIGXFSZ */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):
