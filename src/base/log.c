@@ -17,6 +17,7 @@
 
 enum log_level shunt_log_level = LOG_OFF;
 static int log_fd = 2;
+static bool log_own;   /* log_fd is a file shunt opened (SHUNT_LOG_FILE) */
 
 static const char *const level_names[] = { "off", "error", "warn", "info", "debug", "trace" };
 
@@ -76,14 +77,30 @@ void shunt_log_open(const struct shunt_settings *s)
     path[o] = 0;
     int fd = log_file_open(path);
     if (fd >= 0) {
-        /* keep it out of the program's way: a high fd it is unlikely to dup2 onto */
-        int high = shunt_real.fcntl(fd, F_DUPFD_CLOEXEC, 900);
-        if (high >= 0) {
-            shunt_real.close(fd);
-            fd = high;
-        }
         log_fd = fd;
+        log_own = true;
     }
+}
+
+void shunt_log_place(void)
+{
+    if (!log_own)
+        return;
+    /* out of the program's way: a high fd it is unlikely to dup2 onto */
+    int high = shunt_real.fcntl(log_fd, F_DUPFD_CLOEXEC, 900);
+    if (high >= 0) {
+        shunt_real.close(log_fd);
+        log_fd = high;
+    }
+}
+
+void shunt_log_close(void)
+{
+    if (log_own)
+        shunt_real.close(log_fd);
+    log_own = false;
+    log_fd = -1;
+    shunt_log_level = LOG_OFF;
 }
 
 void shunt_log_write(enum log_level level, const char *fmt, ...)

@@ -11,7 +11,13 @@
  * memory and one branch not taken (no GOT load), the call out of line. */
 extern enum log_level shunt_log_level __attribute__((visibility("hidden")));
 
+/* The log as the settings say.  Its file is opened at the lowest free fd:
+ * shunt_log_place then moves it high, which a seccomp filter inherited at
+ * start may refuse by killing (fcntl F_DUPFD: the sandbox probe asks
+ * first), or shunt_log_close gives the number back and ends the log. */
 void shunt_log_open(const struct shunt_settings *s);
+void shunt_log_place(void);
+void shunt_log_close(void);
 void shunt_log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define shunt_log(level, ...)                                   \

@@ -93,6 +93,10 @@ void shunt_init_slow(void)
     shunt_log(LOG_INFO, "libshunt loaded: accel=%d strict=%d", shunt_settings.accel, shunt_settings.strict);
 
     sandbox_at_start();
+    if (shunt_sandboxed())
+        shunt_log_close();   /* (its file's number given back: nothing of shunt's stays in the program's way) */
+    else
+        shunt_log_place();
     tcp_socket_init();
     epoll_init();
     uring_set_hook(want_fail_safe);
