@@ -33,6 +33,12 @@ extern struct shunt_settings shunt_settings;
 enum shunt_sandbox_state { SANDBOX_NONE, SANDBOX_LEAVING, SANDBOXED };
 extern atomic_int shunt_sandbox;
 
+/* Some seccomp filter is in place: inherited at start (and found harmless,
+ * or the process is SANDBOXED), or installed since.  shunt then starts no
+ * thread of its own: making one is a call its checks of a filter do not
+ * cover (core/conn/fabric_progress.c). */
+extern atomic_bool shunt_filtered;
+
 /* A vfork child that installed such a filter: the same for it alone (its
  * parent, whose memory it borrows, goes on as before; interpose/vfork.c
  * clears it when the parent resumes). */

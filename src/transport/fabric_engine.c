@@ -219,6 +219,16 @@ void fabric_engine_close(struct fabric_engine *e)
     free(e);
 }
 
+bool fabric_engine_idle(const struct fabric_engine *e)
+{
+    return e->users == 0;
+}
+
+bool fabric_engine_forks_whole(const struct fabric_engine *e)
+{
+    return !e->am_rma;
+}
+
 int fabric_engine_efd(struct fabric_engine *e)
 {
     return e->efd;
@@ -232,6 +242,11 @@ bool fabric_engine_arm(struct fabric_engine *e)
 unsigned fabric_engine_progress(struct fabric_engine *e)
 {
     return ucx.ucp_worker_progress(e->worker);
+}
+
+bool fabric_engine_needs_progress(const struct fabric_engine *e)
+{
+    return e->am_rma;
 }
 
 uint64_t fabric_engine_bells_heard(const struct fabric_engine *e)
@@ -278,6 +293,7 @@ int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region 
     r->base = ma.address;
     r->len = len;
     r->mem = mem;
+    e->users++;
     return 0;
 }
 
@@ -287,8 +303,10 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
         am_region_remove(e, r->base, r->rkey);   /* a late put for it finds no region */
     else if (r->rkey)
         ucx.ucp_rkey_buffer_release(r->rkey);
-    if (r->mem)
+    if (r->mem) {
+        e->users--;
         ucx.ucp_mem_unmap(e->ctx, r->mem);
+    }
     memset(r, 0, sizeof *r);
 }
 
@@ -352,6 +370,7 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
     p->e = e;
     p->remote_base = remote_base;
     p->watch_fd = -1;
+    p->watch_pid = 0;
     /* A dead peer is told by the companion TCP socket, on every lane, as
      * for shunt's own rings, and every wait here is bounded.  Not by UCX's
      * peer error handling: UCX 1.13's shared-memory lanes have none (the
@@ -370,6 +389,7 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
         free(p);
         return failed(s, "UCX endpoint", why, whylen);
     }
+    e->users++;
     if (e->am_rma) {
         if (am_peer_region(p, rkey, rkey_len) < 0 || am_peer_add(p, addr, addr_len) < 0) {
             fabric_peer_close(p);
@@ -394,6 +414,7 @@ void fabric_peer_close(struct fabric_peer *p)
         am_peer_remove(p);
     ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
     fabric_ucx_finish(p->e, ucx.ucp_ep_close_nbx(p->ep, &rp));
+    p->e->users--;
     free(p);
 }
 
@@ -413,9 +434,11 @@ int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len)
     return fabric_ucx_finish(p->e, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp));
 }
 
-void fabric_peer_watch(struct fabric_peer *p, int fd)
+void fabric_peer_watch(struct fabric_peer *p, int fd, uint32_t pid)
 {
     p->watch_fd = fd;
+    if (pid)
+        p->watch_pid = pid;
 }
 
 int fabric_bell(struct fabric_peer *p)

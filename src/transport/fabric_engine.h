@@ -39,12 +39,26 @@ struct fabric_peer;
  * saying why in why (no UCX installed, no lane, an engine error). */
 int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen);
 void fabric_engine_close(struct fabric_engine *e);
+/* No region and no peer of it is in use: closing it loses nothing. */
+bool fabric_engine_idle(const struct fabric_engine *e);
+/* Whether a child forked while e was open can open an engine of its own.
+ * Not where UCX's TCP lanes may be used: their incoming connections are
+ * accepted by UCX's own thread, which a child does not have while UCX's
+ * memory (copied by the fork) says it runs, so no peer could reach the
+ * child's engine (seen: its puts timed out).  The shared-memory lanes
+ * connect without it. */
+bool fabric_engine_forks_whole(const struct fabric_engine *e);
 
 /* The worker's wake-up fd: readable when progress has work.  arm() before
  * sleeping on it: false means events are pending, progress first. */
 int fabric_engine_efd(struct fabric_engine *e);
 bool fabric_engine_arm(struct fabric_engine *e);
 unsigned fabric_engine_progress(struct fabric_engine *e);
+/* Whether a peer's writes and reads of this process's regions, and its
+ * flushes, are answered only inside this process's progress (UCX's TCP
+ * lanes allowed: fabric_am_rma.c), so that a process busy elsewhere keeps
+ * its peer waiting unless a thread of its own drives it. */
+bool fabric_engine_needs_progress(const struct fabric_engine *e);
 /* Doorbells (fabric_bell) that reached this worker so far. */
 uint64_t fabric_engine_bells_heard(const struct fabric_engine *e);
 
@@ -81,8 +95,11 @@ void fabric_peer_close(struct fabric_peer *p);
  * (nothing of ours depends on it once the peer goes: a wake decision is
  * bounded anyway), such a get -EPIPE, and a put that fails then -EPIPE
  * (the peer gone, not the lane broken).  (A get of a region the peer gave
- * back answers -ENOENT over TCP lanes.) */
-void fabric_peer_watch(struct fabric_peer *p, int fd);
+ * back answers -ENOENT over TCP lanes.)  pid, where not 0, is the peer's
+ * process, on this host: its end bounds such a wait too (a killed peer's
+ * FIN may wait behind bytes this end has not read, and come only after it
+ * reads them, which it cannot while it waits). */
+void fabric_peer_watch(struct fabric_peer *p, int fd, uint32_t pid);
 #define FABRIC_CLOSING_NS (100ull * 1000 * 1000)
 
 /* Writes len bytes at offset of the peer's region; returns once src may be

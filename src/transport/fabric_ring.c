@@ -793,10 +793,10 @@ int fabric_ring_flush(struct fabric_ring *f)
     return r ? (int)broke(f, r) : 0;
 }
 
-void fabric_ring_watch(struct fabric_ring *f, int fd)
+void fabric_ring_watch(struct fabric_ring *f, int fd, uint32_t pid)
 {
     if (f->peer)
-        fabric_peer_watch(f->peer, fd);
+        fabric_peer_watch(f->peer, fd, pid);
 }
 
 void fabric_ring_lanes(struct fabric_ring *f, char *out, size_t len)

@@ -195,8 +195,9 @@ int fabric_ring_flush(struct fabric_ring *f);
 
 /* The lanes UCX uses to the peer (fabric_peer_lanes), "" before attach. */
 void fabric_ring_lanes(struct fabric_ring *f, char *out, size_t len);
-/* The connection's socket, fd (fabric_peer_watch), once attached. */
-void fabric_ring_watch(struct fabric_ring *f, int fd);
+/* The connection's socket, fd, and the peer's process, pid (0: as it was)
+ * (fabric_peer_watch), once attached. */
+void fabric_ring_watch(struct fabric_ring *f, int fd, uint32_t pid);
 
 /* Frees the end without waiting for a peer that may be dead. */
 void fabric_ring_close(struct fabric_ring *f);

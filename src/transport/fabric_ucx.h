@@ -87,6 +87,7 @@ struct fabric_engine {
     ucp_worker_h worker;
     int efd;
     uint64_t bells_heard;   /* doorbells that arrived (the handler runs inside progress) */
+    unsigned users;         /* regions and peers not given back */
     /* Lanes that may be UCX's TCP lanes: puts, gets and flushes go as
      * active messages (fabric_am_rma.c). */
     bool am_rma;
@@ -122,6 +123,7 @@ struct fabric_peer {
     uint64_t remote_base;
     uint64_t region;        /* active-message engines: the peer's region, by its id */
     int watch_fd;           /* the connection's own socket, to see the peer closing (-1: none) */
+    uint32_t watch_pid;     /* the peer's process on this host (0: unknown) */
     struct fabric_peer *next;   /* active-message engines: the engine's peers, whose endpoints answer */
     size_t addr_len;        /* ... and the worker address each was made with */
     unsigned char *addr;

@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/fsize.h"
 #include "base/log.h"
+#include "base/pid_gone.h"
 #include "base/real.h"
 #include "base/self.h"
 #include "base/settings.h"
@@ -66,7 +67,7 @@ struct fabric_conn {
     bool hello_seen;              /* client: the server's hello came (proven or not) */
     bool peer_closed;             /* client: its proof named a process or fd gone by then */
     bool no_fd;                   /* client: no fd was left to check the proof with */
-    bool fsize;                   /* client: RLIMIT_FSIZE kept it from the engine */
+    uint8_t unbuilt;              /* client: why its end of the fabric could not be made (a reason) */
     bool no_attach;               /* client: a hello still to come is taken off, not attached to */
     bool withdrew;                /* client: its end (shutdown) came before its hello: it never moves */
     bool announced;               /* "accelerated" logged */
@@ -95,7 +96,7 @@ static void ring_peer(void *ctx)
 static bool peer_gone(void *ctx)
 {
     struct fabric_conn *c = ctx;
-    return c->peer_pid && fabric_pid_gone(c->peer_pid);
+    return c->peer_pid && pid_gone(c->peer_pid);
 }
 
 static void peer_proven(struct fabric_conn *c, const struct fabric_peer_id *id)
@@ -170,6 +171,13 @@ static bool at_fd_limit(int fd)
     return false;
 }
 
+/* After the engine or a ring could not be had: the reason when it is one
+ * by design, else FB_FABRIC (something failed). */
+static enum fallback_reason unbuilt_reason(void)
+{
+    return fsize_limited() ? FB_FABRIC_FSIZE : fabric_process_fork_refused() ? FB_FABRIC_FORK_BUSY : FB_FABRIC;
+}
+
 /* The server's side of the hand-over: the client's proof and ring, behind
  * its header in ours.  0 attached, 1 refused (not proven: it goes back,
  * fabric_stream.h), -1 a proven peer whose nonce is not ours. */
@@ -235,7 +243,7 @@ static int client_takes_hello(void *ctx, const struct hello *h)
         fabric_proof_make(c->s.fd, fabric_process_bell_id(), c->hand) < 0) {
         shunt_log_sock(LOG_WARN, c->t, c->s.fd, "fabric: %s: kernel TCP", why);
         c->no_fd = at_fd_limit(c->s.fd);
-        c->fsize = fsize_limited();
+        c->unbuilt = unbuilt_reason();
         if (ring)
             fabric_ring_close(ring);
         return 0;
@@ -383,8 +391,8 @@ static bool settle_pending(struct tcp_sock *t, int fd)
                            (unsigned long long)c->hello_cookie);
         } else if (decided) {
             shunt_log_sock(LOG_INFO, t, fd, "fabric: no hello: %s", why);
-            fallback_record(t, fd, !mine ? FB_FABRIC_SHARED : at_fd_limit(fd) ? FB_FABRIC_NO_FD
-                                   : fsize_limited() ? FB_FABRIC_FSIZE : FB_FABRIC, false);
+            fallback_record(t, fd, !mine ? FB_FABRIC_SHARED : at_fd_limit(fd) ? FB_FABRIC_NO_FD : unbuilt_reason(),
+                            false);
             sockstat_publish(t, fd, 0, 0, NULL, 0);
         }
     }
@@ -538,7 +546,7 @@ static bool after_call(struct fabric_conn *c, int fd)
         /* no hello (a server without shunt), or one not taken */
         fallback_record(t, fd, !c->hello_seen ? c->otherwise : c->no_attach ? FB_FABRIC_LEFT
                                : c->withdrew ? FB_WITHDRAWN : c->peer_closed ? FB_FABRIC_GONE
-                               : c->no_fd ? FB_FABRIC_NO_FD : c->fsize ? FB_FABRIC_FSIZE : FB_FABRIC, false);
+                               : c->no_fd ? FB_FABRIC_NO_FD : c->unbuilt ? c->unbuilt : FB_FABRIC, false);
         sockstat_publish(t, fd, 0, 0, NULL, 0);
         return false;
     }
@@ -580,7 +588,7 @@ static struct fabric_conn *conn_of(struct tcp_sock *t, int fd)
     struct fabric_conn *c = t->fab;
     c->s.fd = fd;   /* the number the program uses now (a dup may have replaced the first) */
     if (c->ring)
-        fabric_ring_watch(c->ring, fd);
+        fabric_ring_watch(c->ring, fd, c->peer_pid);
     return c;
 }
 

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/real.h"
 #include "base/self.h"
+#include "base/pid_gone.h"
 #include "core/conn/fabric_pending.h"
 
 #define SLOTS 1024
@@ -58,28 +59,12 @@ static struct slot *slot_of(const struct fabric_pending *p)
     return atomic_load(&s->key) == p->key ? s : NULL;
 }
 
-bool fabric_pid_gone(uint32_t pid)
-{
-    char path[32], st[256];
-    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    ssize_t n = shunt_real.read(fd, st, sizeof st - 1);
-    shunt_real.close(fd);
-    if (n <= 0)
-        return false;
-    st[n] = 0;
-    const char *p = strrchr(st, ')');   /* pid (comm) state ... */
-    return p && (p[2] == 'Z' || p[2] == 'X');
-}
-
 /* Whether a holder other than me is alive. */
 static bool others_alive(struct slot *s, uint32_t me)
 {
     for (int i = 0; i < HOLDERS; i++) {
         uint32_t h = atomic_load(&s->holder[i]);
-        if (h && h != me && !fabric_pid_gone(h))
+        if (h && h != me && !pid_gone(h))
             return true;
     }
     return false;
@@ -89,7 +74,7 @@ static bool all_gone(struct slot *s)
 {
     for (int i = 0; i < HOLDERS; i++) {
         uint32_t h = atomic_load(&s->holder[i]);
-        if (h && !fabric_pid_gone(h))
+        if (h && !pid_gone(h))
             return false;
     }
     return true;
@@ -115,7 +100,7 @@ static void add_holder(struct slot *s, uint32_t pid)
     }
     for (int i = 0; i < HOLDERS; i++) {
         uint32_t h = atomic_load(&s->holder[i]);
-        if (fabric_pid_gone(h) && atomic_compare_exchange_strong(&s->holder[i], &h, pid))
+        if (pid_gone(h) && atomic_compare_exchange_strong(&s->holder[i], &h, pid))
             return;
     }
     set_none(s);

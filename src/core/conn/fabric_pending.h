@@ -66,7 +66,4 @@ void fabric_pending_drop(const struct fabric_pending *p);
 void fabric_pending_before_fork(const struct fabric_pending *p);
 void fabric_pending_after_fork(const struct fabric_pending *p, pid_t pid);
 
-/* Whether the process pid is gone or a zombie (a holder, or a peer). */
-bool fabric_pid_gone(uint32_t pid);
-
 #endif

@@ -17,6 +17,7 @@
 #include "base/settings.h"
 #include "base/signals.h"
 #include "core/conn/fabric_process.h"
+#include "core/conn/fabric_progress.h"
 #include "registry/bell_name.h"
 #include "transport/fabric_engine.h"
 
@@ -26,6 +27,7 @@ static pthread_mutex_t fab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fabric_engine *engine;
 static pid_t engine_pid;
 static bool engine_failed;
+static bool engine_refused_fork;   /* failed: forked while the parent's was in use (TCP lanes) */
 static char engine_why[200];
 
 /*
@@ -94,15 +96,55 @@ void fabric_process_unlock(void)
     crit_unlock(&fab_lock);
 }
 
+/* Under fab_lock: the engine and this process's doorbell go (a later
+ * connection opens them anew). */
+static void close_engine(void)
+{
+    if (bell_fd >= 0) {
+        shunt_real.close(bell_fd);
+        unlink(bell_file);
+        bell_fd = -1;
+    }
+    if (wake_fd >= 0 && wake_fd != fabric_engine_efd(engine))
+        shunt_real.close(wake_fd);
+    wake_fd = -1;
+    fabric_engine_close(engine);
+    engine = NULL;
+}
+
 void fabric_process_fork_lock(void)
 {
+    /* An engine nothing uses is closed before a fork, so that the child
+     * starts from a UCX that runs nothing: one that had started its
+     * threads leaves the child a UCX whose memory says they run.  Over
+     * TCP lanes such a child's engine could never be reached
+     * (fabric_engine_forks_whole); over any lane its event handlers would
+     * be added to the parent's thread's set, shared through the fork.
+     * shunt's own progress thread ends first (it waits for this lock). */
     crit_lock(&fab_lock);
+    bool idle = engine && engine_pid == shunt_pid && fabric_engine_idle(engine);
+    if (idle) {
+        crit_unlock(&fab_lock);
+        fabric_progress_stop();
+        crit_lock(&fab_lock);
+        if (engine && engine_pid == shunt_pid && fabric_engine_idle(engine)) {
+            close_engine();
+            shunt_log(LOG_INFO, "fabric: the engine, unused, closed before a fork");
+        } else if (engine && engine_pid == shunt_pid && bell_fd >= 0) {
+            fabric_progress_start(engine);   /* taken up meanwhile: it goes on */
+        }
+    }
 }
 
 void fabric_process_fork_unlock(bool child)
 {
     (void)child;   /* in both, this thread took it: it lets it go, as atfork handlers do */
     crit_unlock(&fab_lock);
+}
+
+bool fabric_process_fork_refused(void)
+{
+    return engine_refused_fork && engine_pid == shunt_pid;
 }
 
 bool fabric_process_has_engine(void)
@@ -113,8 +155,17 @@ bool fabric_process_has_engine(void)
 struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
 {
     if (engine_pid != shunt_pid) {   /* a forked child: its parent's engine is not its own */
-        engine = NULL;
         engine_failed = false;
+        engine_refused_fork = false;
+        if (engine && !fabric_engine_forks_whole(engine)) {
+            /* the parent's was in use at the fork: no peer could reach ours */
+            engine_failed = true;
+            engine_refused_fork = true;
+            snprintf(engine_why, sizeof engine_why,
+                     "forked while the parent's engine was in use, whose lanes (UCX's TCP lanes) a child cannot "
+                     "be reached on");
+        }
+        engine = NULL;
         engine_pid = shunt_pid;
     }
     if (!engine && !engine_failed) {
@@ -123,6 +174,8 @@ struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
             engine_failed = true;
         } else {
             open_wake();
+            if (bell_fd >= 0)   /* (its news reach sleepers through the doorbell) */
+                fabric_progress_start(engine);
         }
     }
     if (!engine)
@@ -146,6 +199,15 @@ void fabric_process_drain_bells(void)
     if (bell_fd >= 0)
         while (shunt_real.recv(bell_fd, b, sizeof b, MSG_DONTWAIT) > 0)
             ;
+}
+
+void fabric_process_wake_self(void)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    if (bell_fd < 0 || bell_pid != shunt_pid)
+        return;
+    memcpy(a.sun_path, bell_file, sizeof a.sun_path);
+    shunt_real.sendto(bell_fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)&a, sizeof a);
 }
 
 void fabric_process_peer_bell(struct sockaddr_un *out, uint32_t pid, uint64_t id)

@@ -26,6 +26,10 @@ void fabric_process_unlock(void);
 void fabric_process_fork_lock(void);
 void fabric_process_fork_unlock(bool child);
 
+/* Whether this process's engine was refused because it was forked while its
+ * parent's, on lanes a child cannot be reached on, was in use (by design:
+ * reason fabric_fork_busy). */
+bool fabric_process_fork_refused(void);
 /* Whether this process has an engine of its own open. */
 bool fabric_process_has_engine(void);
 /* The engine, opened if it is not (under the lock): NULL with a line in why
@@ -41,6 +45,10 @@ int fabric_process_wake_fd(void);
 /* Takes the doorbells that came out: before a sleeper says it sleeps (one
  * that comes after rings its sleep). */
 void fabric_process_drain_bells(void);
+
+/* Rings this process's own doorbell: every sleeper looks again (the
+ * progress thread took news from the engine's fd: fabric_progress.c). */
+void fabric_process_wake_self(void);
 
 /* A proven peer's doorbell (its pid and id from its proof), and a ring. */
 void fabric_process_peer_bell(struct sockaddr_un *out, uint32_t pid, uint64_t id);

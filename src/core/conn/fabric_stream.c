@@ -157,7 +157,7 @@ int fabric_stream_move(struct fabric_stream *s)
     size_t len = s->hand_len;
     if (len > FABRIC_STREAM_BLOB_MAX)
         return -EMSGSIZE;
-    fabric_ring_watch(s->ring, s->fd);   /* (attached in this very call, maybe) */
+    fabric_ring_watch(s->ring, s->fd, 0);   /* (attached in this very call, maybe; its pid: conn_of's) */
     uint8_t h[FABRIC_STREAM_HEADER];
     put_le64(h, s->tcp_sent);
     put_le64(h + 8, len);

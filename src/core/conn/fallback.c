@@ -46,6 +46,8 @@ static const char *const reason_names[] = {
     [FB_FABRIC_FORKED] = "fabric: a forked child would open an engine for this one connection (SHUNT_FABRIC_FORKED=0)",
     [FB_FABRIC_NO_FD] = "fabric: no fd left for the engine or the peer's proof (the process is at its fd limit)",
     [FB_FABRIC_FSIZE] = "fabric: the process's RLIMIT_FSIZE is set: UCX's shared-memory files would draw SIGXFSZ",
+    [FB_FABRIC_FORK_BUSY] = "fabric: forked while the parent's engine was in use on UCX's TCP lanes (no peer could "
+                            "reach the child's)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -86,6 +88,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_FORKED] = "fabric_forked",
     [FB_FABRIC_NO_FD] = "fabric_no_fd",
     [FB_FABRIC_FSIZE] = "fabric_fsize",
+    [FB_FABRIC_FORK_BUSY] = "fabric_fork_busy",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -69,6 +69,7 @@ enum fallback_reason {
     FB_FABRIC_FORKED,       /* a forking server's child would open an engine for this one connection */
     FB_FABRIC_NO_FD,        /* no fd left for the engine or the peer's proof (the process is at its fd limit) */
     FB_FABRIC_FSIZE,        /* RLIMIT_FSIZE set: UCX's shared-memory files would draw SIGXFSZ */
+    FB_FABRIC_FORK_BUSY,    /* forked while the parent's engine, on UCX's TCP lanes, was in use */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):

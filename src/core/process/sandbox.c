@@ -60,6 +60,7 @@
 #include "core/conn/deferred_close.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fabric_conn.h"
+#include "core/conn/fabric_progress.h"
 #include "core/conn/fallback.h"
 #include "core/conn/negotiate.h"
 #include "core/conn/sockstat.h"
@@ -102,6 +103,7 @@ void sandbox_at_start(void)
     int mode = status_seccomp();
     if (mode <= 0)
         return;   /* no filter (or no /proc to say so: taken as none) */
+    atomic_store(&shunt_filtered, true);
     char why[200] = "SHUNT_SANDBOX_PROBE=0";
     if (mode == 2 && shunt_settings.sandbox_probe && sandbox_probe(why, sizeof why)) {
         shunt_log(LOG_INFO, "started under a seccomp filter that lets every call of shunt's run (probed)");
@@ -209,8 +211,10 @@ static void enter(const char *why)
     }
     shunt_log(LOG_INFO, "seccomp filter coming (%s): every connection moves back to kernel TCP, and shunt "
               "passes every call through from now on (reason sandbox)", why);
+    atomic_store(&shunt_filtered, true);
     downgrade_take_up_inherited();
     fabric_conn_leave_all("a seccomp sandbox", true);
+    fabric_progress_stop();   /* its calls are not the filter's to allow */
     fdt_for_each_object(0, ~0U, leave_fd, NULL);
     deferred_close_each(leave_deferred);
     epoll_sandbox();
@@ -227,8 +231,11 @@ void sandbox_before_filter(unsigned long mode, const void *prog)
     if (mode == SECCOMP_MODE_FILTER) {
         bool installs;
         if (filter_allows(prog, &installs, why, sizeof why)) {
-            if (installs)
+            if (installs) {
                 shunt_log(LOG_INFO, "seccomp filter coming, which lets every call of shunt's run: nothing changes");
+                if (!shunt_in_vfork_child)   /* (its parent's memory: not its own to mark) */
+                    atomic_store(&shunt_filtered, true);
+            }
             return;
         }
     }
