@@ -11,7 +11,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 
 #include "base/fd_place.h"
@@ -109,6 +111,29 @@ int fd_place_make(int (*make)(void *arg), void *arg, bool kept)
     crit_unlock(&place_lock);
     errno = saved;
     return fd;
+}
+
+/* The lowest number fd_place_move gave (INT_MAX: none yet). */
+static atomic_int moved_floor = INT_MAX;
+
+int fd_place_move(int fd)
+{
+    int saved = errno;
+    int hi = fd_place_high(fd);
+    if (hi < 0) {
+        errno = saved;
+        return fd;
+    }
+    shunt_real.close(fd);
+    for (int f = atomic_load(&moved_floor); hi < f && !atomic_compare_exchange_weak(&moved_floor, &f, hi);)
+        ;
+    errno = saved;
+    return hi;
+}
+
+bool fd_place_own(int fd)
+{
+    return fd >= atomic_load_explicit(&moved_floor, memory_order_relaxed) && fd_place_in_room(fd);
 }
 
 bool fd_place_in_room(int fd)

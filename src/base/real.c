@@ -107,6 +107,18 @@ static int boot_fcntl(int fd, int cmd, ...)
 }
 #define boot_fcntl64 boot_fcntl
 
+static int boot_shm_open(const char *name, int oflag, mode_t mode)
+{
+    char path[256];
+    while (*name == '/')
+        name++;
+    if (snprintf(path, sizeof path, "/dev/shm/%s", name) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return (int)shunt_syscall(SYS_openat, AT_FDCWD, path, oflag | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
 static int boot_ioctl(int fd, unsigned long req, ...)
 {
     va_list ap;

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>

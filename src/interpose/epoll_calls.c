@@ -3,6 +3,7 @@
  * object in the fd table (core/kinds/epoll.c) that answers for accelerated
  * members; everything else in the set is the kernel's.
  */
+#include "base/fd_place.h"
 #include "core/kinds/epoll.h"
 #include "interpose/wrap.h"
 
@@ -10,6 +11,8 @@ static int created(int fd, int saved)
 {
     if (fd < 0)
         return -1;
+    if (shunt_in_engine)
+        fd = fd_place_move(fd);   /* the engine's: above the program's range */
     fdt_install(fd, epoll_object_new());
     errno = saved;
     return fd;

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 
+#include "base/fd_place.h"
 #include "core/kinds/tcp_socket.h"
 #include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
@@ -23,10 +24,14 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
      * connect that stays kernel TCP never does (fdtable.h, LAZY); the
      * engine's own are never the program's (passed through, and so is
      * what their listeners accept) */
-    if (tcp_socket_wanted(domain, type, protocol) && !shunt_in_engine)
-        fdt_install_lazy(fd, tcp_socket_lazy(domain, type));
-    else
+    if (shunt_in_engine) {
+        fd = fd_place_move(fd);   /* above the program's range */
         fdt_install(fd, NULL);
+    } else if (tcp_socket_wanted(domain, type, protocol)) {
+        fdt_install_lazy(fd, tcp_socket_lazy(domain, type));
+    } else {
+        fdt_install(fd, NULL);
+    }
     errno = saved;
     return fd;
 }

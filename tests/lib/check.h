@@ -218,7 +218,8 @@ static inline void expect_accelerated_mode(int fd, const char *file, int line, i
 		 * fails the test for. */
 		static const char *const by_design[] = { "fabric_left", "fabric_shared", "inherited",
 							 "withdrawn", "no_listener", "fabric_gone", "fabric_forked",
-							 "fabric_no_fd", "fabric_fsize", "fabric_fork_busy" };
+							 "fabric_no_fd", "fabric_fsize", "fabric_fork_busy",
+							 "fabric_no_room" };
 		if (path != NULL && strcmp(path, "fabric") == 0)
 			return;
 		for (size_t i = 0; !stayed && path && reason && strcmp(path, "tcp") == 0 &&

@@ -175,7 +175,8 @@ static bool at_fd_limit(int fd)
  * by design, else FB_FABRIC (something failed). */
 static enum fallback_reason unbuilt_reason(void)
 {
-    return fsize_limited() ? FB_FABRIC_FSIZE : fabric_process_fork_refused() ? FB_FABRIC_FORK_BUSY : FB_FABRIC;
+    return fsize_limited() ? FB_FABRIC_FSIZE : fabric_process_fork_refused() ? FB_FABRIC_FORK_BUSY
+           : fabric_process_no_room() && !fabric_process_has_engine() ? FB_FABRIC_NO_ROOM : FB_FABRIC;
 }
 
 /* The server's side of the hand-over: the client's proof and ring, behind

@@ -8,9 +8,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/fd_place.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "base/self.h"
@@ -58,8 +60,13 @@ static void open_wake(void)
     if (getrandom(&bell_id, sizeof bell_id, GRND_NONBLOCK) != (ssize_t)sizeof bell_id)
         return;
     bell_path(a.sun_path, sizeof a.sun_path, "", (uint32_t)geteuid(), (uint32_t)shunt_pid, bell_id);
+    /* (both above the program's range, as the engine's own fds) */
     int b = shunt_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int w = shunt_real.epoll_create1(EPOLL_CLOEXEC);
+    if (b >= 0)
+        b = fd_place_move(b);
+    if (w >= 0)
+        w = fd_place_move(w);
     struct epoll_event ev = { .events = EPOLLIN };
     if (b < 0 || w < 0 || shunt_real.bind(b, (struct sockaddr *)&a, sizeof a) < 0 ||
         shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, efd, &ev) < 0 || shunt_real.epoll_ctl(w, EPOLL_CTL_ADD, b, &ev) < 0) {
@@ -152,6 +159,28 @@ bool fabric_process_has_engine(void)
     return engine && engine_pid == shunt_pid;
 }
 
+/*
+ * The engine's fds (about 11 of UCX's, one more per peer over TCP lanes)
+ * go above the program's fd limit (interpose/engine_fd_calls.c), in the
+ * room up to the hard limit.  With no room (the soft limit equal to the
+ * hard one, as `ulimit -n N` sets both) they go near the top of the
+ * program's range instead (base/fd_place.h), taking numbers a program that
+ * opens nearly all it may would have had: it would meet EMFILE that many
+ * early.  Below NO_ROOM_LIMIT, where programs do reach their limit (a
+ * `ulimit -n 64`, select's 1024), no engine is opened then (by design:
+ * fabric_no_room); at or above it (this workplace's machines set 20000
+ * for both, containers 1048576) the engine opens (compatibility.md).
+ */
+#define ROOM_MIN 32u
+#define NO_ROOM_LIMIT 4096u
+
+bool fabric_process_no_room(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < NO_ROOM_LIMIT &&
+           rl.rlim_max != RLIM_INFINITY && rl.rlim_max - rl.rlim_cur < ROOM_MIN;
+}
+
 struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
 {
     if (engine_pid != shunt_pid) {   /* a forked child: its parent's engine is not its own */
@@ -167,6 +196,10 @@ struct fabric_engine *fabric_process_engine(char *why, size_t whylen)
         }
         engine = NULL;
         engine_pid = shunt_pid;
+    }
+    if (!engine && !engine_failed && fabric_process_no_room()) {
+        snprintf(why, whylen, "no engine: no room above the fd limit for its fds");
+        return NULL;   /* (not for good: the limit may be raised) */
     }
     if (!engine && !engine_failed) {
         if (fabric_engine_open(&engine, shunt_settings.fabric_lanes, engine_why, sizeof engine_why) < 0) {

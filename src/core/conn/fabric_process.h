@@ -30,6 +30,9 @@ void fabric_process_fork_unlock(bool child);
  * parent's, on lanes a child cannot be reached on, was in use (by design:
  * reason fabric_fork_busy). */
 bool fabric_process_fork_refused(void);
+/* Whether the fd limit leaves no room above it for the engine's fds, at a
+ * limit a program may reach (by design: reason fabric_no_room). */
+bool fabric_process_no_room(void);
 /* Whether this process has an engine of its own open. */
 bool fabric_process_has_engine(void);
 /* The engine, opened if it is not (under the lock): NULL with a line in why

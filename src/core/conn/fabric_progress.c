@@ -78,7 +78,7 @@ static void *drive(void *arg)
 static int make_eventfd(void *arg)
 {
     (void)arg;
-    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return shunt_real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 void fabric_progress_start(struct fabric_engine *e)

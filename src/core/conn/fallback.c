@@ -48,6 +48,8 @@ static const char *const reason_names[] = {
     [FB_FABRIC_FSIZE] = "fabric: the process's RLIMIT_FSIZE is set: UCX's shared-memory files would draw SIGXFSZ",
     [FB_FABRIC_FORK_BUSY] = "fabric: forked while the parent's engine was in use on UCX's TCP lanes (no peer could "
                             "reach the child's)",
+    [FB_FABRIC_NO_ROOM] = "fabric: no room above the process's fd limit for the engine's fds (its soft RLIMIT_NOFILE "
+                          "is its hard one)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -89,6 +91,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_NO_FD] = "fabric_no_fd",
     [FB_FABRIC_FSIZE] = "fabric_fsize",
     [FB_FABRIC_FORK_BUSY] = "fabric_fork_busy",
+    [FB_FABRIC_NO_ROOM] = "fabric_no_room",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -4,6 +4,7 @@
  * the kernel's answer.  The TCP socket kind uses them too, for everything it
  * leaves to the kernel.
  */
+#include "base/fd_place.h"
 #include "core/fd/fdtable.h"
 #include "core/fd/passthrough.h"
 #include "base/real.h"
@@ -69,6 +70,8 @@ int pt_listen(struct fdref *f, int backlog)
 int pt_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int flags)
 {
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
+    if (fd >= 0 && fd_place_own(f->fd))
+        fd = fd_place_move(fd);   /* the engine's listener (UCX's TCP lanes): its connections are its own */
     if (fd >= 0)
         fdt_install(fd, NULL);
     return fd;

@@ -70,6 +70,7 @@ enum fallback_reason {
     FB_FABRIC_NO_FD,        /* no fd left for the engine or the peer's proof (the process is at its fd limit) */
     FB_FABRIC_FSIZE,        /* RLIMIT_FSIZE set: UCX's shared-memory files would draw SIGXFSZ */
     FB_FABRIC_FORK_BUSY,    /* forked while the parent's engine, on UCX's TCP lanes, was in use */
+    FB_FABRIC_NO_ROOM,      /* no room above the fd limit for the engine's fds (soft == hard, a small limit) */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):

@@ -51,7 +51,7 @@ static void lw_drain(void)
 static int make_eventfd(void *arg)
 {
     (void)arg;
-    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return shunt_real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 /* Under wait_lock. */
@@ -201,7 +201,7 @@ void wait_after_fork_child(void)
     lw_pollers = 0;
     lw_dirty = false;
     if (lw_fd >= 0) {
-        int e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        int e = shunt_real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (e < 0 || shunt_real.dup3(e, lw_fd, O_CLOEXEC) < 0) {
             shunt_real.close(lw_fd);
             lw_fd = -1;

@@ -1,0 +1,48 @@
+/*
+ * engine_fd_calls.c: wrappers for the calls the fabric engine (UCX) makes
+ * fds of its own with, that no other wrapper sees: eventfd, pipe, pipe2 and
+ * shm_open (its shared-memory lanes' files stay open).
+ *
+ * Made while the calling thread is inside shunt's calls into the engine
+ * (base/self.h, shunt_in_engine), such an fd is moved above the program's
+ * range (base/fd_place.h), so that the program meets EMFILE at the count
+ * it would without shunt (emfile_count: 11 numbers early before).  The
+ * program's own calls pass straight through, for the price of one
+ * thread-local load.  The engine's sockets, epoll sets and what its
+ * listeners accept are placed by their own wrappers (socket_calls.c,
+ * epoll_calls.c, core/fd/passthrough.c).
+ */
+#include "base/fd_place.h"
+#include "base/self.h"
+#include "interpose/wrap.h"
+
+SHUNT_EXPORT int eventfd(unsigned int count, int flags)
+{
+    int fd = shunt_real.eventfd(count, flags);
+    return fd >= 0 && shunt_in_engine ? fd_place_move(fd) : fd;
+}
+
+static int pipe_placed(int fds[2], int r)
+{
+    if (r == 0 && shunt_in_engine) {
+        fds[0] = fd_place_move(fds[0]);
+        fds[1] = fd_place_move(fds[1]);
+    }
+    return r;
+}
+
+SHUNT_EXPORT int pipe(int fds[2])
+{
+    return pipe_placed(fds, shunt_real.pipe(fds));
+}
+
+SHUNT_EXPORT int pipe2(int fds[2], int flags)
+{
+    return pipe_placed(fds, shunt_real.pipe2(fds, flags));
+}
+
+SHUNT_EXPORT int shm_open(const char *name, int oflag, mode_t mode)
+{
+    int fd = shunt_real.shm_open(name, oflag, mode);
+    return fd >= 0 && shunt_in_engine ? fd_place_move(fd) : fd;
+}
