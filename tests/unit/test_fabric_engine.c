@@ -320,6 +320,41 @@ static void region_gone_side(int sock, int i, const void *arg)
     fabric_engine_close(e);
 }
 
+/* Over UCX's TCP lanes, a get from a peer whose process ended while the
+ * connection's socket said nothing (a killed peer's FIN can wait behind
+ * bytes this end has not read: procs_epoll_peer_killed in the fabric-tcp
+ * mode) is -EPIPE, the peer gone, as soon as its process is seen gone:
+ * before, the wait ran its 5 s and the stream broke (-ETIMEDOUT, or -EIO
+ * from UCX).  A flush then waits for nothing. */
+static void peer_ended_side(int sock, int i, const void *arg)
+{
+    (void)arg;
+    struct fabric_engine *e = engine_open("tcp");
+    struct fabric_region reg;
+    CHECK(fabric_region_map(e, REGION, &reg), ==, 0);
+    memset(reg.base, 0, REGION);
+    struct fabric_peer *p;
+    trade(e, sock, "tcp", &reg, 1, &p);
+    uint64_t one = 1;   /* wired up both ways first */
+    CHECK(fabric_put(p, WARM_AT, &one, 8), ==, 0);
+    await_word(e, (volatile uint64_t *)((char *)reg.base + WARM_AT), 1);
+    uint32_t me = (uint32_t)getpid(), peer = 0;
+    CHECK(write(sock, &me, sizeof me), ==, (ssize_t)sizeof me);
+    CHECK(read(sock, &peer, sizeof peer), ==, (ssize_t)sizeof peer);
+    meet(sock, e);
+    if (i == 1)
+        _exit(0);   /* gone, its engine's sockets with it: no close */
+    char c;
+    CHECK(read(sock, &c, 1), <=, 0);   /* its process has ended */
+    fabric_peer_watch(p, -1, peer);    /* no socket to tell: its process alone */
+    uint64_t got = 0;
+    CHECK(fabric_get(p, ACK_AT, &got, 8), ==, -EPIPE);
+    CHECK(fabric_flush(p), ==, 0);
+    fabric_peer_close(p);
+    fabric_region_unmap(e, &reg);
+    fabric_engine_close(e);
+}
+
 static void test_bad_lanes(void)
 {
     struct fabric_engine *e = NULL;
@@ -338,6 +373,7 @@ int main(void)
     pair("tcp", "tcp", NULL);
     run_sides(dying_writer_side, NULL);
     run_sides(region_gone_side, NULL);
+    run_sides(peer_ended_side, NULL);
     /* On a machine with other lanes (RDMA: rc, ud, dc), the same exchange on
      * them: SHUNT_TEST_FABRIC_TLS names UCX's transports, and the lanes must
      * name SHUNT_TEST_FABRIC_LANES (docs/testing.md, "On a machine with RDMA
