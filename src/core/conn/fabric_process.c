@@ -145,8 +145,9 @@ void fabric_process_fork_lock(void)
 
 void fabric_process_fork_unlock(bool child)
 {
-    (void)child;   /* in both, this thread took it: it lets it go, as atfork handlers do */
-    crit_unlock(&fab_lock);
+    if (child)
+        fabric_progress_after_fork_child();
+    crit_unlock(&fab_lock);   /* in both, this thread took it: it lets it go, as atfork handlers do */
 }
 
 bool fabric_process_fork_refused(void)

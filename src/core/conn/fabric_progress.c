@@ -85,11 +85,6 @@ void fabric_progress_start(struct fabric_engine *e)
 {
     if (thread_pid == shunt_pid)
         return;   /* one engine per process, one thread for it */
-    if (thread_pid && stop_fd >= 0) {
-        shunt_real.close(stop_fd);   /* a forked child: its parent's */
-        stop_fd = -1;
-    }
-    thread_pid = 0;
     if (!fabric_engine_needs_progress(e) || atomic_load(&shunt_filtered))
         return;
     stop_fd = fd_place_make(make_eventfd, NULL, true);
@@ -113,6 +108,14 @@ void fabric_progress_start(struct fabric_engine *e)
     }
     thread_pid = shunt_pid;
     shunt_log(LOG_DEBUG, "fabric: progress thread started (its peers' puts, gets and flushes need this process)");
+}
+
+void fabric_progress_after_fork_child(void)
+{
+    if (thread_pid && stop_fd >= 0)
+        shunt_real.close(stop_fd);   /* its parent's thread's, not its own */
+    stop_fd = -1;
+    thread_pid = 0;
 }
 
 void fabric_progress_stop(void)

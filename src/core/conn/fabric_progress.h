@@ -15,6 +15,8 @@ struct fabric_engine;
  * the thread if e needs one and the process may have one (no seccomp filter
  * in place: base/self.h, shunt_filtered). */
 void fabric_progress_start(struct fabric_engine *e);
+/* In a forked child (which has no such thread): what was its parent's goes. */
+void fabric_progress_after_fork_child(void);
 /* Ends the thread and waits for it (a filter is coming).  Without the
  * fabric lock. */
 void fabric_progress_stop(void);
