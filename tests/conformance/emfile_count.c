@@ -18,7 +18,6 @@
 #include "check.h"
 #include "net.h"
 
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -60,9 +59,7 @@ static int free_below(int limit)
  * numbers, so the connection is kernel TCP by design, and says why. */
 static void expect_no_room(int fd)
 {
-	const char *(*reason_of)(int);
-	*(void **)&reason_of = dlsym(RTLD_DEFAULT, "shunt_fd_fallback");
-	const char *r = reason_of ? reason_of(fd) : NULL;
+	const char *r = fallback_of(fd);
 	if (r == NULL || strcmp(r, "fabric_no_room") != 0)
 		FAIL("no room: fd %d's reason is %s, not fabric_no_room", fd, r ? r : "(none)");
 }

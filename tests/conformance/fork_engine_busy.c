@@ -12,7 +12,6 @@
 #include "check.h"
 #include "net.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -62,14 +61,6 @@ static void round_trip(int fd, uint64_t seed)
 	CHECK(pattern_mismatch(seed, 0, in, sizeof(in)), ==, -1);
 }
 
-static const char *reason_of(int fd)
-{
-	const char *(*of)(int);
-
-	*(void **)&of = dlsym(RTLD_DEFAULT, "shunt_fd_fallback");
-	return of ? of(fd) : NULL;
-}
-
 static void child(int port)
 {
 	int fd = tcp_connect(AF_INET, port);
@@ -77,7 +68,7 @@ static void child(int port)
 
 	round_trip(fd, 2);
 	if (test_mode() == TEST_MODE_FABRIC && lanes && strcmp(lanes, "tcp") == 0) {
-		const char *r = reason_of(fd);
+		const char *r = fallback_of(fd);
 
 		if (r == NULL || strcmp(r, "fabric_fork_busy") != 0)
 			FAIL("the child's connection: reason %s, not fabric_fork_busy", r ? r : "(none)");

@@ -241,7 +241,7 @@ void fabric_process_wake_self(void)
     if (bell_fd < 0 || bell_pid != shunt_pid)
         return;
     memcpy(a.sun_path, bell_file, sizeof a.sun_path);
-    shunt_real.sendto(bell_fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)&a, sizeof a);
+    fabric_process_ring(&a);
 }
 
 void fabric_process_peer_bell(struct sockaddr_un *out, uint32_t pid, uint64_t id)
