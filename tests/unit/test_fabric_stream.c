@@ -390,8 +390,12 @@ static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_
         }
         if (!eof) {
             struct iovec v = next_read(in, sizeof in);
-            ssize_t r = left ? recv(fd, in, v.iov_len, MSG_DONTWAIT) : fabric_stream_recv(&stream, &v, 1, false, true);
-            if (left && r < 0)
+            /* after the leave, the socket's; or, its ring kept, now and
+             * then the stream's again, as a call that was asleep in it
+             * when another thread left (a fork) comes back to it */
+            bool by_socket = left && (plan[2] || rnd(2));
+            ssize_t r = by_socket ? recv(fd, in, v.iov_len, MSG_DONTWAIT) : fabric_stream_recv(&stream, &v, 1, false, true);
+            if (by_socket && r < 0)
                 r = errno == EWOULDBLOCK ? -EAGAIN : -errno;
             if (took(1 - i, r, in, &got, &eof))
                 progress = true;

@@ -205,8 +205,8 @@ int fabric_stream_move(struct fabric_stream *s)
 /* The peer's header, if it has landed: read once, checked. */
 static int look_header(struct fabric_stream *s)
 {
-    if (s->peer_moved || s->refused || !s->ring)
-        return 0;
+    if (s->peer_moved || s->refused || !s->ring || s->left)
+        return 0;   /* (an end that left: its ring holds nothing of the stream's) */
     int64_t n = fabric_ring_readable(s->ring);
     if (n < 0)
         return broken(s);
@@ -346,6 +346,11 @@ int fabric_stream_return(struct fabric_stream *s)
     return 0;
 }
 
+/* Once this end left, its ring is read no more (its count is final) and
+ * the peer sends what follows it by TCP, after its own TCP bytes: the
+ * socket alone is the stream, as after the peer's way back (peer_back).  A
+ * call that was asleep in the stream when another thread left (a fork)
+ * comes back to it, and reads the socket. */
 int fabric_stream_leave(struct fabric_stream *s)
 {
     if (s->broken)
@@ -375,6 +380,7 @@ int fabric_stream_leave(struct fabric_stream *s)
         if (!header) {
             s->back = true;   /* (never moved: it cannot, unattached) */
             s->left = true;
+            s->peer_back = true;
             return 0;
         }
         /* it moved already: its header and blob attach this end */
@@ -389,6 +395,7 @@ int fabric_stream_leave(struct fabric_stream *s)
         return -EIO;
     bell(s);   /* a peer asleep must come and send again what this end leaves */
     s->left = true;
+    s->peer_back = true;   /* (below) */
     return 0;
 }
 

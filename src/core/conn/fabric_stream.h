@@ -73,7 +73,7 @@ struct fabric_stream {
     uint64_t bells_sent;
     /* receiving */
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
-    bool peer_back;               /* the ring was read to the peer's mark: the rest comes by TCP */
+    bool peer_back;               /* the ring was read to the peer's mark, or this end left: the rest comes by TCP */
     bool asked;                   /* this end asked the peer to go back (fabric_stream_ask) */
     bool refused;                 /* the peer's blob was refused (on_peer_blob > 0): nothing attached */
     uint64_t refused_tcp;         /* ... and the TCP count its header said */
