@@ -113,9 +113,6 @@ int fd_place_make(int (*make)(void *arg), void *arg, bool kept)
     return fd;
 }
 
-/* The lowest number fd_place_move gave (INT_MAX: none yet). */
-static atomic_int moved_floor = INT_MAX;
-
 int fd_place_move(int fd)
 {
     int saved = errno;
@@ -125,15 +122,8 @@ int fd_place_move(int fd)
         return fd;
     }
     shunt_real.close(fd);
-    for (int f = atomic_load(&moved_floor); hi < f && !atomic_compare_exchange_weak(&moved_floor, &f, hi);)
-        ;
     errno = saved;
     return hi;
-}
-
-bool fd_place_own(int fd)
-{
-    return fd >= atomic_load_explicit(&moved_floor, memory_order_relaxed) && fd_place_in_room(fd);
 }
 
 bool fd_place_in_room(int fd)

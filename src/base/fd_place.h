@@ -33,10 +33,6 @@ int fd_place_make(int (*make)(void *arg), void *arg, bool kept);
  * one (the number made is closed); fd itself if it cannot be moved. */
 int fd_place_move(int fd);
 
-/* Whether fd may be one fd_place_move placed (at or above the lowest it
- * gave, and in the room): cheap for the program's fds, below it. */
-bool fd_place_own(int fd);
-
 /* Whether fd sits in the room above the program's limit (false: it takes
  * one of the program's numbers). */
 bool fd_place_in_room(int fd);

@@ -94,6 +94,11 @@ void shunt_log_place(void)
     }
 }
 
+int shunt_log_own_fd(void)
+{
+    return log_own ? log_fd : -1;
+}
+
 void shunt_log_close(void)
 {
     if (log_own)

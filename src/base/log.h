@@ -17,6 +17,9 @@ extern enum log_level shunt_log_level __attribute__((visibility("hidden")));
  * first), or shunt_log_close gives the number back and ends the log. */
 void shunt_log_open(const struct shunt_settings *s);
 void shunt_log_place(void);
+/* The log's fd when it is a file shunt opened (SHUNT_LOG_FILE), else -1:
+ * the fd table marks it as shunt's own (interpose/init.c). */
+int shunt_log_own_fd(void);
 void shunt_log_close(void);
 void shunt_log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

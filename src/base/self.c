@@ -11,3 +11,4 @@ atomic_int shunt_sandbox;
 atomic_bool shunt_filtered;
 SHUNT_TLS bool shunt_vfork_sandboxed;
 SHUNT_TLS unsigned shunt_in_engine;
+SHUNT_TLS bool shunt_engine_thread;

@@ -47,6 +47,11 @@ extern SHUNT_TLS bool shunt_vfork_sandboxed;
  * sockets it makes there are the engine's, never the program's
  * (interpose/socket_calls.c), and what their listeners accept too. */
 extern SHUNT_TLS unsigned shunt_in_engine;
+/* This thread is one of the engine's own (UCX's async thread: it waited on
+ * an epoll set the engine made, interpose/epoll_calls.c): its closes of the
+ * engine's fds are the engine's, not the program's (core/fd/fdtable.h,
+ * FDT_OWN). */
+extern SHUNT_TLS bool shunt_engine_thread;
 
 static inline bool shunt_sandboxed(void)
 {

@@ -11,9 +11,12 @@ static int created(int fd, int saved)
 {
     if (fd < 0)
         return -1;
-    if (shunt_in_engine)
-        fd = fd_place_move(fd);   /* the engine's: above the program's range */
-    fdt_install(fd, epoll_object_new());
+    if (shunt_in_engine) {
+        fd = fd_place_move(fd);   /* the engine's: above the program's range, never the program's */
+        fdt_install_own(fd);
+    } else {
+        fdt_install(fd, epoll_object_new());
+    }
     errno = saved;
     return fd;
 }
@@ -47,6 +50,19 @@ SHUNT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return (int)wrap_finish(r, saved);
 }
 
+/* A wait on a set the engine made: the kernel's.  Outside shunt's calls
+ * into the engine (whose progress waits so too) it is the engine's own
+ * thread's (UCX's async thread): marked so, its closes of the engine's fds
+ * are let through. */
+static bool engine_wait(int epfd)
+{
+    if (__builtin_expect(!fdt_is_own(epfd), 1))
+        return false;
+    if (!shunt_in_engine)
+        shunt_engine_thread = true;
+    return true;
+}
+
 static int wait_ms(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)
 {
     int saved = errno;
@@ -58,12 +74,16 @@ static int wait_ms(int epfd, struct epoll_event *evs, int maxevents, int timeout
 SHUNT_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
 {
     SANDBOX_PASS(shunt_real.epoll_wait(epfd, evs, maxevents, timeout));
+    if (engine_wait(epfd))
+        return shunt_real.epoll_wait(epfd, evs, maxevents, timeout);
     return wait_ms(epfd, evs, maxevents, timeout, NULL);
 }
 
 SHUNT_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout, const sigset_t *mask)
 {
     SANDBOX_PASS(shunt_real.epoll_pwait(epfd, evs, maxevents, timeout, mask));
+    if (engine_wait(epfd))
+        return shunt_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
     return wait_ms(epfd, evs, maxevents, timeout, mask);
 }
 

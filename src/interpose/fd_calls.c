@@ -57,16 +57,27 @@ static void release_cb(int fd, void *ctx)
     fdt_put(&f);
 }
 
-/* close_range over [first, last] except shunt's private fds. */
+/* The next fd at or above from that close_range must leave open: one of
+ * shunt's private fds (priv, sorted, n of them; *i the first not passed
+ * yet) or of its own (FDT_OWN: the engine's, the fabric's); -1 none. */
+static int next_kept(unsigned from, unsigned last, const int *priv, int n, int *i)
+{
+    while (*i < n && (unsigned)priv[*i] < from)
+        (*i)++;
+    int p = *i < n && (unsigned)priv[*i] <= last ? priv[*i] : -1;
+    int o = fdt_next_own(from, p >= 0 ? (unsigned)p : last);
+    return o >= 0 ? o : p;
+}
+
+/* close_range over [first, last] except shunt's private and own fds. */
 static int close_range_around_private(unsigned first, unsigned last, int flags)
 {
     int priv[PRIVATE_FDS_MAX];
     int n = private_fds_list(priv, (int)(sizeof priv / sizeof priv[0]));
     unsigned from = first;
-    for (int i = 0; i < n; i++) {
-        unsigned p = (unsigned)priv[i];
-        if (p < from || p > last)
-            continue;
+    int i = 0;
+    for (int k; from <= last && (k = next_kept(from, last, priv, n, &i)) >= 0;) {
+        unsigned p = (unsigned)k;
         if (p > from && shunt_real.close_range(from, p - 1, flags) < 0)
             return -1;
         from = p + 1;

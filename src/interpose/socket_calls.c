@@ -26,7 +26,7 @@ SHUNT_EXPORT int socket(int domain, int type, int protocol)
      * what their listeners accept) */
     if (shunt_in_engine) {
         fd = fd_place_move(fd);   /* above the program's range */
-        fdt_install(fd, NULL);
+        fdt_install_own(fd);
     } else if (tcp_socket_wanted(domain, type, protocol)) {
         fdt_install_lazy(fd, tcp_socket_lazy(domain, type));
     } else {

@@ -20,6 +20,7 @@
 #include "base/signals.h"
 #include "core/conn/fabric_process.h"
 #include "core/conn/fabric_progress.h"
+#include "core/fd/fdtable.h"
 #include "registry/bell_name.h"
 #include "transport/fabric_engine.h"
 
@@ -80,6 +81,8 @@ static void open_wake(void)
         return;
     }
     memcpy(bell_file, a.sun_path, sizeof bell_file);
+    fdt_install_own(b);   /* never the program's to close */
+    fdt_install_own(w);
     bell_fd = b;
     wake_fd = w;
     bell_pid = shunt_pid;
@@ -109,11 +112,14 @@ static void close_engine(void)
 {
     if (bell_fd >= 0) {
         shunt_real.close(bell_fd);
+        fdt_forget(bell_fd);
         unlink(bell_file);
         bell_fd = -1;
     }
-    if (wake_fd >= 0 && wake_fd != fabric_engine_efd(engine))
+    if (wake_fd >= 0 && wake_fd != fabric_engine_efd(engine)) {
         shunt_real.close(wake_fd);
+        fdt_forget(wake_fd);
+    }
     wake_fd = -1;
     fabric_engine_close(engine);
     engine = NULL;

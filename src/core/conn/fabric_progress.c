@@ -36,6 +36,7 @@
 #include "base/self.h"
 #include "core/conn/fabric_process.h"
 #include "core/conn/fabric_progress.h"
+#include "core/fd/fdtable.h"
 #include "transport/fabric_engine.h"
 
 /* Rounds of progress in one go before the lock is let go (the program's
@@ -45,6 +46,13 @@
 static pthread_t thread;
 static pid_t thread_pid;      /* the process it runs in (0: none) */
 static int stop_fd = -1;      /* an eventfd, written to end it */
+
+static void close_stop_fd(void)
+{
+    shunt_real.close(stop_fd);
+    fdt_forget(stop_fd);
+    stop_fd = -1;
+}
 static atomic_bool stopping;
 
 static void *drive(void *arg)
@@ -88,6 +96,8 @@ void fabric_progress_start(struct fabric_engine *e)
     if (!fabric_engine_needs_progress(e) || atomic_load(&shunt_filtered))
         return;
     stop_fd = fd_place_make(make_eventfd, NULL, true);
+    if (stop_fd >= 0)
+        fdt_install_own(stop_fd);   /* never the program's to close */
     if (stop_fd < 0) {
         shunt_log(LOG_INFO, "fabric: no progress thread (no fd: %s): a peer waits while this process is "
                   "outside shunt", strerror(errno));
@@ -102,8 +112,7 @@ void fabric_progress_start(struct fabric_engine *e)
     if (r != 0) {
         shunt_log(LOG_INFO, "fabric: no progress thread (%s): a peer waits while this process is outside shunt",
                   strerror(r));
-        shunt_real.close(stop_fd);
-        stop_fd = -1;
+        close_stop_fd();
         return;
     }
     thread_pid = shunt_pid;
@@ -113,7 +122,7 @@ void fabric_progress_start(struct fabric_engine *e)
 void fabric_progress_after_fork_child(void)
 {
     if (thread_pid && stop_fd >= 0)
-        shunt_real.close(stop_fd);   /* its parent's thread's, not its own */
+        close_stop_fd();   /* its parent's thread's, not its own */
     stop_fd = -1;
     thread_pid = 0;
 }
@@ -127,7 +136,6 @@ void fabric_progress_stop(void)
     if (shunt_real.write(stop_fd, &one, sizeof one) < 0)
         shunt_log(LOG_DEBUG, "fabric: progress thread's stop: %s", strerror(errno));
     pthread_join(thread, NULL);
-    shunt_real.close(stop_fd);
-    stop_fd = -1;
+    close_stop_fd();
     thread_pid = 0;
 }

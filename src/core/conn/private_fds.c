@@ -2,8 +2,10 @@
  * private_fds.c: the fds shunt keeps for itself, gathered from their
  * owners (private_fds.h).
  */
+#include "base/self.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/private_fds.h"
+#include "core/fd/fdtable.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
 
@@ -13,7 +15,8 @@ bool private_fd_is(int fd)
 {
     if (fd < 0)
         return false;
-    return fd == wait_local_fd() || xwake_kept_is(fd) || deferred_close_owns(fd);
+    return fd == wait_local_fd() || xwake_kept_is(fd) || deferred_close_owns(fd) ||
+           (fdt_is_own(fd) && !shunt_in_engine && !shunt_engine_thread);
 }
 
 int private_fds_list(int *out, int max)

@@ -479,6 +479,22 @@ void fdt_forget(int fd)
         sock_put(obj(old));
 }
 
+void fdt_install_own(int fd)
+{
+    struct slot *sl = slot_for(fd, true);
+    if (!sl)
+        return;
+    uintptr_t old = swap_out(sl, FDT_OWN);
+    if (is_object(old))
+        sock_put(obj(old));   /* a stale entry the kernel had already closed */
+}
+
+bool fdt_is_own(int fd)
+{
+    struct slot *sl = slot_for(fd, false);
+    return sl && atomic_load_explicit(&sl->val, memory_order_acquire) == FDT_OWN;
+}
+
 bool fdt_has_object(int fd)
 {
     struct slot *sl = slot_for(fd, false);
@@ -511,8 +527,9 @@ static void forget_slot(int fd, struct slot *sl, void *ctx)
 {
     (void)fd;
     (void)ctx;
-    if (atomic_load_explicit(&sl->val, memory_order_relaxed) == FDT_UNKNOWN)
-        return;
+    uintptr_t v = atomic_load_explicit(&sl->val, memory_order_relaxed);
+    if (v == FDT_UNKNOWN || v == FDT_OWN)
+        return;   /* (an own fd: close_range went around it) */
     uintptr_t old = swap_out(sl, FDT_UNKNOWN);
     if (is_object(old))
         sock_put(obj(old));
@@ -552,4 +569,20 @@ void fdt_for_each_lazy(void (*fn)(int fd, void *ctx), void *ctx)
 {
     struct visit v = { fn, ctx };
     for_each_slot(0, ~0U, visit_lazy, &v);
+}
+
+struct own_find { int found; };
+
+static void find_own(int fd, struct slot *sl, void *ctx)
+{
+    struct own_find *o = ctx;
+    if (o->found < 0 && atomic_load_explicit(&sl->val, memory_order_acquire) == FDT_OWN)
+        o->found = fd;
+}
+
+int fdt_next_own(unsigned from, unsigned last)
+{
+    struct own_find o = { -1 };
+    for_each_slot(from, last, find_own, &o);
+    return o.found;
 }

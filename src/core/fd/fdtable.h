@@ -23,7 +23,12 @@
  * kernel's from then on. */
 extern SHUNT_TLS bool shunt_in_vfork_child;
 
-enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_KERNEL_SOCK = 3 };
+enum { FDT_UNKNOWN = 0, FDT_PASSTHROUGH = 1, FDT_CLOSING = 2, FDT_KERNEL_SOCK = 3, FDT_OWN = 4 };
+/* FDT_OWN: an fd of shunt's own that the program never opened (the fabric
+ * engine's, the fabric's doorbell and wake set, its progress thread's stop
+ * fd): the program's close of it fails with EBADF and close_range and
+ * closefrom go around it, as without shunt (the number would not exist);
+ * the kernel's for everything else (fdt_install_own). */
 
 /*
  * A TCP socket the program made whose object is not made yet (LAZY): the
@@ -75,7 +80,7 @@ static inline bool fdt_kernel_only(int fd)
     if (!chunk)
         return false;
     uintptr_t v = atomic_load_explicit(&chunk[fd & (CHUNK_SLOTS - 1)].val, memory_order_acquire);
-    return v == FDT_PASSTHROUGH || v == FDT_KERNEL_SOCK || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
+    return v == FDT_PASSTHROUGH || v == FDT_KERNEL_SOCK || v == FDT_OWN || (v >= FDT_SENTINELS && (v & KERNEL_TAG));
 }
 
 /* Bumped whenever an fd with an object is closed or replaced: epoll sets
@@ -168,6 +173,14 @@ void fdt_for_each_lazy(void (*fn)(int fd, void *ctx), void *ctx);
 
 /* Forgets fd, so that its next use probes it again. */
 void fdt_forget(int fd);
+
+/* fd is one of shunt's own (FDT_OWN); whether it is; the lowest such fd in
+ * [from, last], or -1.  A slot marked so is cleared by the close of its fd
+ * through the wrappers (the engine's own closes) or fdt_forget (shunt's
+ * closes through shunt_real), never by fdt_forget_range. */
+void fdt_install_own(int fd);
+bool fdt_is_own(int fd);
+int fdt_next_own(unsigned from, unsigned last);
 
 /* An fd that just arrived with SCM_RIGHTS: forgets what the table knew
  * about its number and takes it up at once (see tcp_socket_probe). */

@@ -70,10 +70,12 @@ int pt_listen(struct fdref *f, int backlog)
 int pt_accept(struct fdref *f, struct sockaddr *a, socklen_t *len, int flags)
 {
     int fd = (int)sysret(shunt_real.accept4(f->fd, a, len, flags));
-    if (fd >= 0 && fd_place_own(f->fd))
+    if (fd >= 0 && fdt_is_own(f->fd)) {
         fd = fd_place_move(fd);   /* the engine's listener (UCX's TCP lanes): its connections are its own */
-    if (fd >= 0)
+        fdt_install_own(fd);
+    } else if (fd >= 0) {
         fdt_install(fd, NULL);
+    }
     return fd;
 }
 
