@@ -481,12 +481,7 @@ void fdt_forget(int fd)
 
 void fdt_install_own(int fd)
 {
-    struct slot *sl = slot_for(fd, true);
-    if (!sl)
-        return;
-    uintptr_t old = swap_out(sl, FDT_OWN);
-    if (is_object(old))
-        sock_put(obj(old));   /* a stale entry the kernel had already closed */
+    install_value(fd, FDT_OWN);
 }
 
 bool fdt_is_own(int fd)
