@@ -180,6 +180,7 @@ UNIT_LAYERS_test_synopt      := registry transport base
 UNIT_LAYERS_test_hello       := registry transport base
 UNIT_LAYERS_test_settings    := base
 UNIT_LAYERS_test_kernel_looks := core/wait core/fd registry transport base
+UNIT_LAYERS_test_spin := core/wait core/fd registry transport base
 UNIT_LAYERS_test_fabric_engine := transport base
 # its getenv must be the one a library loaded later binds to, as libshunt.so's is
 UNIT_LDFLAGS_test_fabric_engine := -rdynamic

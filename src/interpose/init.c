@@ -104,7 +104,6 @@ void shunt_init_slow(void)
         fdt_init();
         if (shunt_log_own_fd() >= 0)
             fdt_install_own(shunt_log_own_fd());   /* the program's close loops leave it (FDT_OWN) */
-        wait_init();
         shunt_pid = getpid();
     }
 

@@ -13,11 +13,23 @@
 #include "core/wait/turns.h"
 #include "core/wait/wait_shared.h"
 
-static long online_cpus = 1;
+/* The CPUs that may run at once, read at the first wait that asks (0: not
+ * yet): a file read (/sys/devices/system/cpu/online) that a process which
+ * never waits on a socket of ours, a program run once per connection say,
+ * does not pay at its start (17 to 30 us there, docs/benchmarks.md).  Two
+ * threads that ask at once read the same number. */
+static atomic_long online_cpus;
 
-void wait_init(void)
+static long cpus(void)
 {
-    online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = atomic_load_explicit(&online_cpus, memory_order_relaxed);
+    if (n == 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;   /* unknown: as one, which never spins */
+        atomic_store_explicit(&online_cpus, n, memory_order_relaxed);
+    }
+    return n;
 }
 
 void wait_cpu_relax(void)
@@ -31,7 +43,7 @@ void wait_cpu_relax(void)
 
 bool wait_may_spin(void)
 {
-    return online_cpus >= 2 && shunt_settings.spin_us > 0;
+    return shunt_settings.spin_us > 0 && cpus() >= 2;
 }
 
 /* The peer asleep waiting for us: for a doorbell, or on its futex. */

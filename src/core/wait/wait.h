@@ -160,7 +160,4 @@ unsigned doorbell_waiters(struct tcp_sock *t);
 int doorbell_lock(struct tcp_sock *t);
 void doorbell_unlock(struct tcp_sock *t, int token);
 
-/* Called once at start-up: how many CPUs may run at once. */
-void wait_init(void);
-
 #endif
