@@ -45,7 +45,8 @@
 
 static pthread_t thread;
 static pid_t thread_pid;      /* the process it runs in (0: none) */
-static int stop_fd = -1;      /* an eventfd, written to end it */
+static int stop_fd = -1;      /* an eventfd, written to end it (shunt's own: FDT_OWN) */
+static atomic_bool stopping;
 
 static void close_stop_fd(void)
 {
@@ -53,7 +54,6 @@ static void close_stop_fd(void)
     fdt_forget(stop_fd);
     stop_fd = -1;
 }
-static atomic_bool stopping;
 
 static void *drive(void *arg)
 {
@@ -96,13 +96,12 @@ void fabric_progress_start(struct fabric_engine *e)
     if (!fabric_engine_needs_progress(e) || atomic_load(&shunt_filtered))
         return;
     stop_fd = fd_place_make(make_eventfd, NULL, true);
-    if (stop_fd >= 0)
-        fdt_install_own(stop_fd);   /* never the program's to close */
     if (stop_fd < 0) {
         shunt_log(LOG_INFO, "fabric: no progress thread (no fd: %s): a peer waits while this process is "
                   "outside shunt", strerror(errno));
         return;
     }
+    fdt_install_own(stop_fd);   /* never the program's to close */
     atomic_store(&stopping, false);
     sigset_t all, old;
     sigfillset(&all);
@@ -123,7 +122,6 @@ void fabric_progress_after_fork_child(void)
 {
     if (thread_pid && stop_fd >= 0)
         close_stop_fd();   /* its parent's thread's, not its own */
-    stop_fd = -1;
     thread_pid = 0;
 }
 
