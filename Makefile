@@ -137,9 +137,11 @@ $(BUILD)/bench/ucx_probe: bench/ucx_probe.c tests/lib/ucx_start.h
 # The fabric ring against kernel TCP (docs/benchmarks.md, "The fabric ring
 # against kernel TCP"): the transport's own objects, UCX through dlopen as
 # libshunt.so loads it (so getenv must be the fixture's, found by UCX).
-$(BUILD)/bench/fabric_ring_bench: bench/fabric_ring_bench.c tests/unit/fabric_fixture.h $(call layer_objs,transport base) $(BUILD)/obj/core/conn/fabric_stream.o $(BUILD)/obj/registry/hello.o
+# The stream is the fabric_stream*.c objects.
+FSTREAM_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/core/conn/fabric_stream*.c))
+$(BUILD)/bench/fabric_ring_bench: bench/fabric_ring_bench.c tests/unit/fabric_fixture.h $(call layer_objs,transport base) $(FSTREAM_OBJ) $(BUILD)/obj/registry/hello.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -Itests/lib -Itests/unit $< $(call layer_objs,transport base) $(BUILD)/obj/core/conn/fabric_stream.o $(BUILD)/obj/registry/hello.o -o $@ -ldl -rdynamic
+	$(CC) $(LIBFLAGS) -Itests/lib -Itests/unit $< $(call layer_objs,transport base) $(FSTREAM_OBJ) $(BUILD)/obj/registry/hello.o -o $@ -ldl -rdynamic
 
 # The kernel's copies against memcpy (docs/benchmarks.md, "The 1 MiB
 # ping-pong against memcpy").
