@@ -113,7 +113,7 @@ struct tcp_sock {
     bool syn_program;                   /* the program set TCP_SAVE_SYN: its SYNs are the program's */
     int program_save_syn;               /* TCP_SAVE_SYN as the program set it (answered while syn_ours) */
     bool program_lowat;                 /* the program set TCP_NOTSENT_LOWAT: no process mark on it */
-    bool lowat_marked;                  /* shunt set TCP_NOTSENT_LOWAT to SYNOPT_CLIENT_MARK (negotiate.c) */
+    bool lowat_marked;                  /* shunt set TCP_NOTSENT_LOWAT to SYNOPT_CLIENT_MARK (negotiate_offer.c) */
     struct fabric_conn *fab;            /* PATH_FABRIC's stream, kept until tcp_destroy (core/conn/fabric_conn.c) */
     pthread_mutex_t lock;               /* path changes, attach, close */
     pthread_mutex_t rx_lock;            /* one consumer of the rx ring at a time */

@@ -171,9 +171,9 @@ static int wants(short events)
  * The kernel's answer for a set without accelerated sockets is the
  * program's, except for a client whose offer the server claimed while the
  * kernel waited: the byte that made it readable was the claim's doorbell
- * (negotiate.c), not data, and from now on its readiness is the channel's.
- * Settles those (negotiate_observe, through readiness_settled) and corrects
- * *count; true if one of them changed.
+ * (negotiate_claim.c), not data, and from now on its readiness is the
+ * channel's.  Settles those (negotiate_observe, through readiness_settled)
+ * and corrects *count; true if one of them changed.
  */
 static bool claims_landed(struct pollfd *fds, struct fdref *refs, nfds_t n, int *count)
 {
