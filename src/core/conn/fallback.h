@@ -22,7 +22,7 @@ void fallback_record(struct tcp_sock *t, int fd, enum fallback_reason why, bool 
 
 /* Bumped each time a socket of this process goes to kernel TCP (here, a
  * fabric end's forget, a downgrade): an epoll set then hands such members
- * back to the kernel before it asks the kernel (epoll.c). */
+ * back to the kernel before it asks the kernel (epoll_look.c). */
 extern atomic_uint fallback_leaves;
 /* Counts t's move to kernel TCP, only if an epoll set holds it: a process
  * making many kernel-TCP connections makes its sets look at nothing. */

@@ -5,8 +5,9 @@
  * epoll_set.c owns the table: slots that stay put while used, an index by
  * fd number, the list of hot members, a member's doorbell request while it
  * is cold, and the journal that keeps the tables of processes sharing one
- * set (after fork) in step.  epoll.c decides what a member is and when it
- * turns hot or cold, and answers epoll_ctl and epoll_wait.
+ * set (after fork) in step.  epoll_ctl.c decides what a member is,
+ * epoll_look.c when it turns hot or cold, and epoll_wait.c answers
+ * epoll_wait.
  */
 #ifndef SHUNT_EPOLL_SET_H
 #define SHUNT_EPOLL_SET_H

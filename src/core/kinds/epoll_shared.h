@@ -1,9 +1,10 @@
 /*
  * epoll_shared.h: what the files of the epoll kind share among themselves,
- * and nobody else includes: epoll.c (the object, looking at members and
- * waiting), epoll_ctl.c (adding, changing and removing members) and
- * epoll_sets.c (every set of the process: a socket's changes, fork, exec).
- * The table of one set's members is epoll_set.h's.
+ * and nobody else includes: epoll.c (the object, poll and select),
+ * epoll_look.c (looking at members), epoll_kernel.c (asking the kernel's
+ * set), epoll_wait.c (waiting), epoll_ctl.c (adding, changing and removing
+ * members) and epoll_sets.c (every set of the process: a socket's changes,
+ * fork, exec).  The table of one set's members is epoll_set.h's.
  */
 #ifndef SHUNT_CORE_KINDS_EPOLL_SHARED_H
 #define SHUNT_CORE_KINDS_EPOLL_SHARED_H
@@ -41,11 +42,29 @@ static inline struct epoll_event tagged(int fd, uint32_t user_events, enum membe
  * epoll fd arrives without one), with a reference, or NULL. */
 struct epoll_obj *epoll_of(int epfd, bool create);
 
+/* epoll_look.c: looking at members (caller holds ep->lock).  Members whose
+ * fds were all closed, or whose sockets fell back to kernel TCP, leave our
+ * table (each only when something was closed, or a socket left); whether a
+ * wait would report something now, without taking it; every hot member
+ * cold before a sleep (whether something is ready); the hot members looked
+ * at, or only those the kernel just named (filter_kernel): counts of evs. */
+void sweep_closed(struct epoll_obj *ep);
+void hand_back_fallen(int epfd, struct epoll_obj *ep);
+bool has_ready(struct epoll_obj *ep, int epfd);
+bool quiesce(struct epoll_obj *ep);
+int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle);
+int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max);
+
+/* epoll_kernel.c: the kernel's set asked (a count or -errno), and our tags
+ * taken out of its answer (how many of the program's events remain). */
+int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
+int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke);
+
 /* epoll_sets.c: the list of this process's sets (made and destroyed). */
 void epoll_sets_link(struct epoll_obj *ep);
 void epoll_sets_unlink(struct epoll_obj *ep);
 
-/* epoll.c: a member added or changed while a wait may be asleep on the
+/* epoll_look.c: a member added or changed while a wait may be asleep on the
  * set turns cold at once, and is poked if ready (caller holds ep->lock). */
 void epoll_added_while_waiting(struct epoll_obj *ep, struct ep_entry *e);
 

@@ -24,12 +24,12 @@
  * epoll_ctl on a set starts its bound afresh (epoll_ctl.c).
  *
  * The bound lives with the set it is for.  An epoll set has one of its own
- * (epoll.c keeps it under the set's lock, so threads sharing the set share
- * it).  A poll or select set is only an array the program passes anew, so
- * each thread remembers the last few sets it polled, by a hash of their
+ * (epoll_wait.c keeps it under the set's lock, so threads sharing the set
+ * share it).  A poll or select set is only an array the program passes anew,
+ * so each thread remembers the last few sets it polled, by a hash of their
  * other fds and events: a thread that alternates between two sets must not
- * have the questions of one count for the other.  A set it does not
- * remember starts with a question.
+ * have the questions of one count for the other.  A set it does not remember
+ * starts with a question.
  *
  * "Has T passed" is asked on every call that could skip, so it reads the
  * tick clock (base/ticks.h: 10 ns against the vDSO clock's 24, which was a
