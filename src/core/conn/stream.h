@@ -34,7 +34,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 int stream_shutdown(struct tcp_sock *t, int fd, int how);
 
 /* Called by stream_shutdown after the state changed, for the waits of a
- * higher layer (the epoll sets: core/kinds/epoll.c gives it at start-up). */
+ * higher layer (the epoll sets: core/kinds/epoll_sets.c gives it at start-up). */
 typedef void (*shutdown_hook_fn)(struct tcp_sock *t, int fd);
 void stream_set_shutdown_hook(shutdown_hook_fn fn);
 

@@ -19,7 +19,7 @@
  * kernel without blocking, so its answer is complete, as the kernel's is
  * (a zero-timeout wait, within the bound of kernel_looks.c).
  * A member added or changed while a wait may be asleep on the set starts
- * cold instead (added_while_waiting), and a set without members of ours is
+ * cold instead (epoll_added_while_waiting), and a set without members of ours is
  * the kernel's, its answer still cleared of our tags (epoll_wait_ready).
  *
  * A TCP socket added before its connect (nginx adds its upstream sockets
@@ -110,7 +110,7 @@ int epoll_poll_events(struct shunt_sock *s, int fd, short events)
     struct epoll_obj *ep = (struct epoll_obj *)s;
     crit_lock(&ep->lock);
     ep->kfd = fd;
-    bool r = ep->members && has_ready(ep, fd);
+    bool r = ep->members && ep_has_ready(ep, fd);
     crit_unlock(&ep->lock);
     return r ? (events & (POLLIN | POLLRDNORM)) : 0;
 }
@@ -129,7 +129,7 @@ bool epoll_before_sleep(struct shunt_sock *s)
 {
     struct epoll_obj *ep = (struct epoll_obj *)s;
     crit_lock(&ep->lock);
-    bool r = quiesce(ep);
+    bool r = ep_quiesce(ep);
     crit_unlock(&ep->lock);
     return r;
 }

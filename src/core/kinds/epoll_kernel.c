@@ -35,7 +35,7 @@ static bool pending_event(struct epoll_obj *ep, const struct epoll_event *ev, bo
 /* Removes our tagged events from what the kernel returned: each names a
  * member that needs a look (made hot); returns how many of the program's
  * events remain, moved to the front. */
-int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke)
+int ep_filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke)
 {
     int kept = 0;
     ep->nwoken = 0;
@@ -92,7 +92,7 @@ bool epoll_kernel_has_pwait2(void)
 
 /* Without epoll_pwait2 a timeout is given in whole milliseconds, rounded
  * up, so that a wait never ends before its deadline. */
-int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
+int ep_kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
 {
     int r;
     if (epoll_kernel_has_pwait2()) {

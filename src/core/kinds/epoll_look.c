@@ -83,7 +83,7 @@ static void find_fd(int fd, void *ctx)
  * left leave the set, as the kernel's rule has it (the last duplicate
  * closed); a member whose own fd was closed but has a duplicate is used
  * through the duplicate.  Runs only when something was closed. */
-void sweep_closed(struct epoll_obj *ep)
+void ep_sweep_closed(struct epoll_obj *ep)
 {
     unsigned closes = atomic_load(&fdt_closes);
     if (closes == ep->closes_seen)
@@ -113,7 +113,7 @@ void sweep_closed(struct epoll_obj *ep)
  * the kernel before it is asked, so that the call that asks reports them
  * (a zero-timeout wait just after a fabric end's shutdown made it leave
  * found nothing: epoll_rdhup).  Runs only when a socket left. */
-void hand_back_fallen(int epfd, struct epoll_obj *ep)
+void ep_hand_back_fallen(int epfd, struct epoll_obj *ep)
 {
     unsigned leaves = atomic_load(&fallback_leaves);
     if (leaves == ep->leaves_seen)
@@ -141,7 +141,7 @@ static uint32_t level_events(struct ep_entry *e)
     if (e->kind == M_EPOLL) {
         struct epoll_obj *inner = (struct epoll_obj *)e->s;
         crit_lock(&inner->lock);
-        bool r = has_ready(inner, e->io_fd);
+        bool r = ep_has_ready(inner, e->io_fd);
         crit_unlock(&inner->lock);
         return r ? (want & (EPOLLIN | EPOLLRDNORM)) : 0;
     }
@@ -223,7 +223,7 @@ static bool hot_ready(struct epoll_obj *ep)
  * are taken in (lossless: nothing of the program's is among them), so that a
  * doorbell whose data the program has read meanwhile does not keep the set
  * readable.  Caller holds ep->lock. */
-bool has_ready(struct epoll_obj *ep, int epfd)
+bool ep_has_ready(struct epoll_obj *ep, int epfd)
 {
     static const struct timespec zero = { 0, 0 };
     if (hot_ready(ep))
@@ -237,8 +237,8 @@ bool has_ready(struct epoll_obj *ep, int epfd)
     int k;
     do {
         bool woke = false;
-        k = kernel_wait(epfd, tmp, 64, &zero, NULL);
-        if (k > 0 && filter_kernel(ep, tmp, k, &woke) > 0)
+        k = ep_kernel_wait(epfd, tmp, 64, &zero, NULL);
+        if (k > 0 && ep_filter_kernel(ep, tmp, k, &woke) > 0)
             return true;   /* the program's, registered where we could not see it */
     } while (k == 64);
     return hot_ready(ep);
@@ -247,7 +247,7 @@ bool has_ready(struct epoll_obj *ep, int epfd)
 /* Arms every hot member that can go cold, and (inner sets) makes their
  * hot members cold too; a member found ready meanwhile stays hot.
  * Returns whether something is ready. */
-bool quiesce(struct epoll_obj *ep)
+bool ep_quiesce(struct epoll_obj *ep)
 {
     bool ready = false;
     /* epoll_set_make_cold and epoll_set_make_hot reorder hot[]: walk a copy of it */
@@ -264,7 +264,7 @@ bool quiesce(struct epoll_obj *ep)
             struct epoll_obj *inner = (struct epoll_obj *)e->s;
             crit_lock(&inner->lock);
             inner->kfd = e->io_fd;   /* its cold members' wake FIFOs go into it */
-            ready |= quiesce(inner);
+            ready |= ep_quiesce(inner);
             crit_unlock(&inner->lock);
             continue;
         }
@@ -357,7 +357,7 @@ static int collect_from(int epfd, struct epoll_obj *ep, struct epoll_event *evs,
 }
 
 /* Looks at the hot members, starting where the last look left off. */
-int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
+int ep_collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle)
 {
     uint32_t count = ep->nhot;
     if (count == 0 || max <= 0)
@@ -379,7 +379,7 @@ int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max
 
 /* Looks at the members the kernel just named, and only at them: the
  * others were looked at already in this call (never report one twice). */
-int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
+int ep_collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max)
 {
     uint32_t count = ep->nwoken;
     ep->nwoken = 0;

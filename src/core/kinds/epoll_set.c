@@ -125,7 +125,7 @@ atomic_int epoll_forking;
 bool epoll_set_fd_names(int fd, struct shunt_sock *s)
 {
     /* not fdt_get: a member that fell back to kernel TCP is settled there,
-     * and fdt_get answers passthrough for it: it looked closed (sweep_closed
+     * and fdt_get answers passthrough for it: it looked closed (ep_sweep_closed
      * then dropped it with its tagged registration still in the kernel, and
      * its events were thrown away: epoll_fallback_close) */
     return fdt_holds(fd, s);

@@ -37,7 +37,7 @@ struct ep_entry {
     uint8_t kind;                /* enum member_kind */
     bool pending;                /* added before its connect: still the kernel's (see the top) */
     bool off;                    /* EPOLLONESHOT fired */
-    bool poked;                  /* its kernel registration was made ready by a local shutdown (epoll.c) */
+    bool poked;                  /* its kernel registration was made ready by a local shutdown (epoll_sets.c) */
     uint8_t idle;                /* looks in a row that found nothing */
     uint64_t active_ns;          /* when it last had something, or turned hot */
     int armed;                   /* cold: the doorbells asked for (WANT_*); 0 otherwise */
@@ -64,7 +64,7 @@ struct epoll_obj {
     uint32_t nslot_of;
     uint32_t *hot;
     uint32_t nhot, caphot;
-    uint32_t *woken;             /* slots the kernel just named (filter_kernel) */
+    uint32_t *woken;             /* slots the kernel just named (ep_filter_kernel) */
     uint32_t nwoken, capwoken;
     /* written under lock; read without it by a wait that finds none of ours
      * (epoll_wait_ready), paired with waiting: so atomic, seq_cst */

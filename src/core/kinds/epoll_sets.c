@@ -47,7 +47,7 @@ void epoll_sets_unlink(struct epoll_obj *ep)
  * nothing), so its kernel registration is made ready for a moment:
  * EPOLLOUT added to it (the companion is always writable) queues its tag
  * and wakes whoever sleeps on this set, on a set that holds this one, or in
- * poll on it.  The tag's report puts the registration back (filter_kernel).
+ * poll on it.  The tag's report puts the registration back (ep_filter_kernel).
  * A hot member needs nothing: a wait looks at it anyway.
  */
 static int reregister(struct epoll_obj *ep, struct ep_entry *e, uint32_t extra)

@@ -47,18 +47,18 @@ struct epoll_obj *epoll_of(int epfd, bool create);
  * table (each only when something was closed, or a socket left); whether a
  * wait would report something now, without taking it; every hot member
  * cold before a sleep (whether something is ready); the hot members looked
- * at, or only those the kernel just named (filter_kernel): counts of evs. */
-void sweep_closed(struct epoll_obj *ep);
-void hand_back_fallen(int epfd, struct epoll_obj *ep);
-bool has_ready(struct epoll_obj *ep, int epfd);
-bool quiesce(struct epoll_obj *ep);
-int collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle);
-int collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max);
+ * at, or only those the kernel just named (ep_filter_kernel): counts of evs. */
+void ep_sweep_closed(struct epoll_obj *ep);
+void ep_hand_back_fallen(int epfd, struct epoll_obj *ep);
+bool ep_has_ready(struct epoll_obj *ep, int epfd);
+bool ep_quiesce(struct epoll_obj *ep);
+int ep_collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle);
+int ep_collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max);
 
 /* epoll_kernel.c: the kernel's set asked (a count or -errno), and our tags
  * taken out of its answer (how many of the program's events remain). */
-int kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
-int filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke);
+int ep_kernel_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask);
+int ep_filter_kernel(struct epoll_obj *ep, struct epoll_event *evs, int n, bool *woke);
 
 /* epoll_sets.c: the list of this process's sets (made and destroyed). */
 void epoll_sets_link(struct epoll_obj *ep);
@@ -73,7 +73,7 @@ void epoll_added_while_waiting(struct epoll_obj *ep, struct ep_entry *e);
 void epoll_sets_poke(struct epoll_obj *ep, struct ep_entry *e);
 
 /* epoll_sets.c: a member poked by a local shutdown gets its usual kernel
- * registration back once the tag was reported (filter_kernel). */
+ * registration back once the tag was reported (ep_filter_kernel). */
 void epoll_sets_unpoke(struct epoll_obj *ep, struct ep_entry *e);
 
 #endif

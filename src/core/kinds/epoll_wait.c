@@ -44,8 +44,8 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
 {
     static const struct timespec zero = { 0, 0 };
     epoll_set_journal_apply(ep);
-    sweep_closed(ep);
-    hand_back_fallen(epfd, ep);
+    ep_sweep_closed(ep);
+    ep_hand_back_fallen(epfd, ep);
     bool kernel_first = ep->kernel_first;
     ep->kernel_first = !kernel_first;
     bool kernel = needs_kernel(ep);
@@ -60,23 +60,23 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
     int n = 0;
     bool woke = false;
     if (kernel_first && kernel && (ep->nhot > 0 || zero_wait)) {
-        int k = kernel_wait(epfd, evs, max, &zero, NULL);
+        int k = ep_kernel_wait(epfd, evs, max, &zero, NULL);
         if (k < 0)
             return k;
         kernel_look_asked(&ep->zero_looks, asked, k > 0);
-        n = filter_kernel(ep, evs, k, &woke);
+        n = ep_filter_kernel(ep, evs, k, &woke);
         kernel_first = true;
     } else {
         kernel_first = false;
     }
-    n += collect_hot(epfd, ep, evs + n, max - n, !zero_wait || ep->nhot > ZERO_WAIT_HOT);
+    n += ep_collect_hot(epfd, ep, evs + n, max - n, !zero_wait || ep->nhot > ZERO_WAIT_HOT);
     if (!kernel_first && n < max && kernel && (n > 0 || zero_wait)) {
-        int k = kernel_wait(epfd, evs + n, max - n, &zero, NULL);
+        int k = ep_kernel_wait(epfd, evs + n, max - n, &zero, NULL);
         kernel_look_asked(&ep->zero_looks, asked, k != 0);
         if (k > 0)
-            n += filter_kernel(ep, evs + n, k, &woke);
+            n += ep_filter_kernel(ep, evs + n, k, &woke);
         if (woke && n < max)
-            n += collect_woken(epfd, ep, evs + n, max - n);
+            n += ep_collect_woken(epfd, ep, evs + n, max - n);
     }
     return n;
 }
@@ -126,7 +126,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
     uint64_t next_kernel = start + KERNEL_LOOK_NS;
     static const struct timespec zero = { 0, 0 };
     for (unsigned i = 1;; i++) {
-        int n = collect_hot(epfd, ep, evs, max, false);
+        int n = ep_collect_hot(epfd, ep, evs, max, false);
         if (n > 0) {
             ep->spin_fails = 0;
             return n;
@@ -140,8 +140,8 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                 break;
             if (now > next_kernel && needs_kernel(ep)) {
                 bool woke = false;
-                int k = kernel_wait(epfd, evs, max, &zero, NULL);
-                if (k > 0 && (n = filter_kernel(ep, evs, k, &woke)) > 0)
+                int k = ep_kernel_wait(epfd, evs, max, &zero, NULL);
+                if (k > 0 && (n = ep_filter_kernel(ep, evs, k, &woke)) > 0)
                     return n;
                 next_kernel = now + KERNEL_LOOK_NS;
             }
@@ -175,10 +175,10 @@ static int after_sleep(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
     /* fds closed while it slept: their members are gone before the kernel's
      * tags and the hot members (a fabric member stays hot through a sleep)
      * are looked at */
-    sweep_closed(ep);
-    int k = filter_kernel(ep, evs, r, &woke);
+    ep_sweep_closed(ep);
+    int k = ep_filter_kernel(ep, evs, r, &woke);
     if (k < max)
-        k += collect_hot(epfd, ep, evs + k, max - k, true);
+        k += ep_collect_hot(epfd, ep, evs + k, max - k, true);
     crit_unlock(&ep->lock);
     return k;
 }
@@ -186,10 +186,10 @@ static int after_sleep(int epfd, struct epoll_obj *ep, struct epoll_event *evs, 
 int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo, const sigset_t *mask)
 {
     if (max <= 0)
-        return kernel_wait(epfd, evs, max, tmo, mask);
+        return ep_kernel_wait(epfd, evs, max, tmo, mask);
     struct epoll_obj *ep = epoll_of(epfd, false);
     if (!ep)
-        return kernel_wait(epfd, evs, max, tmo, mask);
+        return ep_kernel_wait(epfd, evs, max, tmo, mask);
     if (!timeout_valid(tmo)) {
         sock_put(&ep->base);
         return -EINVAL;
@@ -211,7 +211,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
          * socket fell back while one-shot had fired, its file lives on
          * elsewhere).  Then the tags are taken out, the members they name
          * looked at, and the wait goes on if nothing is left. */
-        result = kernel_wait(epfd, evs, max, tmo, mask);
+        result = ep_kernel_wait(epfd, evs, max, tmo, mask);
         if (result <= 0 || !kernel_tags(ep, evs, result))
             goto out;
         result = after_sleep(epfd, ep, evs, result, max);
@@ -233,7 +233,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         }
         /* About to sleep: every hot member asks for a doorbell, then one
          * more look (a member that moved meanwhile stays hot). */
-        bool ready = quiesce(ep);
+        bool ready = ep_quiesce(ep);
         crit_unlock(&ep->lock);
         if (ready)
             continue;
@@ -249,7 +249,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         static const struct timespec fabric_cap = { 0, 100000000 };   /* every fabric wait is bounded */
         if (ep->fabric_wake && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > fabric_cap.tv_nsec))
             sleep_for = &fabric_cap;
-        int r = kernel_wait(epfd, evs, max, sleep_for, mask);
+        int r = ep_kernel_wait(epfd, evs, max, sleep_for, mask);
         turn_gave_way(clock_now_ns());
         if (r < 0) {
             result = r;
