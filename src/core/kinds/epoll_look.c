@@ -82,12 +82,10 @@ static void find_fd(int fd, void *ctx)
 /* After fds were closed in this process: members whose socket has no fd
  * left leave the set, as the kernel's rule has it (the last duplicate
  * closed); a member whose own fd was closed but has a duplicate is used
- * through the duplicate.  Runs only when something was closed. */
-void ep_sweep_closed(struct epoll_obj *ep)
+ * through the duplicate.  Runs only when something was closed (the check is
+ * ep_sweep_closed's, inline in epoll_shared.h, on every wait). */
+void ep_sweep_closed_now(struct epoll_obj *ep, unsigned closes)
 {
-    unsigned closes = atomic_load(&fdt_closes);
-    if (closes == ep->closes_seen)
-        return;
     ep->closes_seen = closes;
     for (uint32_t i = 0; i < ep->nv; i++) {
         struct ep_entry *e = &ep->v[i];
@@ -112,12 +110,10 @@ void ep_sweep_closed(struct epoll_obj *ep)
 /* Members whose sockets went to kernel TCP since the last look go back to
  * the kernel before it is asked, so that the call that asks reports them
  * (a zero-timeout wait just after a fabric end's shutdown made it leave
- * found nothing: epoll_rdhup).  Runs only when a socket left. */
-void ep_hand_back_fallen(int epfd, struct epoll_obj *ep)
+ * found nothing: epoll_rdhup).  Runs only when a socket left (the check is
+ * ep_hand_back_fallen's, inline). */
+void ep_hand_back_fallen_now(int epfd, struct epoll_obj *ep, unsigned leaves)
 {
-    unsigned leaves = atomic_load(&fallback_leaves);
-    if (leaves == ep->leaves_seen)
-        return;
     ep->leaves_seen = leaves;
     bool any = false;
     for (uint32_t i = 0; i < ep->nv; i++) {

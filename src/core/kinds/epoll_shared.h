@@ -12,6 +12,8 @@
 #include <errno.h>
 
 #include "base/real.h"
+#include "core/conn/fallback.h"
+#include "core/fd/fdtable.h"
 #include "core/kinds/epoll_set.h"
 
 /* ---- epoll_ctl ---- */
@@ -48,12 +50,28 @@ struct epoll_obj *epoll_of(int epfd, bool create);
  * wait would report something now, without taking it; every hot member
  * cold before a sleep (whether something is ready); the hot members looked
  * at, or only those the kernel just named (ep_filter_kernel): counts of evs. */
-void ep_sweep_closed(struct epoll_obj *ep);
-void ep_hand_back_fallen(int epfd, struct epoll_obj *ep);
+void ep_sweep_closed_now(struct epoll_obj *ep, unsigned closes);
+void ep_hand_back_fallen_now(int epfd, struct epoll_obj *ep, unsigned leaves);
 bool ep_has_ready(struct epoll_obj *ep, int epfd);
 bool ep_quiesce(struct epoll_obj *ep);
 int ep_collect_hot(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, bool count_idle);
 int ep_collect_woken(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max);
+
+/* The checks on every wait, inline as they were before the split: the
+ * sweeps above run only when an fd closed or a socket left. */
+static inline void ep_sweep_closed(struct epoll_obj *ep)
+{
+    unsigned closes = atomic_load(&fdt_closes);
+    if (closes != ep->closes_seen)
+        ep_sweep_closed_now(ep, closes);
+}
+
+static inline void ep_hand_back_fallen(int epfd, struct epoll_obj *ep)
+{
+    unsigned leaves = atomic_load(&fallback_leaves);
+    if (leaves != ep->leaves_seen)
+        ep_hand_back_fallen_now(epfd, ep, leaves);
+}
 
 /* epoll_kernel.c: the kernel's set asked (a count or -errno), and our tags
  * taken out of its answer (how many of the program's events remain). */
