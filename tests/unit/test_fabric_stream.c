@@ -144,8 +144,8 @@ static bool took(int from_side, ssize_t r, const uint8_t *in, uint64_t *got, boo
         return true;
     }
     if (r < 0)
-        FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)*got,
-             stream.broken_line);
+        FAIL("recv: %zd after %llu bytes (broken at %s:%d)", r, (unsigned long long)*got,
+             stream.broken_file ? stream.broken_file : "?", stream.broken_line);
     check_bytes(from_side, *got, in, (size_t)r);
     *got += (uint64_t)r;
     return true;
@@ -181,7 +181,8 @@ static void exchange_back(struct fabric_engine *e, int fd, int i, uint64_t move_
         if (!stream.moved && sent >= move_at) {
             int m = fabric_stream_move(&stream);
             if (m != -ENOTCONN && m != 0)
-                FAIL("move: %d (broken at fabric_stream.c:%d)", m, stream.broken_line);
+                FAIL("move: %d (broken at %s:%d)", m, stream.broken_file ? stream.broken_file : "?",
+                     stream.broken_line);
         }
         if (!stream.back && !shut && sent >= back_at)
             CHECK(fabric_stream_return(&stream), ==, 0);
@@ -376,8 +377,8 @@ static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_
                 r = -EAGAIN;
             if (r != -EAGAIN) {
                 if (r <= 0)
-                    FAIL("send: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)sent,
-                         stream.broken_line);
+                    FAIL("send: %zd after %llu bytes (broken at %s:%d)", r, (unsigned long long)sent,
+                         stream.broken_file ? stream.broken_file : "?", stream.broken_line);
                 sent += (uint64_t)r;
                 progress = true;
             }
@@ -484,6 +485,9 @@ static void run_handover(struct fabric_engine *e, int sock, int i, const char *t
                 fabric_engine_progress(e);
             CHECK(r, ==, -EIO);
             CHECK(attached, ==, 0);
+            /* the log names the file of the split stream where it broke, and the line */
+            CHECK(stream.broken_file != NULL && strstr(stream.broken_file, "fabric_stream") != NULL, ==, 1);
+            CHECK(stream.broken_line, >, 0);
         } else {
             exchange(e, fd, i, move_at);
             CHECK(attached, ==, 1);
@@ -928,7 +932,7 @@ static void run_refused(struct fabric_engine *e, int sock, int i, const char *tl
         }
         int m = fabric_stream_move(&stream);
         if (m != 0)
-            FAIL("move: %d (broken at fabric_stream.c:%d)", m, stream.broken_line);
+            FAIL("move: %d (broken at %s:%d)", m, stream.broken_file ? stream.broken_file : "?", stream.broken_line);
         fill(1, 0, out, REFUSED_DYING);
         struct iovec v = { out, REFUSED_DYING };
         CHECK(fabric_stream_send(&stream, &v, 1, true), ==, (ssize_t)REFUSED_DYING);   /* fits the ring */
@@ -971,8 +975,8 @@ static void run_refused(struct fabric_engine *e, int sock, int i, const char *tl
                 got += (uint64_t)r;
                 progress = true;
             } else if (r != -EAGAIN) {
-                FAIL("recv: %zd after %llu bytes (broken at fabric_stream.c:%d)", r, (unsigned long long)got,
-                     stream.broken_line);
+                FAIL("recv: %zd after %llu bytes (broken at %s:%d)", r, (unsigned long long)got,
+                     stream.broken_file ? stream.broken_file : "?", stream.broken_line);
             }
         }
         if (!progress)

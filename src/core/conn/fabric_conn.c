@@ -354,8 +354,8 @@ int fconn_broken(struct fabric_conn *c, int fd)
 {
     if (!c->reset_sent) {
         c->reset_sent = true;
-        shunt_log_sock(LOG_ERROR, c->t, fd, "fabric: the stream broke (fabric_stream.c line %d): connection reset",
-                       c->s.broken_line);
+        shunt_log_sock(LOG_ERROR, c->t, fd, "fabric: the stream broke (%s line %d): connection reset",
+                       c->s.broken_file ? c->s.broken_file : "?", c->s.broken_line);
         shunt_real.shutdown(fd, SHUT_RDWR);
     }
     return -ECONNRESET;

@@ -90,10 +90,12 @@ bool fstream_peer_dead(struct fabric_stream *s)
 }
 
 /* broken(s)'s, fabric_stream_internal.h */
-int fstream_broken_at(struct fabric_stream *s, int line)
+int fstream_broken_at(struct fabric_stream *s, const char *file, int line)
 {
-    if (!s->broken)
+    if (!s->broken) {
+        s->broken_file = file;
         s->broken_line = line;
+    }
     s->broken = true;
     return -EIO;
 }

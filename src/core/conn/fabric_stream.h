@@ -85,7 +85,8 @@ struct fabric_stream {
     int tcp_error;                /* the reset's errno, returned once the ring is drained (then 0) */
     bool tcp_reset;               /* the socket ended in an error (a reset): POLLHUP from then on */
     bool broken;                  /* garbage from the peer: every call fails with EIO */
-    int broken_line;              /* where in fabric_stream*.c it broke (for the log; the line only) */
+    int broken_line;              /* where it broke, for the log: the line, */
+    const char *broken_file;      /* and which of fabric_stream*.c (a literal of the library's) */
     /* What follows this end's header when it moves, whenever that is: at most FABRIC_STREAM_BLOB_MAX bytes,
      * kept by the caller.  And where the peer's goes: set, the peer's header
      * must carry one, which the caller attaches to (0), cannot take (< 0:

@@ -19,7 +19,7 @@
 #define WAIT_MS 100          /* a sleep on the socket is re-checked this often */
 
 /* The stream is broken for good; the line that found it, for the log. */
-#define broken(s) fstream_broken_at((s), __LINE__)
+#define broken(s) fstream_broken_at((s), __FILE__, __LINE__)
 
 /* fabric_stream.c: what the files share. */
 size_t fstream_iov_total(const struct iovec *iov, int n);
@@ -27,7 +27,7 @@ int fstream_iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *ou
 int fstream_iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *out);   /* from byte skip on */
 int fstream_take_error(struct fabric_stream *s);   /* the socket's error, once */
 bool fstream_peer_dead(struct fabric_stream *s);   /* the peer's process is gone */
-int fstream_broken_at(struct fabric_stream *s, int line);   /* -EIO (through broken(s)) */
+int fstream_broken_at(struct fabric_stream *s, const char *file, int line);   /* -EIO (through broken(s)) */
 void fstream_bell(struct fabric_stream *s);        /* a doorbell to the peer (a hint) */
 
 /* fabric_stream.c: the hand-over. */
