@@ -53,7 +53,7 @@
 #define MAX_CHUNK (128u * 1024)
 #define PERIOD ((1u << 20) + 7)   /* the pattern's: not a multiple of any ring size */
 #define RX_SIZE(i) ((i) == 0 ? 64u * 1024 : 16u * 1024)
-#define WRITTEN_AT 0     /* the slots of a region, as fabric_ring.c lays them out */
+#define WRITTEN_AT 0     /* the slots of a region, as fabric_ring_internal.h lays them out */
 #define CONSUMED_AT 64
 #define BLOB_RING_SIZE_AT 40
 
