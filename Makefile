@@ -189,6 +189,7 @@ UNIT_LDFLAGS_test_fabric_engine := -rdynamic
 UNIT_LAYERS_test_fabric_ring := transport base
 UNIT_LDFLAGS_test_fabric_ring := -rdynamic
 UNIT_LDFLAGS_test_fabric_stream := -rdynamic
+UNIT_LDFLAGS_test_fabric_stream_leave := -rdynamic
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
