@@ -35,43 +35,6 @@ void fabric_stream_init(struct fabric_stream *s, int fd, struct fabric_ring *rin
     s->engine = engine;
 }
 
-size_t fstream_iov_total(const struct iovec *iov, int n)
-{
-    size_t t = 0;
-    for (int i = 0; i < n; i++)
-        t += iov[i].iov_len;
-    return t;
-}
-
-/* iov cut to at most max bytes, into out (MAX_IOV entries): its count. */
-int fstream_iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out)
-{
-    int k = 0;
-    for (int i = 0; i < n && k < MAX_IOV && max > 0; i++) {
-        size_t len = iov[i].iov_len < max ? iov[i].iov_len : max;
-        out[k].iov_base = iov[i].iov_base;
-        out[k++].iov_len = len;
-        max -= len;
-    }
-    return k;
-}
-
-/* iov from its byte skip on, into out (MAX_IOV entries): its count. */
-int fstream_iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *out)
-{
-    int k = 0;
-    for (int i = 0; i < n && k < MAX_IOV; i++) {
-        if (skip >= iov[i].iov_len) {
-            skip -= iov[i].iov_len;
-            continue;
-        }
-        out[k].iov_base = (char *)iov[i].iov_base + skip;
-        out[k++].iov_len = iov[i].iov_len - skip;
-        skip = 0;
-    }
-    return k;
-}
-
 /* The socket's error, reported once (the kernel clears it as it reports
  * it: the next recv answers 0, a send EPIPE). */
 int fstream_take_error(struct fabric_stream *s)

@@ -21,10 +21,55 @@
 /* The stream is broken for good; the line that found it, for the log. */
 #define broken(s) fstream_broken_at((s), __FILE__, __LINE__)
 
+/* Every send and receive calls these: inline, as they were before the
+ * stream was split into files. */
+static inline size_t fstream_iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* iov cut to at most max bytes, into out (MAX_IOV entries): its count. */
+static inline int fstream_iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_IOV && max > 0; i++) {
+        size_t len = iov[i].iov_len < max ? iov[i].iov_len : max;
+        out[k].iov_base = iov[i].iov_base;
+        out[k++].iov_len = len;
+        max -= len;
+    }
+    return k;
+}
+
+/* iov from its byte skip on, into out (MAX_IOV entries): its count. */
+static inline int fstream_iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_IOV; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        out[k].iov_base = (char *)iov[i].iov_base + skip;
+        out[k++].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+    }
+    return k;
+}
+
+/* The peer's bytes come from the ring now: it moved, every byte it sent
+ * by TCP before was read, and the ring was not read to its way back.  The
+ * socket has nothing more to say then but the peer's end, or the bytes
+ * the peer sends once it went back (after the mark in the ring). */
+static inline bool fstream_ring_phase(const struct fabric_stream *s)
+{
+    return s->peer_moved && s->tcp_read == s->peer_tcp && !s->peer_back;
+}
+
 /* fabric_stream.c: what the files share. */
-size_t fstream_iov_total(const struct iovec *iov, int n);
-int fstream_iov_cut(const struct iovec *iov, int n, size_t max, struct iovec *out);     /* at most max bytes */
-int fstream_iov_skip(const struct iovec *iov, int n, size_t skip, struct iovec *out);   /* from byte skip on */
 int fstream_take_error(struct fabric_stream *s);   /* the socket's error, once */
 bool fstream_peer_dead(struct fabric_stream *s);   /* the peer's process is gone */
 int fstream_broken_at(struct fabric_stream *s, const char *file, int line);   /* -EIO (through broken(s)) */
@@ -45,7 +90,6 @@ void fstream_push_owed(struct fabric_stream *s);
 void fstream_look_owner_left(struct fabric_stream *s);   /* the peer refused or left before it attached */
 
 /* fabric_stream_recv.c: the receiving side. */
-bool fstream_ring_phase(const struct fabric_stream *s);   /* the peer's bytes come from the ring now */
 void fstream_look_socket_end(struct fabric_stream *s);
 ssize_t fstream_read_ring(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek);
 

@@ -11,15 +11,6 @@
 #include "core/conn/fabric_stream_internal.h"
 #include "transport/fabric_ring.h"
 
-/* The peer's bytes come from the ring now: it moved, every byte it sent
- * by TCP before was read, and the ring was not read to its way back.  The
- * socket has nothing more to say then but the peer's end, or the bytes
- * the peer sends once it went back (after the mark in the ring). */
-bool fstream_ring_phase(const struct fabric_stream *s)
-{
-    return s->peer_moved && s->tcp_read == s->peer_tcp && !s->peer_back;
-}
-
 /* Notes the socket's end once the peer's TCP bytes are all read.  A byte
  * or the end there belongs to the peer's way back if its ring says so
  * (looked at after the socket: the mark lands before the peer sends a byte
