@@ -84,10 +84,12 @@ $(BUILD)/tests/conformance/%: tests/conformance/%.c $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
-# The stress and chaos run (make test-stress, tests/stress/run_chaos.py).
-$(BUILD)/tests/stress/%: tests/stress/%.c $(wildcard tests/lib/*.h)
+# The stress and chaos run (make test-stress, tests/stress/run_chaos.py):
+# chaos.c runs the rounds and judges them, chaos_peers.c is the server and the
+# clients, chaos.h what both share.
+$(STRESS_BIN): tests/stress/chaos.c tests/stress/chaos_peers.c tests/stress/chaos.h $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+	$(CC) $(TESTFLAGS) $(filter %.c,$^) -o $@ -ldl
 
 # Both ends of tests/integration/test_fabric_synopt.py: registry/synopt.c
 # reading real SYNs (it needs libc's own calls, base/real.h).
