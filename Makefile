@@ -60,7 +60,7 @@ lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger \
        $(BUILD)/tests/programs/ucx_echo
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(BUILD)/bench/callcost_shim.so $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -112,6 +112,11 @@ $(BUILD)/tests/programs/ucx_echo: tests/programs/ucx_echo.c tests/lib/ucx_start.
 $(BUILD)/bench/pingpong: bench/pingpong.c bench/floor_ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+
+# The per-call timer bench/callcost.py preloads in front of libshunt.so.
+$(BUILD)/bench/callcost_shim.so: bench/callcost_shim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) -fPIC -shared $< -o $@ -ldl
 
 # The zero-timeout polling ping-pong of `shunt bench` (its zpoll test).
 $(BUILD)/bench/zeropoll: bench/zeropoll.c bench/bench_util.h

@@ -94,7 +94,7 @@ ACCEL_FIELD = {"both": "yes", "client": "no"}   # results.csv's accelerated, che
 TESTS = ("pingpong", "stream", "rr", "cc", "crr", "zpoll", "fork", "threads")
 CONNECTS = ("cc", "crr")   # a connection per transaction
 CRR_SIZE = 1024
-ZPOLL_WAITS = ("poll", "epoll", "select")   # bench/zeropoll.c's waits, in its order
+ZPOLL_WAITS = ("poll", "epoll", "select", "recv")   # bench/zeropoll.c's waits, in its order
 BUSY = ("fork", "threads")                 # bench/busyserv.c's tests; size = the number of clients
 BUSY_TRANSPORTS = ("tcp", "unix", "shunt")
 TOOL_ORDER = ("np", "pp", "tp", "tp64", "ul", "iperf", "redis", "wrk")

@@ -6,7 +6,8 @@
  * pipe and a Unix socket that stay idle.  Each loops a zero-timeout wait
  * over the set until the connection is readable, reads 1 byte and sends
  * 1 byte back.  The waits are poll, epoll_wait and select, one after the
- * other.  Owns the exchange and its timing; bench/shuntbench.py owns the
+ * other, and then none: a loop of non-blocking recv (MSG_PEEK) on the
+ * connection alone, as a program that reads instead of polling makes.  Owns the exchange and its timing; bench/shuntbench.py owns the
  * runs, the statistics and the reports.
  *
  *   zeropoll [-t tcp|unix] [-n ROUND_TRIPS] [-d SECONDS] [-e EMPTY_BATCHES]
@@ -31,6 +32,7 @@
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,8 +53,8 @@
 #define WARMUP 1000
 #define BATCH 1000
 
-enum wait_kind { W_POLL, W_EPOLL, W_SELECT, W_COUNT };
-static const char *const wait_name[W_COUNT] = { "poll", "epoll", "select" };
+enum wait_kind { W_POLL, W_EPOLL, W_SELECT, W_RECV, W_COUNT };
+static const char *const wait_name[W_COUNT] = { "poll", "epoll", "select", "recv" };
 
 /* One process's set: the connection, an idle pipe, an idle Unix socket. */
 struct set {
@@ -92,6 +94,13 @@ static int conn_ready(const struct set *s, enum wait_kind w)
             if (ev[i].data.fd == s->conn)
                 return 1;
         return 0;
+    }
+    case W_RECV: {   /* no wait at all: a non-blocking look at the connection itself */
+        char c;
+        ssize_t n = recv(s->conn, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+        if (n < 0 && errno != EAGAIN)
+            die("recv");
+        return n > 0;
     }
     default: {
         fd_set r;

@@ -19,6 +19,7 @@
 #include "core/conn/stream.h"
 #include "core/conn/zcopy.h"
 #include "core/fd/passthrough.h"
+#include "core/wait/kernel_looks.h"
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
 
@@ -193,6 +194,14 @@ ssize_t iobuf_recv_rest_kernel(int fd, const struct iobuf *b, size_t got, int fl
     return r > 0 ? (ssize_t)got + r : (ssize_t)got;
 }
 
+/* A socket's key among the bounds of its thread (kernel_looks.h): its
+ * object and its inode, so that an object used again for another
+ * connection starts with a question. */
+static uint64_t peer_looks_key(const struct tcp_sock *t)
+{
+    return kernel_looks_key((uint64_t)(uintptr_t)t ^ KERNEL_LOOKS_KEY0, (int)t->inode, (short)(t->inode >> 32));
+}
+
 ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     struct iobuf b;
@@ -312,8 +321,17 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         stream_flush_held(t, f->fd);   /* about to wait for an answer */
         if (stream_nonblocking(t, f->fd, flags)) {
             /* An empty ring on a non-blocking socket: a look at the
-             * companion notices a peer that died without a word. */
-            doorbell_check_peer(t, f->fd);
+             * companion notices a peer that died without a word.  A
+             * question to the kernel, so within the bound of zero-timeout
+             * waits (kernel_looks.c): such a death is seen at most
+             * SHUNT_POLL_KERNEL_CALLS reads or SHUNT_POLL_KERNEL_US late,
+             * and a read loop costs less than the kernel's own EAGAIN. */
+            struct kernel_looks *looks = kernel_looks_of_socket(peer_looks_key(t));
+            if (!kernel_look_skip(looks)) {
+                struct look_stamp at = kernel_look_stamp();
+                doorbell_check_peer(t, f->fd);
+                kernel_look_asked(looks, at, peer_finished(t));
+            }
             if (peer_finished(t))
                 continue;
             return got ? (ssize_t)got : -EAGAIN;

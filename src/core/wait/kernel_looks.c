@@ -31,6 +31,12 @@
  * have the questions of one count for the other.  A set it does not remember
  * starts with a question.
  *
+ * The same bound holds for the look an empty non-blocking read of an
+ * accelerated socket takes at its companion (stream.c): a loop of such reads
+ * made a kernel recv at every turn, twice the cost of the kernel's own
+ * EAGAIN.  Each thread remembers the last few sockets it read that way,
+ * apart from its sets.
+ *
  * "Has T passed" is asked on every call that could skip, so it reads the
  * tick clock (base/ticks.h: 10 ns against the vDSO clock's 24, which was a
  * fifth of an empty select's cost) once that is calibrated, from the stamps
@@ -52,6 +58,8 @@ struct remembered {
 
 static SHUNT_TLS struct remembered sets[SETS_PER_THREAD];
 static SHUNT_TLS unsigned next_victim;
+static SHUNT_TLS struct remembered socks[SETS_PER_THREAD];
+static SHUNT_TLS unsigned next_sock_victim;
 static SHUNT_TLS long long skipped_total;
 
 /* Whether us microseconds passed since r's last question. */
@@ -92,14 +100,24 @@ void kernel_look_asked(struct kernel_looks *r, struct look_stamp at, bool found)
     r->touches = pt_kernel_touches;
 }
 
-struct kernel_looks *kernel_looks_of_thread(uint64_t key)
+static struct kernel_looks *remembered_in(struct remembered *r, unsigned *victim, uint64_t key)
 {
     for (unsigned i = 0; i < SETS_PER_THREAD; i++)
-        if (sets[i].key == key)
-            return &sets[i].looks;
-    struct remembered *m = &sets[next_victim++ % SETS_PER_THREAD];
+        if (r[i].key == key)
+            return &r[i].looks;
+    struct remembered *m = &r[(*victim)++ % SETS_PER_THREAD];
     *m = (struct remembered){ .key = key };   /* asked_ns 0: the first wait asks */
     return &m->looks;
+}
+
+struct kernel_looks *kernel_looks_of_thread(uint64_t key)
+{
+    return remembered_in(sets, &next_victim, key);
+}
+
+struct kernel_looks *kernel_looks_of_socket(uint64_t key)
+{
+    return remembered_in(socks, &next_sock_victim, key);
 }
 
 long long kernel_looks_skipped(void)

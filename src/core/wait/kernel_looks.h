@@ -47,6 +47,16 @@ void kernel_look_asked(struct kernel_looks *r, struct look_stamp at, bool found)
  */
 struct kernel_looks *kernel_looks_of_thread(uint64_t key);
 
+/*
+ * The calling thread's bound for the companion of an accelerated socket
+ * whose non-blocking reads find its ring empty, found by key (the socket's
+ * object and inode): the look that notices a peer that died without a word
+ * (doorbell_check_peer) is a kernel question too.  Kept apart from the
+ * sets', so that an event loop's reads of many sockets do not push its poll
+ * set out.
+ */
+struct kernel_looks *kernel_looks_of_socket(uint64_t key);
+
 /* Adds one fd and its events to a set's key (start from KERNEL_LOOKS_KEY0). */
 #define KERNEL_LOOKS_KEY0 0x9e3779b97f4a7c15ull
 static inline uint64_t kernel_looks_key(uint64_t key, int fd, short events)
