@@ -28,7 +28,8 @@ Tests, each run once per transport per round, transports alternating:
   zpoll     a progress loop (bench/zeropoll.c): each process polls with a
             zero timeout, over and over, a set of its end of the connection,
             an idle pipe and an idle Unix socket, until the connection is
-            readable, then answers 1 byte; with poll, epoll_wait and select.
+            readable, then answers 1 byte; with poll, epoll_wait and select,
+            then with non-blocking recv on the connection alone.
             One-way time, and the cost of a zero-timeout wait that finds
             nothing ready (kernel TCP, Unix socket, shunt only)
   fork      busy servers (bench/busyserv.c; kernel TCP, Unix sockets and
