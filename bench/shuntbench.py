@@ -619,9 +619,9 @@ def zpoll_table(res, transports):
     out = ["| wait, figure (median) | " + " | ".join(NAMES[t] for t in cols) + " | shunt vs TCP |",
            "|---" + "|---:" * (len(cols) + 1) + "|"]
     for w in ZPOLL_WAITS:
+        empty = "a non-blocking read that finds nothing" if w == "recv" else "a zero-timeout call that finds nothing"
         for metric, label, f in (("one_way_us", "one-way time", fmt_us),
-                                 ("empty_ns", "a zero-timeout call that finds nothing",
-                                  lambda v: "-" if v is None else "%.0f ns" % v)):
+                                 ("empty_ns", empty, lambda v: "-" if v is None else "%.0f ns" % v)):
             vals = {t: res.median("zpoll", t, 0, w + ":" + metric) for t in cols}
             out.append("| %s: %s | %s | %s |" % (w, label, " | ".join(f(vals[t]) for t in cols),
                                                  fmt_x(ratio(vals.get("tcp"), vals.get("shunt")))))

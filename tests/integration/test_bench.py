@@ -58,7 +58,7 @@ def test_quick_run_outputs(shunt_build, tmp_path):
     # the zero-timeout polling loop: kernel TCP, Unix socket and shunt, each wait's two figures
     assert {r["transport"] for r in pts if r["test"] == "zpoll"} == {"tcp", "unix", "shunt"}
     assert {r["metric"] for r in pts if r["test"] == "zpoll"} == {
-        w + ":" + m for w in ("poll", "epoll", "select") for m in ("one_way_us", "empty_ns")}
+        w + ":" + m for w in ("poll", "epoll", "select", "recv") for m in ("one_way_us", "empty_ns")}
     # the busy servers: kernel TCP, Unix sockets and shunt, 1 and 4 clients with --quick
     for test in ("fork", "threads"):
         assert {r["transport"] for r in pts if r["test"] == test} == {"tcp", "unix", "shunt"}
@@ -89,7 +89,8 @@ def test_quick_run_outputs(shunt_build, tmp_path):
             " | shunt / memcpy |") in md
     for label in ("| 1 B |", "| 64 KiB |", "| stream, 64 KiB messages", "| request-response, 1 B",
                   "| connect/accept/close", "| connect, 1 KiB request and answer, close", "| poll: one-way time |",
-                  "| select: a zero-timeout call that finds nothing |"):
+                  "| select: a zero-timeout call that finds nothing |",
+                  "| recv: a non-blocking read that finds nothing |"):
         assert label in md, label
     assert "every one accelerated on both ends" in md and "## Problems" not in md
     assert re.search(r"crr under shunt: \d+ of \d+ connections accelerated", md), md
