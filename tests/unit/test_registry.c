@@ -535,21 +535,6 @@ static void test_offers_hint(void)
     reg_close_for_test();
     CHECK(reg_open_at(dir), ==, 0);     /* the sweep at open */
     CHECK(reg_conn_offers_maybe(), ==, false);
-
-    /* and with the sweep of a lookup, once due, in a process that opened the
-     * registry long before (a server's accepts): not sooner */
-    reg_entries_sweep_interval_s = 3600;
-    d.inode = 4020;
-    unsigned live = count_conns();   /* 4000's, claimed by us */
-    run_child(post_and_die, &d);
-    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, -ENOENT);
-    CHECK(reg_conn_offers_maybe(), ==, true);    /* swept at the open above: not due */
-    CHECK(count_conns(), ==, live + 1);
-    reg_entries_sweep_interval_s = 0;
-    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, -ENOENT);
-    CHECK(reg_conn_offers_maybe(), ==, false);
-    CHECK(count_conns(), ==, live);
-    CHECK(channel_exists(ch3), ==, 0);           /* its channel with it */
     printf("ok: the count of offers\n");
 }
 
