@@ -237,6 +237,16 @@ static inline void say_phase(int status, void *side_no)
                 (unsigned long long)seed);
 }
 
+/* The start of a side's process: the engine on tls lanes, its own random
+ * numbers (the side's number mixed in), and the phase said if it fails. */
+static inline struct fabric_engine *side_begin(const char *tls, int i)
+{
+    struct fabric_engine *e = engine_open(tls);
+    rng += (uint64_t)i * 7919;
+    on_exit(say_phase, (void *)(intptr_t)i);
+    return e;
+}
+
 /* The random numbers' seed: TEST_SEED, or a new one each run (said when a
  * side fails). */
 static inline void seed_rng(void)

@@ -318,9 +318,7 @@ static void run_hello(struct fabric_engine *e, int sock, int i, const char *tls)
 static void side(int sock, int i, const void *arg)
 {
     const char *tls = arg;
-    struct fabric_engine *e = engine_open(tls);
-    rng += (uint64_t)i * 7919;
-    on_exit(say_phase, (void *)(intptr_t)i);
+    struct fabric_engine *e = side_begin(tls, i);
     for (run_no = 0; run_no < RUNS; run_no++) {
         phase = "exchange";
         run_exchange(e, sock, i, tls);
@@ -434,9 +432,7 @@ static void run_no_hello(struct fabric_engine *e, int sock, int i, int variant)
 static void refusing_side(int sock, int i, const void *arg)
 {
     const char *tls = arg;
-    struct fabric_engine *e = engine_open(tls);
-    rng += (uint64_t)i * 7919;
-    on_exit(say_phase, (void *)(intptr_t)i);
+    struct fabric_engine *e = side_begin(tls, i);
     phase = "handover_wrong_nonce";
     run_handover(e, sock, i, tls, true);
     phase = "exchange_after_refusal";

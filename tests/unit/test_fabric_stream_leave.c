@@ -281,9 +281,7 @@ static void run_refused(struct fabric_engine *e, int sock, int i, const char *tl
 static void refused_side(int sock, int i, const void *arg)
 {
     const char *tls = arg;
-    struct fabric_engine *e = engine_open(tls);
-    rng += (uint64_t)i * 7919;
-    on_exit(say_phase, (void *)(intptr_t)i);
+    struct fabric_engine *e = side_begin(tls, i);
     for (run_no = 0; run_no < RUNS / 2; run_no++) {
         phase = "refused";
         run_refused(e, sock, i, tls, false);
@@ -296,9 +294,7 @@ static void refused_side(int sock, int i, const void *arg)
 static void side(int sock, int i, const void *arg)
 {
     const char *tls = arg;
-    struct fabric_engine *e = engine_open(tls);
-    rng += (uint64_t)i * 7919;
-    on_exit(say_phase, (void *)(intptr_t)i);
+    struct fabric_engine *e = side_begin(tls, i);
     for (run_no = 0; run_no < RUNS; run_no++) {
         phase = "leave";
         run_leave(e, sock, i, tls);

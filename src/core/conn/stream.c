@@ -199,7 +199,7 @@ ssize_t iobuf_recv_rest_kernel(int fd, const struct iobuf *b, size_t got, int fl
  * connection starts with a question. */
 static uint64_t peer_looks_key(const struct tcp_sock *t)
 {
-    return kernel_looks_key((uint64_t)(uintptr_t)t ^ KERNEL_LOOKS_KEY0, (int)t->inode, (short)(t->inode >> 32));
+    return ((uint64_t)(uintptr_t)t ^ t->inode) * KERNEL_LOOKS_KEY0;
 }
 
 ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
