@@ -177,6 +177,7 @@ static __sighandler_t boot_signal(int s, __sighandler_t h) { (void)s; (void)h; n
 /* Process creation and exec need libc's bookkeeping too: refuse until it is known. */
 static pid_t boot_fork(void) { return nosys(); }
 static pid_t boot_vfork(void) { return nosys(); }
+static int boot_clone(int (*f)(void *), void *st, int fl, void *a, ...) { (void)f; (void)st; (void)fl; (void)a; return nosys(); }
 static void boot__exit(int status)
 {
     shunt_syscall(SYS_exit_group, status);

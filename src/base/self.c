@@ -9,6 +9,7 @@ pid_t shunt_pid;
 struct shunt_settings shunt_settings;
 atomic_int shunt_sandbox;
 atomic_bool shunt_filtered;
-SHUNT_TLS bool shunt_vfork_sandboxed;
+SHUNT_TLS bool shunt_thread_passes;
+atomic_int shunt_raw_clones;
 SHUNT_TLS unsigned shunt_in_engine;
 SHUNT_TLS bool shunt_engine_thread;

@@ -39,10 +39,18 @@ extern atomic_int shunt_sandbox;
  * cover (core/conn/fabric_progress.c). */
 extern atomic_bool shunt_filtered;
 
-/* A vfork child that installed such a filter: the same for it alone (its
- * parent, whose memory it borrows, goes on as before; interpose/vfork.c
- * clears it when the parent resumes). */
-extern SHUNT_TLS bool shunt_vfork_sandboxed;
+/* This thread's process passes every call through, as a SANDBOXED one:
+ * a vfork child that installed such a filter (its parent, whose memory it
+ * borrows, goes on as before; interpose/vfork.c clears it when the parent
+ * resumes), or a process made by a raw clone, which inherits it from the
+ * thread that made it (core/process/raw_clone.c sets it there around the
+ * clone, and clears it in the parent after). */
+extern SHUNT_TLS bool shunt_thread_passes;
+
+/* Raw clones under way in this process: nothing new is accelerated
+ * meanwhile, since the new process would inherit it (core/process/
+ * raw_clone.c). */
+extern atomic_int shunt_raw_clones;
 /* This thread is inside shunt's calls into the fabric engine (UCX): the
  * sockets it makes there are the engine's, never the program's
  * (interpose/socket_calls.c), and what their listeners accept too. */
@@ -55,7 +63,7 @@ extern SHUNT_TLS bool shunt_engine_thread;
 
 static inline bool shunt_sandboxed(void)
 {
-    return atomic_load_explicit(&shunt_sandbox, memory_order_acquire) == SANDBOXED || shunt_vfork_sandboxed;
+    return atomic_load_explicit(&shunt_sandbox, memory_order_acquire) == SANDBOXED || shunt_thread_passes;
 }
 
 /* No new connection is accelerated (leaving or sandboxed). */

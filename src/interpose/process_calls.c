@@ -1,10 +1,16 @@
 /*
- * process_calls.c: wrappers for fork, exec, posix_spawn and _exit, the
- * points where a process's sockets change hands or it ends.  vfork lives in
- * vfork.c: it cannot be an ordinary C function; system and popen, whose
- * spawn is inside libc, in shell_calls.c.
+ * process_calls.c: wrappers for fork, clone, exec, posix_spawn and _exit,
+ * the points where a process's sockets change hands or it ends: clone also
+ * as the system call through syscall() (clone and clone3; the trampoline
+ * in sandbox_calls.c jumps here).  vfork lives in vfork.c: it cannot be an
+ * ordinary C function; system and popen, whose spawn is inside libc, in
+ * shell_calls.c.
  */
+#include <linux/sched.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 
 #include "base/signals.h"
 #include "core/conn/downgrade.h"
@@ -15,6 +21,7 @@
 #include "core/kinds/tcp_socket.h"
 #include "core/process/downgrade_points.h"
 #include "core/process/holders.h"
+#include "core/process/raw_clone.h"
 #include "core/process/spawn_plan.h"
 #include "interpose/wrap.h"
 
@@ -48,6 +55,58 @@ SHUNT_EXPORT pid_t fork(void)
         holders_fork_failed();
     errno = err;
     return pid;
+}
+
+/* A process made by clone itself: its connections leave first, and the
+ * new process passes every call through (core/process/raw_clone.c).
+ * libc's clone() starts the child on its own stack, in fn: only the parent
+ * returns here. */
+SHUNT_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    pid_t *ptid = va_arg(ap, pid_t *);
+    void *tls = va_arg(ap, void *);
+    pid_t *ctid = va_arg(ap, pid_t *);
+    va_end(ap);
+    SANDBOX_PASS(shunt_real.clone(fn, stack, flags, arg, ptid, tls, ctid));
+    bool ours = raw_clone_before((unsigned)flags);
+    int r = shunt_real.clone(fn, stack, flags, arg, ptid, tls, ctid);
+    if (ours)
+        raw_clone_after(r);
+    return r;
+}
+
+/* clone3's flags, from the program's struct clone_args, read as the kernel
+ * will (a pointer it cannot read fails there with EFAULT, not here); 0
+ * (nothing to prepare) when it will refuse the call anyway. */
+static unsigned long clone3_flags(const void *args, unsigned long size)
+{
+    uint64_t flags;
+    if (!args || size < CLONE_ARGS_SIZE_VER0)
+        return CLONE_VM;
+    struct iovec local = { &flags, sizeof flags }, remote = { (void *)args, sizeof flags };
+    ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (r == (ssize_t)sizeof flags)
+        return (unsigned long)flags;
+    return CLONE_VM;   /* unreadable, or the read refused: left alone, as before */
+}
+
+/* syscall(SYS_clone, flags, stack, ...) or syscall(SYS_clone3, args,
+ * size): with no new stack the child returns here, as from fork. */
+long shunt_syscall_clone(long number, long a1, long a2, long a3, long a4, long a5, long a6);
+
+__attribute__((used)) long shunt_syscall_clone(long number, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    int saved = errno;
+    shunt_ensure_init();
+    unsigned long flags = number == SYS_clone ? (unsigned long)a1 : clone3_flags((const void *)a1, (unsigned long)a2);
+    errno = saved;
+    bool ours = raw_clone_before(flags);
+    long r = shunt_real.syscall(number, a1, a2, a3, a4, a5, a6);
+    if (ours)
+        raw_clone_after(r);
+    return r;
 }
 
 /* _exit runs no destructor, so what shunt's destructor does for exit is

@@ -13,8 +13,12 @@
  * ahead, every connection of the process moves back to kernel TCP
  * (core/fd/uring_watch.h, core/process/uring_failsafe.c).
  *
+ * clone and clone3 through syscall() make a process shunt does not follow
+ * (vsftpd's sessions, container tools): the trampoline jumps to
+ * process_calls.c for them.
+ *
  * Every other prctl and system call goes straight through: syscall() is on
- * hot paths of some programs (futexes, gettid, getrandom), so it costs three
+ * hot paths of some programs (futexes, gettid, getrandom), so it costs five
  * compares before a jump to libc's.
  */
 #include <linux/seccomp.h>
@@ -34,6 +38,9 @@
 #endif
 #ifndef __NR_io_uring_register
 #define __NR_io_uring_register 427
+#endif
+#ifndef __NR_clone3
+#define __NR_clone3 435
 #endif
 _Static_assert(__NR_io_uring_enter == __NR_io_uring_setup + 1 && __NR_io_uring_register == __NR_io_uring_setup + 2,
                "io_uring's three calls are consecutive numbers");
@@ -128,6 +135,10 @@ __asm__(".text\n"
         "    je shunt_syscall_slow\n"
         "    cmp $" SANDBOX_STR(SYS_prctl) ", %rdi\n"
         "    je shunt_syscall_slow\n"
+        "    cmp $" SANDBOX_STR(SYS_clone) ", %rdi\n"
+        "    je shunt_syscall_clone\n"
+        "    cmp $" SANDBOX_STR(__NR_clone3) ", %rdi\n"
+        "    je shunt_syscall_clone\n"
         "    lea -" SANDBOX_STR(__NR_io_uring_setup) "(%rdi), %r11\n"
         "    cmp $2, %r11\n"
         "    jbe shunt_syscall_slow\n"

@@ -51,7 +51,7 @@ __attribute__((used)) void *shunt_vfork_leave(long result)
         shunt_in_vfork_child = true;
     } else {
         shunt_in_vfork_child = false;
-        shunt_vfork_sandboxed = false;   /* the child's, set in this thread's memory it borrowed */
+        shunt_thread_passes = false;   /* the child's, set in this thread's memory it borrowed */
         vfork_depth--;
         if (result < 0 && !shunt_sandboxed()) {
             int err = errno;

@@ -23,6 +23,8 @@ enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len
         return FB_SANDBOX;
     if (uring_seen())
         return FB_URING;
+    if (atomic_load_explicit(&shunt_raw_clones, memory_order_acquire))
+        return FB_RAW_CLONE;
     if (reg_addr_from_sockaddr(&plan->dst, dst_sa, len) < 0) {
         plan->unrecorded = true;   /* AF_UNSPEC and friends: the kernel will answer */
         return FB_NOT_NEGOTIATED;
@@ -62,6 +64,8 @@ enum fallback_reason negotiate_unclaimable(const struct tcp_sock *listener)
         return FB_DISABLED;
     if (shunt_sandbox_refuses())
         return FB_SANDBOX;
+    if (atomic_load_explicit(&shunt_raw_clones, memory_order_acquire))
+        return FB_RAW_CLONE;
     if (!reg_conn_offers_maybe())
         return negotiate_no_offer_reason(listener);
     return FB_NONE;

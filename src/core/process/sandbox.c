@@ -244,7 +244,7 @@ void sandbox_before_filter(unsigned long mode, const void *prog)
          * as for an exec into a program without shunt, then nothing more */
         shunt_log(LOG_INFO, "seccomp filter coming in a vfork child (%s): its sockets move back to kernel TCP", why);
         downgrade_vfork_child_leave();
-        shunt_vfork_sandboxed = true;
+        shunt_thread_passes = true;
         return;
     }
     enter(why);
