@@ -16,7 +16,7 @@ bool pid_gone(uint32_t pid)
     snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT;
+        return errno == ENOENT && proc_mounted();
     ssize_t n = shunt_real.read(fd, st, sizeof st - 1);
     shunt_real.close(fd);
     if (n <= 0)
@@ -24,4 +24,13 @@ bool pid_gone(uint32_t pid)
     st[n] = 0;
     const char *p = strrchr(st, ')');   /* pid (comm) state ... */
     return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+bool proc_mounted(void)
+{
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;   /* another error: /proc is there, and says no */
+    shunt_real.close(fd);
+    return true;
 }

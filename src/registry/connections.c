@@ -125,6 +125,17 @@ static int find_offer(enum reg_scope scope, const struct offer_key *k, struct re
         errno = saved;
         return r;
     }
+    /* An offer whose client died stays posted until a sweep, and with it
+     * the count that sends every accept here: swept now when one is due (at
+     * most once per reg_entries_sweep_interval_s for all processes), or a
+     * long-running server whose clients are long-running too would pay a
+     * lookup under the lock at every accept until some new process opened
+     * the registry. */
+    if (atomic_load_explicit(&f->hdr.offers, memory_order_relaxed) != 0 && reg_entries_sweep_due(f)) {
+        struct reg_live_cache lc;
+        reg_live_cache_init(&lc);
+        reg_sweep_conns(f, &lc);
+    }
     struct reg_conn_ent *best = NULL;
     uint32_t hwm = reg_conn_hwm(f);
     uint32_t offers = 0;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/pid_gone.h"
 #include "base/real.h"
 #include "registry/registry.h"
 #include "registry/registry_impl.h"
@@ -36,7 +37,8 @@ uint64_t reg_netns(void)
 }
 
 /* Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
- * after boot.  A pid reused by another process has another start time. */
+ * after boot.  A pid reused by another process has another start time.
+ * -ENOENT: gone or a zombie; -ENODEV: no /proc here to tell (a chroot). */
 static int proc_start_time(int32_t pid, uint64_t *out)
 {
     char path[48];
@@ -44,7 +46,7 @@ static int proc_start_time(int32_t pid, uint64_t *out)
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return errno == ENOENT && !proc_mounted() ? -ENODEV : -errno;
     ssize_t n = shunt_real.read(fd, buf, sizeof buf - 1);
     int err = errno;
     shunt_real.close(fd);
@@ -147,7 +149,8 @@ bool reg_owner_alive(int32_t pid, const struct reg_owner *o, struct reg_live_cac
             alive = now == o->start;
         else if (r == -ENOENT)
             alive = false;
-        /* other errors (no /proc, hidepid): trust kill */
+        /* other errors (no /proc in a chroot, hidepid): trust kill.  Before,
+         * a chrooted process's sweep took every live owner for dead */
     }
     lc->slot[h].pid = pid;
     lc->slot[h].start = o->start;

@@ -6,6 +6,7 @@
  * reclaiming with channel unlink; full tables.  Processes at once, a holder
  * killed inside the lock and refused files are test_registry_procs.c's.
  */
+#include "base/pid_gone.h"
 #include "registry_fixture.h"
 
 /* ---- addresses ---------------------------------------------------------- */
@@ -535,7 +536,66 @@ static void test_offers_hint(void)
     reg_close_for_test();
     CHECK(reg_open_at(dir), ==, 0);     /* the sweep at open */
     CHECK(reg_conn_offers_maybe(), ==, false);
+
+    /* and with the sweep of a lookup, once due, in a process that opened the
+     * registry long before (a server's accepts): not sooner */
+    reg_entries_sweep_interval_s = 3600;
+    d.inode = 4020;
+    unsigned live = count_conns();   /* 4000's, claimed by us */
+    run_child(post_and_die, &d);
+    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, -ENOENT);
+    CHECK(reg_conn_offers_maybe(), ==, true);    /* swept at the open above: not due */
+    CHECK(count_conns(), ==, live + 1);
+    reg_entries_sweep_interval_s = 0;
+    CHECK(reg_conn_find_offer(&cli2, &srv, &out), ==, -ENOENT);
+    CHECK(reg_conn_offers_maybe(), ==, false);
+    CHECK(count_conns(), ==, live);
+    CHECK(channel_exists(ch3), ==, 0);           /* its channel with it */
     printf("ok: the count of offers\n");
+}
+
+struct chroot_sweep {
+    char root[64];
+    struct reg_addr cli, srv;
+};
+
+/* In a chroot without /proc (vsftpd's sessions): a lookup whose sweep is
+ * due must take the live owner of an offer (the parent) for alive.  Before,
+ * /proc/<pid> missing there read as "gone", and the sweep freed every live
+ * process's records: vsftpd's next data connection found no offer. */
+static void sweep_in_chroot(void *arg)
+{
+    struct chroot_sweep *c = arg;
+    struct reg_conn out;
+    CHECK(chroot(c->root), ==, 0);
+    CHECK(chdir("/"), ==, 0);
+    CHECK(pid_gone((uint32_t)getppid()), ==, false);
+    reg_entries_sweep_interval_s = 0;
+    CHECK(reg_conn_find_offer(&c->srv, &c->cli, &out), ==, -ENOENT);   /* a lookup, and its sweep */
+    CHECK(reg_conn_find_offer(&c->cli, &c->srv, &out), ==, 0);         /* the parent's offer stays */
+}
+
+static void test_sweep_without_proc(void)
+{
+    if (geteuid() != 0) {
+        printf("left out: a sweep from a chroot (chroot needs root)\n");
+        return;
+    }
+    fresh();
+    char ch[64];
+    make_channel(ch, sizeof ch, 31);
+    struct chroot_sweep c = { .cli = A("127.0.0.1", 42000), .srv = A("127.0.0.1", 5000) };
+    snprintf(c.root, sizeof c.root, "/tmp/shunt-chroot-XXXXXX");
+    CHECK(mkdtemp(c.root) != NULL, ==, 1);
+    struct reg_conn o = conn(5000, c.cli, c.srv, ch), out;
+    CHECK(reg_conn_post(&o), ==, 0);
+    run_child(sweep_in_chroot, &c);
+    CHECK(count_conns(), ==, 1);
+    CHECK(reg_conn_find_offer(&c.cli, &c.srv, &out), ==, 0);
+    CHECK(channel_exists(ch), ==, 1);
+    CHECK(reg_conn_end(5000), ==, 1);
+    CHECK(rmdir(c.root), ==, 0);
+    printf("ok: a sweep from a chroot without /proc frees nothing of the living\n");
 }
 
 static void test_conns_full(void)
@@ -570,6 +630,7 @@ int main(void)
     test_conn_reclaim();
     test_open_sweep_bounded();
     test_offers_hint();
+    test_sweep_without_proc();
     test_conns_full();
     fixture_end();
     PASS();
