@@ -15,12 +15,16 @@
  *
  * clone and clone3 through syscall() make a process shunt does not follow
  * (vsftpd's sessions, container tools): the trampoline jumps to
- * process_calls.c for them.
+ * process_calls.c for them, but for a clone that shares the memory
+ * (CLONE_VM in its flags, %esi), which goes to libc's without a frame of
+ * shunt's, as before: a vfork made by hand returns twice through the same
+ * stack.
  *
  * Every other prctl and system call goes straight through: syscall() is on
  * hot paths of some programs (futexes, gettid, getrandom), so it costs five
  * compares before a jump to libc's.
  */
+#include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
@@ -136,7 +140,11 @@ __asm__(".text\n"
         "    cmp $" SANDBOX_STR(SYS_prctl) ", %rdi\n"
         "    je shunt_syscall_slow\n"
         "    cmp $" SANDBOX_STR(SYS_clone) ", %rdi\n"
-        "    je shunt_syscall_clone\n"
+        "    jne 1f\n"
+        "    test $" SANDBOX_STR(CLONE_VM) ", %esi\n"
+        "    jz shunt_syscall_clone\n"
+        "    jmp *shunt_syscall_next(%rip)\n"
+        "1:\n"
         "    cmp $" SANDBOX_STR(__NR_clone3) ", %rdi\n"
         "    je shunt_syscall_clone\n"
         "    lea -" SANDBOX_STR(__NR_io_uring_setup) "(%rdi), %r11\n"

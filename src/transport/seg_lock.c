@@ -15,7 +15,10 @@
  * so the word was scribbled (-EIO at once, not after the timeout), and so
  * is one of another user (the segment is ours, 0600).  Only a live process
  * that maps the segment is waited for up to the caller's bound; one whose
- * maps the kernel will not show (not dumpable, ptrace rules) for a second.  Holders of one end in different pid namespaces are not told apart:
+ * maps the kernel will not show (not dumpable, ptrace rules) for a second;
+ * seen from a chroot without /proc (vsftpd's sessions), a live owner is
+ * taken for a holder (before, its missing maps read as a death, and the
+ * lock was taken from it).  Holders of one end in different pid namespaces are not told apart:
  * such a pid may be taken for garbage (a reset of that connection) or for a
  * dead holder (two of them inside: what the lock guards is checked anyway).
  */
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/pid_gone.h"
 #include "base/real.h"
 #include "transport/seg_lock.h"
 
@@ -57,6 +61,8 @@ static enum owner_state maps_segment(pid_t pid, const char *file)
     if (n <= 0 || (size_t)n >= sizeof want)
         return OWNER_UNKNOWN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && !proc_mounted())
+        return OWNER_HOLDS;   /* no /proc here (a chroot): kill found it, and that is all there is to know */
     if (fd < 0)
         return errno == ENOENT || errno == ESRCH ? OWNER_DEAD : OWNER_UNKNOWN;
     /* the name may straddle two reads: keep the last len - 1 bytes */
