@@ -23,7 +23,9 @@
  * new stack, as fork) or starts on a stack of its own (libc's clone(),
  * clone3).  The parent goes on accelerating what it makes next: only the
  * window of the clone itself refuses new channels (shunt_raw_clones), so
- * that none is made for the child to inherit.  Listeners stay registered:
+ * that none is made for the child to inherit (a negotiation another thread
+ * had begun before the count went up can still end in a channel after the
+ * pass: the window fork's counting of holders has too).  Listeners stay registered:
  * a child that accepts on one accepts kernel TCP, as a program without
  * shunt does.
  *
