@@ -10,7 +10,9 @@
  * offer is claimed or withdrawn while A looks at it). The server handles each connection with
  * two threads too, one reading, one sending. Some clients close before they have read all
  * (a close with unread data: a reset). In half of the rounds one process, the server or a
- * client, is killed with SIGKILL at a random moment.
+ * client, is killed with SIGKILL at a random moment. In a third of the rounds the server,
+ * its threads mid-transfer, makes a process with the raw clone system call (shunt moves its
+ * connections back to kernel TCP under the threads).
  *
  * Every byte received is checked against the stream's pattern (tests/lib/net.h), in both
  * directions. A connection whose ends both lived (and did not close early) must deliver
@@ -22,7 +24,7 @@
  *
  * Last line: "chaos: R rounds, C connections (A accelerated), B bytes checked, K kills,
  * L lost, W wrong, X crashes, H hangs, E errors, S leftovers (K of them after a kill; T before
- * the sweep)". Exit 0 if lost, wrong, crashes, hangs, errors are 0 and so are the leftovers
+ * the sweep), N raw clones". Exit 0 if lost, wrong, crashes, hangs, errors are 0 and so are the leftovers
  * (but those a kill explains, see leftovers(), unless --strict-leftovers).
  *
  * This file runs the rounds and judges them; the server and the clients are chaos_peers.c,
@@ -57,7 +59,7 @@ static int nprocs;
 static bool round_killed[1u << 16];
 
 struct totals {
-	unsigned long long conns, accelerated, bytes, kills, lost, wrong, crashes, hangs, errors;
+	unsigned long long conns, accelerated, bytes, kills, lost, wrong, crashes, hangs, errors, raw_clones;
 };
 
 static pid_t spawn(void (*fn)(int), int arg)
@@ -249,6 +251,7 @@ static void one_round(struct totals *t)
 		reap(cpid[i], deadline, killed == i, "client", t);
 	__atomic_store_n(&sh->clients_done, 1, __ATOMIC_RELEASE);
 	reap(spid, deadline, killed == -1, "server", t);
+	t->raw_clones += (unsigned long long)__atomic_load_n(&sh->raw_clones, __ATOMIC_ACQUIRE);
 
 	for (int i = 0; i < clients * conns; i++) {
 		const struct rec *c = &sh->crec[i];
@@ -427,9 +430,9 @@ int main(int argc, char **argv)
 
 	printf("chaos: %u rounds, %llu connections (%llu accelerated), %llu bytes checked, %llu kills, "
 	       "%llu lost, %llu wrong, %llu crashes, %llu hangs, %llu errors, %d leftovers "
-	       "(%d of them after a kill; %d before the sweep)\n",
+	       "(%d of them after a kill; %d before the sweep), %llu raw clones\n",
 	       round_no, t.conns, t.accelerated, t.bytes, t.kills, t.lost, t.wrong, t.crashes, t.hangs, t.errors,
-	       left.all, left.after_kill, before.all);
+	       left.all, left.after_kill, before.all, t.raw_clones);
 	int bad_left = strict_leftovers ? left.all : left.all - left.after_kill;
 
 	return t.lost || t.wrong || t.crashes || t.hangs || t.errors || bad_left ? 1 : 0;

@@ -37,6 +37,7 @@ struct shared {
 	int clients_done;
 	int server_gone;       /* killed: clients waiting for its port give up */
 	int nsrec;
+	int raw_clones;        /* made by servers (chaos_peers.c, raw_clone_now) */
 	struct rec crec[MAX_RECS];
 	struct rec srec[MAX_RECS];
 };

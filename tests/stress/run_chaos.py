@@ -30,7 +30,8 @@ FIGURES = re.compile(
     r"chaos: (?P<rounds>\d+) rounds, (?P<conns>\d+) connections \((?P<accel>\d+) accelerated\), "
     r"(?P<bytes>\d+) bytes checked, (?P<kills>\d+) kills, (?P<lost>\d+) lost, (?P<wrong>\d+) wrong, "
     r"(?P<crashes>\d+) crashes, (?P<hangs>\d+) hangs, (?P<errors>\d+) errors, (?P<left>\d+) leftovers "
-    r"\((?P<left_kill>\d+) of them after a kill; (?P<left_before>\d+) before the sweep\)")
+    r"\((?P<left_kill>\d+) of them after a kill; (?P<left_before>\d+) before the sweep\), "
+    r"(?P<clones>\d+) raw clones")
 
 
 def main(argv):
@@ -115,7 +116,7 @@ def main(argv):
     problems = []
     if proc.returncode != 0:
         problems.append("exit status %d" % proc.returncode)
-    for what in ("conns", "accel", "bytes", "kills"):
+    for what in ("conns", "accel", "bytes", "kills", "clones"):
         if n[what] == 0:
             problems.append("no %s: the run did not test what it claims" % what)
     if problems:

@@ -39,14 +39,16 @@
  *      publishes DOWN_READY;
  *   8. sends one last doorbell (counted), freezes its own count (every
  *      doorbell of its end is now ahead in P's queue), and sends over TCP
- *      its tx ring's bytes from T to its head (to a closed P neither: its
- *      kernel would answer with a reset);
+ *      its tx ring's bytes from T to its head, then its FIN if it wrote
+ *      one into the ring (to a closed P neither: its kernel would answer
+ *      with a reset);
  *   9. lets go of its hold on the channel and is on kernel TCP.
  * The other end P, at its next call on the socket (or woken by that
  * doorbell or those bytes), once DOWN_READY is there:
  *   a. under its tx lock, once for all its holders (DOWN_RESENT): sends
  *      over TCP the handed-back prefix, then its ring's bytes from down_tail
- *      to its head; every later send of its goes to TCP, after them;
+ *      to its head, then its FIN if it wrote one into the ring; every later
+ *      send (or shutdown) of its goes to TCP, after them;
  *   b. lets its program read the server prefix and what is left in its rx
  *      ring (it may have peeked at those bytes: a read after a peek finds
  *      them at once, as in the kernel's queue);
@@ -377,6 +379,17 @@ static void take_closed_copy(struct tcp_sock *t, int fd)
                   "after it are lost (see compatibility.md)", fd, (unsigned long long)(sent - past));
 }
 
+/* After an end's re-sent bytes: a FIN it wrote into its ring (a shutdown
+ * or a close while accelerated) goes to its TCP socket too, as the kernel
+ * would have sent it.  Without it the other end, reading TCP now, never
+ * saw the end of the stream again (a read after its EOF waited, or got the
+ * bytes of a write the kernel would have refused with EPIPE). */
+static void shut_on_tcp(struct tcp_sock *t, int fd)
+{
+    if (tcp_sock_own_state(t) & SIDE_SHUT_WR)
+        shunt_real.shutdown(fd, SHUT_WR);
+}
+
 /* The leaver's steps 2 to 8, under its rx, tx and wait locks. */
 static void leave_first(struct tcp_sock *t, int fd)
 {
@@ -417,6 +430,8 @@ static void leave_first(struct tcp_sock *t, int fd)
      * make its kernel reset the connection and drop the rest of its copy
      * (the new program's own sends do that as they would under the kernel) */
     int err = closed ? 0 : own < 0 ? -EIO : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
+    if (!closed && !err)
+        shut_on_tcp(t, fd);
     if (err) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
                   strerror(-err));
@@ -487,6 +502,8 @@ static void resend(struct tcp_sock *t, int fd)
             err = ring_head_mine(&t->ch.tx, &head);
         if (!err)
             err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), head, true, &sent);
+        if (!err)
+            shut_on_tcp(t, fd);
         if (err) {
             shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
             if (err == -EIO)

@@ -506,17 +506,24 @@ void stream_set_shutdown_hook(shutdown_hook_fn fn)
 }
 
 /* FIN goes into the ring once, after whatever a send in progress (in any
- * holder of this end) still copies in: the state bit stops further sends. */
-static void write_fin(struct tcp_sock *t)
+ * holder of this end) still copies in: the state bit stops further sends.
+ * False when the connection left the channel meanwhile (the downgrade word,
+ * looked at under the tx lock as a send does): nobody reads the ring any
+ * more, so the FIN is the kernel's to send, after the re-sent bytes (the
+ * caller's), unless the downgrade saw the state bit first and sent it. */
+static bool write_fin(struct tcp_sock *t)
 {
     atomic_store(&t->ch.self->doorbell_owed, 0);   /* the caller wakes the peer anyway */
     if (tcp_sock_set_state(t, SIDE_SHUT_WR) & SIDE_SHUT_WR)
-        return;
+        return true;
     int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
-    if (lk >= 0) {
+    if (lk < 0)
+        return true;
+    bool left = atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) != 0;
+    if (!left)
         ring_set_fin(&t->ch.tx);
-        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
-    }
+    dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+    return !left;
 }
 
 int stream_shutdown(struct tcp_sock *t, int fd, int how)
@@ -525,8 +532,8 @@ int stream_shutdown(struct tcp_sock *t, int fd, int how)
         return -EINVAL;
     if (how != SHUT_WR)
         tcp_sock_set_state(t, SIDE_SHUT_RD);
-    if (how != SHUT_RD)
-        write_fin(t);
+    if (how != SHUT_RD && !write_fin(t))
+        return STREAM_DOWNGRADED;
     doorbell_wake_peer(t, fd, WANT_ANY);
     /* as the kernel's shutdown, it wakes whatever waits on the socket: our
      * own threads blocked on it (a reader returns 0 after SHUT_RD, a writer

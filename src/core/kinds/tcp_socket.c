@@ -389,8 +389,11 @@ static int tcp_shutdown(struct fdref *f, int how)
         return fabric_conn_shutdown(t, f, how);
     /* A FIN on the TCP path would end the doorbells a later claim needs. */
     int path = negotiate_settle(t, f->fd);
-    if (path == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down))
-        return stream_shutdown(t, f->fd, how);
+    if (path == PATH_SHM && t->ch.hdr && !atomic_load(&t->ch.hdr->down)) {
+        int r = stream_shutdown(t, f->fd, how);
+        if (r != STREAM_DOWNGRADED)
+            return r;
+    }
     if (path == PATH_SHM && t->ch.hdr)
         downgrade_observe(t, f->fd);   /* the other end left: our unread bytes go before a FIN */
     return pt_shutdown(f, how);
