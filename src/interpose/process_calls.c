@@ -78,8 +78,9 @@ SHUNT_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...
 }
 
 /* clone3's flags, from the program's struct clone_args, read as the kernel
- * will (a pointer it cannot read fails there with EFAULT, not here); 0
- * (nothing to prepare) when it will refuse the call anyway. */
+ * will (a pointer it cannot read fails there with EFAULT, not here);
+ * CLONE_VM, which raw_clone_before leaves alone, when the kernel will
+ * refuse the call anyway or the flags cannot be read. */
 static unsigned long clone3_flags(const void *args, unsigned long size)
 {
     uint64_t flags;
