@@ -8,6 +8,7 @@
 #ifndef SHUNT_TESTS_STRESS_CHAOS_H
 #define SHUNT_TESTS_STRESS_CHAOS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define MAX_CLIENTS 8
@@ -48,6 +49,7 @@ enum how { HOW_POLL, HOW_BLOCK, HOW_EPOLL };
 extern struct shared *sh;
 extern unsigned round_no;
 extern int clients, conns;
+extern bool raw_clone_rounds;   /* --raw-clones */
 
 /* chaos_peers.c: a round's server and its client number index; each ends with _exit. */
 void chaos_server(void);

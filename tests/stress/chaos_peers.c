@@ -333,7 +333,7 @@ void chaos_server(void)
 		CHECK(pthread_create(&th[n], NULL, serve_one, j), ==, 0);
 		n++;
 		/* in a third of the rounds, once a few connections are under way */
-		if (round_no % 3 == 2 && n == (total + 1) / 2)
+		if (raw_clone_rounds && round_no % 3 == 2 && n == (total + 1) / 2)
 			raw_clone_now();
 	}
 	for (int i = 0; i < n; i++)
