@@ -488,6 +488,16 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     }
 }
 
+bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason why)
+{
+    downgrade_leave(t, fd);
+    if (atomic_load(&t->path) != PATH_TCP)
+        return false;
+    atomic_store(&t->reason, why);
+    sockstat_publish(t, fd, 0, 0, NULL, 0);
+    return true;
+}
+
 /* The other end's step a: under the tx lock, once for all holders. */
 static void resend(struct tcp_sock *t, int fd)
 {

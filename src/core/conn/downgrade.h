@@ -20,6 +20,11 @@
  * Afterwards this process's object is on PATH_TCP too. */
 void downgrade_leave(struct tcp_sock *t, int fd);
 
+/* downgrade_leave for a reason of this process's (io_uring, a raw clone):
+ * once on kernel TCP the reason is recorded and shown to shunt stat; false
+ * if the connection could not move. */
+bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason why);
+
 /* The channel's downgrade word is set: bring this object along.  A holder
  * of the leaving end just goes to TCP; the other end first puts back into
  * TCP what the leaver never read, and goes to TCP once the leaver's

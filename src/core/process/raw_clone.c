@@ -40,7 +40,6 @@
 #include "base/self.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fabric_conn.h"
-#include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
 #include "core/process/downgrade_points.h"
 #include "core/process/raw_clone.h"
@@ -56,10 +55,7 @@ static void leave(int fd, void *ctx)
     if (f.sock && f.sock->kind == SOCK_TCP) {
         struct tcp_sock *t = tcp_of(f.sock);
         if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
-            downgrade_leave(t, fd);
-            if (atomic_load(&t->path) == PATH_TCP) {
-                atomic_store(&t->reason, FB_RAW_CLONE);
-                sockstat_publish(t, fd, 0, 0, NULL, 0);
+            if (downgrade_leave_because(t, fd, FB_RAW_CLONE)) {
                 shunt_log_sock(LOG_INFO, t, fd, "moved back to kernel TCP: a raw clone of this process gets it");
                 n->moved++;
             } else {

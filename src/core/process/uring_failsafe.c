@@ -36,14 +36,8 @@ static void leave(int fd, void *ctx)
             sockstat_publish(t, fd, 0, 0, NULL, 0);
             shunt_log_sock(LOG_INFO, t, fd, "listener withdrawn from the registry: io_uring in this process");
         }
-        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr) {
-            downgrade_leave(t, fd);
-            if (atomic_load(&t->path) == PATH_TCP) {
-                atomic_store(&t->reason, FB_URING);
-                sockstat_publish(t, fd, 0, 0, NULL, 0);
-                shunt_log_sock(LOG_INFO, t, fd, "moved back to kernel TCP: io_uring in this process");
-            }
-        }
+        if (atomic_load(&t->path) != PATH_TCP && t->ch.hdr && downgrade_leave_because(t, fd, FB_URING))
+            shunt_log_sock(LOG_INFO, t, fd, "moved back to kernel TCP: io_uring in this process");
     }
     fdt_put(&f);
 }
