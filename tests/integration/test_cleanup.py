@@ -183,8 +183,35 @@ FORKING_CLIENT = textwrap.dedent('''
 ''')
 
 
-def tables_of(pids):
-    return shm_named(r"shunt-\d+-\d+-p\d+-(\d+)-[0-9a-f]+\.fds", pids)
+TABLE_NAME = r"shunt-\d+-\d+-p\d+-(\d+)-[0-9a-f]+\.fds"
+
+
+def tables_of(pids, before=frozenset()):
+    """The fd tables of pids, but for those named in before: the tables
+    that were there before the test began are other processes', whose pid
+    ours may have got again (the kernel's pids wrap; a table's name has 64
+    random bits, so a table made since never has an earlier one's name)."""
+    return [n for n in shm_named(TABLE_NAME, pids) if n not in before]
+
+
+def describe_tables(names):
+    """What a leftover table says of itself, for a failure's message: when
+    it was made, and whether its pid is a process now (and which)."""
+    out = []
+    for n in names:
+        pid = int(re.fullmatch(TABLE_NAME, n).group(1))
+        try:
+            st = os.stat("/dev/shm/" + n)
+            made = "made %.2f s ago" % (time.time() - st.st_mtime)
+        except OSError as e:
+            made = str(e)
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                now = "pid %d is %r" % (pid, f.read().replace(b"\0", b" ")[:80])
+        except OSError:
+            now = "pid %d is no process" % pid
+        out.append("%s: %s, %s" % (n, made, now))
+    return "\n".join(out)
 
 
 @pytest.mark.parametrize("mode", ["_exit", "killed"])
@@ -200,6 +227,7 @@ def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mo
     # accelerated: without SHUNT_SHORT_CONNS=0 the later ones would be kernel
     # TCP by design (reason short)
     env = base_env(SHUNT_LOG="info", SHUNT_LOG_FILE=str(tmp_path / "shunt-%p.log"), SHUNT_SHORT_CONNS="0")
+    before = frozenset(shm_named(TABLE_NAME, range(1 << 22)))
     server = subprocess.Popen(shunt.cmd([PYTHON, str(tmp_path / "server.py"), mode, str(count)]), env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -212,11 +240,11 @@ def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mo
         assert line.startswith("CHILDREN"), line
         children = {int(x) for x in line.split()[1:]}
         assert len(children) == count
-        left = tables_of(children)
+        left = tables_of(children, before)
         if mode == "_exit":
-            assert left == []
+            assert left == [], describe_tables(left)
         else:
-            assert len(left) <= 2, left   # the last child's, swept when the next one starts
+            assert len(left) <= 2, describe_tables(left)   # the last child's, swept when the next one starts
         server.stdin.write("\n")
         server.stdin.flush()
         assert server.wait(timeout=30) == 0
@@ -228,7 +256,8 @@ def test_forking_server_children_leave_no_table(shunt, shunt_build, tmp_path, mo
     assert log.count("accelerated (server") == count, log
     # whatever is left goes with the next process to open the registry
     records_of(shunt_build, children | {server.pid}, env)
-    assert tables_of(children | {server.pid}) == []
+    left = tables_of(children | {server.pid}, before)
+    assert left == [], describe_tables(left)
 
 
 # A network namespace that goes (issue 16, finding 6): its processes were

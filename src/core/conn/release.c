@@ -30,6 +30,14 @@ static void short_conns_judge(struct tcp_sock *t)
 void release_channel(struct fdref *f)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    /* An offer the program never looked at again (a connect, maybe a send,
+     * then the close): claimed meanwhile, it closes as an accelerated end,
+     * with its FIN in the ring and the claim's doorbell taken out of the
+     * socket, whose kernel would answer the close with a reset where the
+     * kernel alone sends a FIN; not claimed yet, it is withdrawn, and the
+     * server takes the connection as kernel TCP. */
+    if (atomic_load(&t->path) == PATH_OFFERED && t->ch.hdr)
+        negotiate_settle(t, f->fd);
     /* the other end left for a program without shunt: our unread bytes go
      * to it over TCP before this end closes */
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
@@ -50,6 +58,7 @@ void release_channel(struct fdref *f)
                     short_conns_judge(t);
                 stream_close(t, f->fd);
                 downgrade_close_copy(t, f->fd);
+                doorbell_await_peer(t);   /* none arrives after the drain */
                 /* the last holder of this end: nobody else waits on the
                  * companion, so its doorbells can go; what follows them
                  * tells whether the peer's processes are gone */

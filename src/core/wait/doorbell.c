@@ -13,6 +13,7 @@
  * entry into the kernel.  A drained byte has therefore been seen by every
  * sleeper it was meant for; the worst case is a spurious wake-up.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -161,7 +162,7 @@ bool doorbell_send(struct tcp_sock *t, int fd)
      * when the server is handed to a program without shunt), and a closed
      * end's (nobody waits there, and its kernel would answer with a reset
      * that cuts off the copy it left in TCP; downgrade.c). */
-    if ((t->ch.side == 0 && tcp_sock_peer_prefix_pending(t)) || (tcp_sock_peer_state(t) & SIDE_CLOSED))
+    if (t->ch.side == 0 && tcp_sock_peer_prefix_pending(t))
         return false;
     _Atomic uint64_t *w = &t->ch.self->bells;
     uint64_t v = atomic_load(w);
@@ -177,10 +178,28 @@ bool doorbell_send(struct tcp_sock *t, int fd)
             return false;
         }
     } while (!atomic_compare_exchange_weak(w, &v, v + BELLS_BUSY));
+    /* Looked at once busy (seq_cst, pairing with doorbell_await_peer): either
+     * a closing peer waits for this send to finish, then takes the byte out,
+     * or we see it closed and send nothing. */
+    if (tcp_sock_peer_state(t) & SIDE_CLOSED) {
+        atomic_fetch_sub(w, BELLS_BUSY);
+        return false;
+    }
     ssize_t r = shunt_real.send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     /* busy to counted in one step: a freeze never sees a sent byte uncounted */
     atomic_fetch_add(w, (r == 1 ? 1 : 0) - BELLS_BUSY);
     return r == 1;
+}
+
+void doorbell_await_peer(struct tcp_sock *t)
+{
+    /* seq_cst, after our SIDE_CLOSED: pairs with doorbell_send's look.  The
+     * word is the peer's: a sender that died inside its send, or a
+     * scribble, holds it busy for ever, so the wait is bounded (as
+     * bells_freeze's); what is lost then is the reset that one late byte
+     * may cause, not a byte of the program's. */
+    for (int i = 0; i < 100000 && (atomic_load(&t->ch.peer->bells) & BELLS_BUSY_MASK); i++)
+        sched_yield();
 }
 
 void doorbell_wake_peer_futex(struct tcp_sock *t)

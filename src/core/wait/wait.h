@@ -145,6 +145,12 @@ void backoff_fruitless(struct backoff *b);
  * word is frozen (the connection is moving back to TCP).  True if sent. */
 bool doorbell_send(struct tcp_sock *t, int fd);
 
+/* Waits (bounded) until no doorbell of the peer's is on its way: called by
+ * an end that closed (SIDE_CLOSED set), before it takes its doorbells out
+ * of the socket, whose kernel would answer the close with a reset if one
+ * were left there or arrived after. */
+void doorbell_await_peer(struct tcp_sock *t);
+
 /* Wakes the peer's blocking call asleep on its end's futex (sleep.c), asked
  * for or not: a downgrade's last doorbell goes with it. */
 void doorbell_wake_peer_futex(struct tcp_sock *t);
