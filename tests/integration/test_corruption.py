@@ -79,6 +79,25 @@ def test_corrupted_segment_fails_one_connection(victim, shunt_build, how):
     assert "other=ok" in out
 
 
+def run_victim(victim, shunt_build, mode, scribble):
+    """Starts the victim in mode (a process of its own group), calls
+    scribble with its "ready" line, then lets it go on: its exit status and
+    the rest of its output."""
+    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
+    p = subprocess.Popen([victim, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        scribble(p.stdout.readline())
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        out, _ = p.communicate(timeout=40)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+            p.wait()
+    return p.returncode, out
+
+
 def test_scribbled_lock_of_a_shared_end(victim, shunt_build):
     """The lock of an end held by two processes, scribbled to name a live
     holder that never lets go (the other holder's pid): a read that must
@@ -89,11 +108,7 @@ def test_scribbled_lock_of_a_shared_end(victim, shunt_build):
     untimed pthread_mutex_lock on the segment's mutex, taken under the
     process-wide wait lock, stopped every other connection's sleep, the
     close and the exit, for good."""
-    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
-    p = subprocess.Popen([victim, "shared-lock"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
+    def scribble(line):
         if line.startswith("not accelerated"):
             pytest.fail("the victim's connections were not accelerated")
         m = re.match(r"ready (\d+) (\d+) (\d+)", line)
@@ -104,17 +119,42 @@ def test_scribbled_lock_of_a_shared_end(victim, shunt_build):
         with open(seg, "r+b") as f:
             f.seek(wait_lock)
             f.write(struct.pack("<I", child))
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        out, _ = p.communicate(timeout=40)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, 9)
-            p.wait()
-    assert p.returncode == 0, "victim exit %d: %s" % (p.returncode, out)
+
+    rc, out = run_victim(victim, shunt_build, "shared-lock", scribble)
+    assert rc == 0, "victim exit %d: %s" % (rc, out)
     m = re.search(r"corrupted=(.*) other=(\d+) other_errors=(\d+) stalled_ms=(\d+) close_ms=(\d+)", out)
     assert m, out
     assert int(m.group(3)) == 0, out
     # the other connection went on while the read waited (a ping a millisecond)
     assert int(m.group(2)) >= 100, out
     assert int(m.group(5)) < 2000, out
+
+
+def test_offer_stuck_sending(victim, shunt_build):
+    """Three offers whose negotiation word says a send is under way, for
+    good (a holder killed in its send, or a scribble): a send, a shutdown
+    and a close on them each return once the offer is refused after a
+    bounded wait (2 s), and the server reads over kernel TCP exactly what
+    was sent, then the end.  Before: each waited for the bit to clear, for
+    ever."""
+    def scribble(line):
+        m = re.match(r"ready (\d+) (\d+)", line)
+        assert m, line
+        pid, neg = map(int, m.groups())
+        segs = set()
+        with open(f"/proc/{pid}/maps") as maps:
+            for l in maps:
+                s = re.search(r"(/dev/shm/shunt-\d+-\d+-c\d+-%d-\d+-[0-9a-f]+)$" % pid, l.strip())
+                if s:
+                    segs.add(s.group(1))
+        assert len(segs) == 3, "the victim's connections were not offered: %s" % segs
+        for seg in segs:
+            with open(seg, "r+b") as f:
+                f.seek(neg)
+                (w,) = struct.unpack("<Q", f.read(8))
+                f.seek(neg)
+                f.write(struct.pack("<Q", w | (1 << 61)))   # NEG_SENDING
+
+    rc, out = run_victim(victim, shunt_build, "offer-sending", scribble)
+    assert rc == 0, "victim exit %d: %s" % (rc, out)
+    assert re.search(r"send_ms=(\d+) shut_ms=(\d+) close_ms=(\d+) server=ok", out), out

@@ -19,6 +19,16 @@
  * the stalled read must not hold.  The stalled read must end with
  * ECONNRESET after the lock's bound, and closing the connection must be
  * quick; it prints "corrupted=ERR other=N stalled_ms=M close_ms=C".
+ *
+ * "offer-sending": three connections offered and not yet accepted; it
+ * prints "ready PID NEG" (the offset of the negotiation word, where the
+ * test sets the SENDING bit in each of their segments: a send of another
+ * holder's that never ends, as a holder killed in its send or a scribble
+ * leaves it).  Then a send on the first, a shutdown of the second and a
+ * close of the third must each return (the offer refused after a bounded
+ * wait), and the server must read from each, over kernel TCP, exactly
+ * what was sent, then the end; it prints "send_ms=S shut_ms=H close_ms=C
+ * server=ok" (or what the server read wrong).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -156,12 +166,70 @@ static int shared_lock(int (*accelerated)(int))
     return n < 0 && err == ECONNRESET ? 0 : 1;
 }
 
+static int offer_sending(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4) || getsockname(l, (struct sockaddr *)&a, &len)) {
+        perror("listener");
+        return 1;
+    }
+    int c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(c[i], (struct sockaddr *)&a, sizeof a)) {
+            perror("connect");
+            return 1;
+        }
+    }
+    printf("ready %d %zu\n", (int)getpid(), offsetof(struct chan_hdr, neg));
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
+    long t0 = now_ms();
+    ssize_t sent = send(c[0], "sent", 4, MSG_NOSIGNAL);
+    long send_ms = now_ms() - t0;
+    t0 = now_ms();
+    int shut = shutdown(c[1], SHUT_WR);
+    long shut_ms = now_ms() - t0;
+    t0 = now_ms();
+    close(c[2]);
+    long close_ms = now_ms() - t0;
+    if (sent != 4 || shut != 0) {
+        printf("send=%zd shutdown=%d: %s\n", sent, shut, strerror(errno));
+        return 1;
+    }
+    close(c[0]);
+    const char *want[3] = { "sent", "", "" };
+    for (int i = 0; i < 3; i++) {
+        int s = accept(l, NULL, NULL);
+        char buf[16];
+        size_t got = 0;
+        ssize_t n;
+        while ((n = read(s, buf + got, sizeof buf - got)) > 0)
+            got += (size_t)n;
+        if (n < 0 || got != strlen(want[i]) || memcmp(buf, want[i], got)) {
+            printf("send_ms=%ld shut_ms=%ld close_ms=%ld server=connection %d read %zu bytes, then %zd (%s)\n",
+                   send_ms, shut_ms, close_ms, i, got, n, n < 0 ? strerror(errno) : "end");
+            return 1;
+        }
+        close(s);
+    }
+    close(c[1]);
+    printf("send_ms=%ld shut_ms=%ld close_ms=%ld server=ok\n", send_ms, shut_ms, close_ms);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* lenient: the scribble may leave the first connection working (it
      * went back to TCP); only the process and the other connection count */
     int lenient = argc > 1 && strcmp(argv[1], "lenient") == 0;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+    if (argc > 1 && strcmp(argv[1], "offer-sending") == 0)
+        return offer_sending();
     if (argc > 1 && strcmp(argv[1], "shared-lock") == 0) {
         if (!accelerated) {
             printf("not accelerated\n");

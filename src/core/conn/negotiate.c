@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "core/conn/downgrade.h"
@@ -128,16 +129,40 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
     return path;
 }
 
+/* Another holder's send marks the word while it is in the kernel: a
+ * moment, or as long as a full socket buffer blocks it.  The word is in
+ * shared memory, and a SENDING bit that stays (a holder killed in its
+ * send, a scribble) would stop the offer's every close, shutdown and send
+ * for good.  So after SENDING_WAIT_NS the offer is refused: no claim can
+ * follow (the server claims only with the bit clear, and gives up sooner),
+ * and the connection is kernel TCP, its bytes as they were.  *since is 0
+ * at the first look.  True when it gave up so. */
+#define SENDING_WAIT_NS 2000000000ull
+
+static bool sending_stuck(_Atomic uint64_t *neg, uint64_t *since)
+{
+    uint64_t now = clock_now_ns();
+    if (!*since)
+        *since = now;
+    if (now - *since < SENDING_WAIT_NS)
+        return false;
+    atomic_fetch_or(neg, NEG_REFUSED);
+    return true;
+}
+
 int negotiate_settle(struct tcp_sock *t, int fd)
 {
     if (atomic_load(&t->path) != PATH_OFFERED)
         return atomic_load(&t->path);
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    uint64_t since = 0;
     for (;;) {
         uint64_t w = atomic_load(neg);
         if (w & (NEG_CLAIMED | NEG_REFUSED))
             break;
         if (w & NEG_SENDING) {
+            if (sending_stuck(neg, &since))
+                continue;   /* refused now: the loop's next look ends it */
             sched_yield();
             continue;
         }
@@ -156,6 +181,7 @@ int negotiate_settle(struct tcp_sock *t, int fd)
 int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result)
 {
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
+    uint64_t since = 0;
     for (;;) {
         uint64_t w = atomic_load(neg);
         if (w & (NEG_CLAIMED | NEG_REFUSED)) {
@@ -165,7 +191,8 @@ int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c
             return 0;
         }
         if (w & NEG_SENDING) {   /* another thread of ours is mid-send */
-            sched_yield();
+            if (!sending_stuck(neg, &since))
+                sched_yield();
             continue;
         }
         if (atomic_compare_exchange_strong(neg, &w, w | NEG_SENDING))

@@ -88,9 +88,10 @@ static inline int negotiate_observe(struct tcp_sock *t, int fd)
     return negotiate_observe_slow(t, fd);
 }
 
-/* A client about to do what must not wait for the claim (shutdown): the
- * offer is settled now, withdrawn if the server has not claimed it yet.
- * Returns the path, never PATH_OFFERED. */
+/* A client about to do what must not wait for the claim (shutdown, close,
+ * a move back to TCP): the offer is settled now, withdrawn if the server
+ * has not claimed it yet (or when the word stays marked mid-send past a
+ * bounded wait).  Returns the path, never PATH_OFFERED. */
 int negotiate_settle(struct tcp_sock *t, int fd);
 
 /* Client send while the offer is pending: sends over TCP and adds the
