@@ -59,7 +59,7 @@ all: lib tool tests bench
 lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger \
-       $(BUILD)/tests/programs/ucx_echo
+       $(BUILD)/tests/programs/ucx_echo $(BUILD)/tests/programs/claim_race $(BUILD)/tests/programs/recv_pause_shim.so
 bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(BUILD)/bench/callcost_shim.so $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
@@ -106,6 +106,16 @@ $(BUILD)/tests/programs/listener_flagger: tests/programs/listener_flagger.c
 $(BUILD)/tests/programs/ucx_echo: tests/programs/ucx_echo.c tests/lib/ucx_start.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) $< -o $@ -lucp -lucs
+
+# A claim that lands between shunt's look at a pending offer and the
+# kernel's read, made certain by a shim behind libshunt.so (test_claim_race.py).
+$(BUILD)/tests/programs/claim_race: tests/programs/claim_race.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) $< -o $@
+
+$(BUILD)/tests/programs/recv_pause_shim.so: tests/programs/recv_pause_shim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) -shared -fPIC $< -o $@ -ldl
 
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).

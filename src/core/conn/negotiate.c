@@ -178,33 +178,42 @@ int negotiate_settle(struct tcp_sock *t, int fd)
     return negotiate_observe(t, fd);
 }
 
-int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result)
+int negotiate_tcp_begin(struct tcp_sock *t, int fd)
 {
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
     uint64_t since = 0;
     for (;;) {
         uint64_t w = atomic_load(neg);
-        if (w & (NEG_CLAIMED | NEG_REFUSED)) {
-            if (negotiate_observe(t, f->fd) == PATH_SHM)
-                return 1;
-            *result = pt_send(f, c);
-            return 0;
-        }
-        if (w & NEG_SENDING) {   /* another thread of ours is mid-send */
+        if (w & (NEG_CLAIMED | NEG_REFUSED))
+            return negotiate_observe(t, fd);
+        if (w & NEG_SENDING) {   /* another call of ours is in the kernel */
             if (!sending_stuck(neg, &since))
                 sched_yield();
             continue;
         }
+        /* seq_cst CAS against the server's claim: one of them wins */
         if (atomic_compare_exchange_strong(neg, &w, w | NEG_SENDING))
-            break;
+            return PATH_OFFERED;
     }
-    ssize_t r = pt_send(f, c);
+}
+
+void negotiate_tcp_end(struct tcp_sock *t, uint64_t sent)
+{
     /* Clears NEG_SENDING and adds what went out, in one step: the server
      * cannot claim in between because it waits while NEG_SENDING is set.
      * Our own count bounds what we later believe of the word. */
-    uint64_t sent = r > 0 ? (uint64_t)r : 0;
     atomic_fetch_add(&t->prefix_sent, sent);
-    atomic_fetch_add(neg, sent - NEG_SENDING);
+    atomic_fetch_add(&t->ch.hdr->neg, sent - NEG_SENDING);
+}
+
+int negotiate_prefix_send(struct tcp_sock *t, struct fdref *f, struct io_call *c, ssize_t *result)
+{
+    int path = negotiate_tcp_begin(t, f->fd);
+    if (path == PATH_SHM)
+        return 1;
+    ssize_t r = pt_send(f, c);
+    if (path == PATH_OFFERED)
+        negotiate_tcp_end(t, r > 0 ? (uint64_t)r : 0);
     *result = r;
     return 0;
 }

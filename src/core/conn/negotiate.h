@@ -94,6 +94,19 @@ static inline int negotiate_observe(struct tcp_sock *t, int fd)
  * bounded wait).  Returns the path, never PATH_OFFERED. */
 int negotiate_settle(struct tcp_sock *t, int fd);
 
+/* A client's call on the TCP socket while its offer is pending: every
+ * byte it sends is prefix the server must count, and every byte it reads
+ * is the server's own only while no claim has landed (after one, bytes in
+ * the socket are doorbells, and after a move back to TCP or a close that
+ * left a copy, doorbells then the program's bytes: a read that took them
+ * could not give them back).  So such a call is made between begin and
+ * end, with the negotiation word marked, and the server claims only with
+ * the mark clear.  begin returns PATH_OFFERED with the mark taken, or the
+ * path the offer settled on (nothing taken); end adds the bytes sent (0
+ * for a read) to the prefix and clears the mark. */
+int negotiate_tcp_begin(struct tcp_sock *t, int fd);
+void negotiate_tcp_end(struct tcp_sock *t, uint64_t sent);
+
 /* Client send while the offer is pending: sends over TCP and adds the
  * bytes to the prefix, unless the claim has landed (then returns 1 and
  * sends nothing). */

@@ -310,10 +310,37 @@ static bool fabric_splice(struct fdref *in, off64_t *off_in, struct fdref *out, 
     return true;
 }
 
+static bool offered(struct fdref *f)
+{
+    return f->sock && f->sock->kind == SOCK_TCP && negotiate_observe(tcp_of(f->sock), f->fd) == PATH_OFFERED;
+}
+
+/* A socket end whose offer is pending: the kernel's splice, with the
+ * negotiation word marked (negotiate_tcp_begin), so that bytes it sends
+ * are counted in the prefix the server reads first and bytes it takes are
+ * never doorbells.  false if there is none, or its offer settled (then
+ * the connection is the channel's or the kernel's, as any other). */
+static bool offered_splice(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
+                           unsigned int flags, ssize_t *result)
+{
+    struct fdref *f = offered(in) ? in : offered(out) ? out : NULL;
+    if (!f)
+        return false;
+    struct tcp_sock *t = tcp_of(f->sock);
+    if (negotiate_tcp_begin(t, f->fd) != PATH_OFFERED)
+        return false;
+    ssize_t r = shunt_real.splice(in->fd, off_in, out->fd, off_out, len, flags);
+    *result = r < 0 ? -errno : r;
+    negotiate_tcp_end(t, f == out && r > 0 ? (uint64_t)r : 0);
+    return true;
+}
+
 bool splice_accelerated(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
                         unsigned int flags, ssize_t *result)
 {
     if (fabric_splice(in, off_in, out, off_out, len, flags, result))
+        return true;
+    if (offered_splice(in, off_in, out, off_out, len, flags, result))
         return true;
     struct tcp_sock *src = accelerated(in), *dst = accelerated(out);
     if (!src && !dst)

@@ -136,10 +136,16 @@ int tcp_socket_accelerated(struct shunt_sock *s, int fd)
 
 /* A receive on a client whose offer is pending.  The server can only send
  * after it accepted, and it settles the offer inside accept, so the first
- * byte to arrive tells: once the claim has landed, whatever came by TCP from
- * the server is a doorbell and the call continues on the channel; otherwise
- * it is data and the call is the kernel's.  Waiting for that byte with
- * MSG_PEEK keeps MSG_WAITALL from holding the kernel past the claim. */
+ * byte to arrive tells: once the claim has landed, what came by TCP from
+ * the server is doorbells (then, after a move back to TCP or a close that
+ * left a copy, the program's bytes) and the call continues on the channel,
+ * which sorts them out; otherwise it is data and the call is the kernel's,
+ * made with the negotiation word marked so that no claim lands during it
+ * (negotiate_tcp_begin: before, a claim between the look and the read had
+ * the read take doorbells and the bytes behind them, all counted as
+ * doorbells, and the program lost those bytes).  A blocking call first
+ * waits for a byte with MSG_PEEK, unmarked: MSG_WAITALL or an empty socket
+ * does not hold the mark, nor the kernel past the claim. */
 static ssize_t tcp_recv(struct fdref *f, struct io_call *c);
 
 static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
@@ -152,13 +158,10 @@ static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
         if (r < 0 && negotiate_observe(t, f->fd) != PATH_SHM)
             return -errno;
     }
-    if (negotiate_observe(t, f->fd) == PATH_SHM)
-        return channel_recv(t, f, c);
-    ssize_t r = pt_recv(f, c);
-    if (r > 0 && negotiate_observe(t, f->fd) == PATH_SHM) {
-        doorbell_ate(t, (size_t)r);   /* those were doorbells */
+    if (negotiate_tcp_begin(t, f->fd) != PATH_OFFERED)
         return tcp_recv(f, c);
-    }
+    ssize_t r = pt_recv(f, c);
+    negotiate_tcp_end(t, 0);
     return r;
 }
 
@@ -210,13 +213,17 @@ static int tcp_recvmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 {
     struct tcp_sock *t = tcp_of(f->sock);
     int path = negotiate_observe(t, f->fd);
-    if (path != PATH_SHM && path != PATH_FABRIC)
+    if (path == PATH_TCP)
         return pt_recvmmsg(f, vec, n, flags, tmo);
+    /* a pending offer's messages go one by one through its receive, which
+     * knows doorbells from the server's bytes (offered_recv) */
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_RECVMSG, .msg = &vec[i].msg_hdr, .flags = flags & ~MSG_WAITFORONE };
         f->wait_until = 0;   /* each message's wait has the socket's whole timeout, as in the kernel */
-        ssize_t r = path == PATH_FABRIC ? fabric_conn_recv(t, f, &c) : channel_recv(t, f, &c);
+        ssize_t r = path == PATH_FABRIC ? fabric_conn_recv(t, f, &c)
+                    : path == PATH_SHM  ? channel_recv(t, f, &c)
+                                        : tcp_recv(f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
@@ -234,13 +241,17 @@ static int tcp_sendmmsg(struct fdref *f, struct mmsghdr *vec, unsigned int n, in
 {
     struct tcp_sock *t = tcp_of(f->sock);
     int path = negotiate_observe(t, f->fd);
-    if (path != PATH_SHM && path != PATH_FABRIC)
+    if (path == PATH_TCP)
         return pt_sendmmsg(f, vec, n, flags);
+    /* a pending offer's messages go one by one through its send, which
+     * counts them in the TCP prefix (the kernel's sendmmsg would not) */
     unsigned int i;
     for (i = 0; i < n; i++) {
         struct io_call c = { .kind = IO_SENDMSG, .msg = &vec[i].msg_hdr, .flags = flags };
         f->wait_until = 0;
-        ssize_t r = path == PATH_FABRIC ? fabric_conn_send(t, f, &c) : channel_send(t, f, &c);
+        ssize_t r = path == PATH_FABRIC ? fabric_conn_send(t, f, &c)
+                    : path == PATH_SHM  ? channel_send(t, f, &c)
+                                        : tcp_send(f, &c);
         if (r < 0)
             return i ? (int)i : (int)r;
         vec[i].msg_len = (unsigned int)r;
@@ -264,7 +275,14 @@ static ssize_t tcp_sendfile(struct fdref *out, int in_fd, off64_t *off, size_t c
             return r;
         }
     }
-    if (negotiate_observe(t, out->fd) != PATH_SHM || !t->ch.hdr)
+    int path = negotiate_observe(t, out->fd);
+    if (path == PATH_OFFERED && (path = negotiate_tcp_begin(t, out->fd)) == PATH_OFFERED) {
+        /* the kernel's, counted in the TCP prefix the server reads first */
+        ssize_t r = pt_sendfile(out, in_fd, off, count);
+        negotiate_tcp_end(t, r > 0 ? (uint64_t)r : 0);
+        return r;
+    }
+    if (path != PATH_SHM || !t->ch.hdr)
         return pt_sendfile(out, in_fd, off, count);
     return splice_sendfile(t, out, in_fd, off, count);
 }

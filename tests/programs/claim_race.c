@@ -1,0 +1,91 @@
+/*
+ * claim_race.c: both ends of test_claim_race.py.
+ *
+ *   claim_race server   listens on 127.0.0.1 and prints "port N"; at a line
+ *                       on stdin accepts, makes a raw clone (which moves
+ *                       every accelerated connection of the process back to
+ *                       kernel TCP), sends "hello" and closes; prints "sent"
+ *   claim_race client N connects to port N, prints "connected", reads with
+ *                       MSG_DONTWAIT (where recv_pause_shim.so holds it),
+ *                       then reads to the end; prints "got BYTES"
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int server(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4) || getsockname(l, (struct sockaddr *)&a, &len))
+        return 1;
+    printf("port %d\n", ntohs(a.sin_port));
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
+    int s = accept(l, NULL, NULL);
+    if (s < 0)
+        return 1;
+    long pid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
+    if (pid == 0)
+        _exit(0);
+    if (pid < 0 || waitpid((pid_t)pid, NULL, 0) < 0)
+        return 1;
+    if (send(s, "hello", 5, MSG_NOSIGNAL) != 5)
+        return 1;
+    close(s);
+    printf("sent\n");
+    fflush(stdout);
+    return 0;
+}
+
+static int client(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                             .sin_port = htons((unsigned short)port) };
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a))
+        return 1;
+    printf("connected\n");
+    fflush(stdout);
+    char got[64];
+    size_t n = 0;
+    ssize_t r = recv(c, got, sizeof got - 1, MSG_DONTWAIT);
+    if (r < 0 && errno != EAGAIN)
+        return 1;
+    n = r > 0 ? (size_t)r : 0;
+    while (r != 0 && n < sizeof got - 1) {
+        struct pollfd p = { .fd = c, .events = POLLIN };
+        if (poll(&p, 1, 5000) != 1)
+            break;
+        r = recv(c, got + n, sizeof got - 1 - n, 0);
+        if (r < 0)
+            return 1;
+        n += (size_t)r;
+    }
+    got[n] = 0;
+    printf("got %s\n", got);
+    close(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "server"))
+        return server();
+    if (argc == 3 && !strcmp(argv[1], "client"))
+        return client(atoi(argv[2]));
+    fprintf(stderr, "usage: claim_race server | claim_race client PORT\n");
+    return 2;
+}
