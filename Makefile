@@ -252,9 +252,9 @@ test-san:
 # at random moments, every byte checked: 15 s with the library as built, then
 # 15 s with ASan + UBSan's (other timings, memory errors); under a minute.
 test-stress: lib tests
-	python3 tests/stress/run_chaos.py --build $(BUILD) --seconds 15 --raw-clones
+	python3 tests/stress/run_chaos.py --build $(BUILD) --seconds 15
 	$(MAKE) SANITIZE=1 lib tests
-	python3 tests/stress/run_chaos.py --build build-san --sanitizer --seconds 15 --raw-clones
+	python3 tests/stress/run_chaos.py --build build-san --sanitizer --seconds 15
 
 # The threaded conformance tests with libshunt.so built with ThreadSanitizer,
 # accelerated: a report fails the test (tests/run_programs.py --sanitizer
