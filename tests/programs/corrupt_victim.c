@@ -29,6 +29,14 @@
  * wait), and the server must read from each, over kernel TCP, exactly
  * what was sent, then the end; it prints "send_ms=S shut_ms=H close_ms=C
  * server=ok" (or what the server read wrong).
+ *
+ * "dead-drainer": an accelerated connection to a child, which is killed;
+ * its side is then marked as in the middle of a drain of doorbells (as a
+ * holder killed there leaves it), and this process makes a raw clone,
+ * which moves the connection back to kernel TCP.  The move must not wait
+ * for that drain: the child's socket is closed, so nobody can be in it.
+ * Prints "clone_ms=M read=N" (the clone's time, and what a read then
+ * returned: 0, the end).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -42,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,12 +231,71 @@ static int offer_sending(void)
     return 0;
 }
 
+static int dead_drainer(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4) || getsockname(l, (struct sockaddr *)&a, &len))
+        return 1;
+    pid_t child = fork();
+    if (child == 0) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        char b;
+        if (connect(c, (struct sockaddr *)&a, sizeof a) || write(c, "x", 1) != 1 || read(c, &b, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    int s = accept(l, NULL, NULL);
+    char b;
+    int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+    if (s < 0 || read(s, &b, 1) != 1 || write(s, "y", 1) != 1 || !accelerated || !accelerated(s)) {
+        printf("not accelerated\n");
+        return 77;
+    }
+    usleep(100000);   /* the child has read its byte */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    /* the child's side of the segment (side 0, the client's): mid-drain */
+    char seg[512] = "", line[1024];
+    FILE *maps = fopen("/proc/self/maps", "r");
+    while (maps && fgets(line, sizeof line, maps)) {
+        char *p = strstr(line, "/dev/shm/shunt-");
+        if (p && strstr(p, "-c")) {
+            p[strcspn(p, "\n")] = 0;
+            snprintf(seg, sizeof seg, "%s", p);
+        }
+    }
+    if (maps)
+        fclose(maps);
+    FILE *f = seg[0] ? fopen(seg, "r+b") : NULL;
+    unsigned one = 1;
+    if (!f || fseek(f, (long)offsetof(struct chan_hdr, side[0].draining), SEEK_SET) ||
+        fwrite(&one, sizeof one, 1, f) != 1 || fclose(f)) {
+        printf("no segment to mark (%s)\n", seg);
+        return 1;
+    }
+    long t0 = now_ms();
+    long pid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
+    if (pid == 0)
+        _exit(0);
+    long took = now_ms() - t0;
+    if (pid < 0 || waitpid((pid_t)pid, NULL, 0) < 0)
+        return 1;
+    ssize_t r = read(s, &b, 1);
+    printf("clone_ms=%ld read=%zd\n", took, r);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* lenient: the scribble may leave the first connection working (it
      * went back to TCP); only the process and the other connection count */
     int lenient = argc > 1 && strcmp(argv[1], "lenient") == 0;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
+    if (argc > 1 && strcmp(argv[1], "dead-drainer") == 0)
+        return dead_drainer();
     if (argc > 1 && strcmp(argv[1], "offer-sending") == 0)
         return offer_sending();
     if (argc > 1 && strcmp(argv[1], "shared-lock") == 0) {

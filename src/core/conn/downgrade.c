@@ -331,10 +331,25 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
     sockstat_publish(t, fd, 0, 0, NULL, 0);   /* shunt stat: on TCP, and why */
 }
 
+/* The peer's socket is closed: its end (FIN) or a reset is in ours.  A
+ * socket stays open while any call on it is under way (a close meanwhile
+ * is put off: deferred_close.c), so no holder of the peer's end can still
+ * be in a drain or a close's copy: a flag that says so was left by a
+ * holder killed in the middle.  Looked at every 10 ms of a wait. */
+static bool peer_socket_closed(int fd, int looks)
+{
+    if (looks % 100 != 99)
+        return false;
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    return shunt_real.poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* Step 7: no holder of the other end drains its socket without a bound. */
 static void wait_peer_drain(struct tcp_sock *t, int fd)
 {
     for (int i = 0; atomic_load(&t->ch.peer->draining); i++) {
+        if (peer_socket_closed(fd, i))
+            return;
         if (i >= ARRIVAL_MS * 10) {
             shunt_log(LOG_WARN, "fd %d: downgrade: the peer's drain of doorbells did not end", fd);
             return;
@@ -346,9 +361,11 @@ static void wait_peer_drain(struct tcp_sock *t, int fd)
 /* Whether the peer's last close left in TCP what this end had not read
  * (downgrade_close_copy), waiting for a close under way.  Then nobody is
  * left to re-send, and nothing may be sent to the peer's socket. */
-static bool peer_left_copy(struct tcp_sock *t)
+static bool peer_left_copy(struct tcp_sock *t, int fd)
 {
-    for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10; i++)
+    for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10 &&
+                    !peer_socket_closed(fd, i);
+         i++)
         pause_briefly();
     return atomic_load(&t->ch.peer->closed_copy) == COPY_DONE;
 }
@@ -400,7 +417,7 @@ static void leave_first(struct tcp_sock *t, int fd)
     atomic_store(&h->down_tail, rx_tail);
     /* A peer that closed left its unread bytes in TCP, behind the server's
      * prefix if there is one: both stay for the new program. */
-    bool closed = peer_left_copy(t);
+    bool closed = peer_left_copy(t, fd);
     if (!closed)
         hand_back_prefix(t, fd);
     uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
