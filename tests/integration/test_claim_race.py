@@ -11,8 +11,9 @@ Before: it took the doorbells and "hello" together, counted them all as
 doorbells, and the client read an end of stream and nothing else (tests/
 stress's raw clone rounds met it as "a client read the end before any
 byte").  Now no claim lands while a pending offer's read is in the kernel
-(negotiate_tcp_begin): every byte arrives, once.  The kernel's run is the
-reference."""
+(negotiate_tcp_begin): every byte arrives, once.  The same for FIONREAD
+asked at that moment: it counted the doorbells among the bytes to read.
+The kernel's run is the reference."""
 import os
 import pathlib
 import subprocess
@@ -22,8 +23,9 @@ import pytest
 from shunttest import base_env
 
 
+@pytest.mark.parametrize("call", ["recv", "fionread"])
 @pytest.mark.parametrize("under_shunt", [False, True], ids=["kernel", "shunt"])
-def test_read_while_the_claim_lands(shunt_build, tmp_path, under_shunt):
+def test_read_while_the_claim_lands(shunt_build, tmp_path, under_shunt, call):
     prog = str(shunt_build / "tests" / "programs" / "claim_race")
     shim = str(shunt_build / "tests" / "programs" / "recv_pause_shim.so")
     go = tmp_path / "go"
@@ -34,7 +36,7 @@ def test_read_while_the_claim_lands(shunt_build, tmp_path, under_shunt):
     client = None
     try:
         port = server.stdout.readline().split()[1]
-        client = subprocess.Popen([prog, "client", port], env=dict(env, LD_PRELOAD=":".join(lib + [shim])),
+        client = subprocess.Popen([prog, "client" if call == "recv" else "fionread", port], env=dict(env, LD_PRELOAD=":".join(lib + [shim])),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert client.stdout.readline().strip() == "connected"
         assert client.stderr.readline().strip() == "paused"   # its read is at the kernel's door
@@ -51,6 +53,7 @@ def test_read_while_the_claim_lands(shunt_build, tmp_path, under_shunt):
                 p.kill()
                 p.wait()
     log = "".join(x.read_text() for x in tmp_path.glob("shunt-*.log"))
-    assert out.strip() == "got hello", out + log
+    want = "got hello" if call == "recv" else "fionread 5\ngot hello"
+    assert out.strip() == want, out + log
     if under_shunt:
         assert "offered channel" in log, log   # the race was shunt's: the client's connection was offered

@@ -8,6 +8,8 @@
  *   claim_race client N connects to port N, prints "connected", reads with
  *                       MSG_DONTWAIT (where recv_pause_shim.so holds it),
  *                       then reads to the end; prints "got BYTES"
+ *   claim_race fionread N   the same, but asks FIONREAD first (where the
+ *                       shim holds it) and prints "fionread COUNT" before
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,7 +53,7 @@ static int server(void)
     return 0;
 }
 
-static int client(int port)
+static int client(int port, int fionread)
 {
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                              .sin_port = htons((unsigned short)port) };
@@ -59,6 +62,12 @@ static int client(int port)
         return 1;
     printf("connected\n");
     fflush(stdout);
+    if (fionread) {
+        int q = -1;
+        if (ioctl(c, FIONREAD, &q) < 0)
+            return 1;
+        printf("fionread %d\n", q);
+    }
     char got[64];
     size_t n = 0;
     ssize_t r = recv(c, got, sizeof got - 1, MSG_DONTWAIT);
@@ -84,8 +93,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "server"))
         return server();
-    if (argc == 3 && !strcmp(argv[1], "client"))
-        return client(atoi(argv[2]));
-    fprintf(stderr, "usage: claim_race server | claim_race client PORT\n");
+    if (argc == 3 && (!strcmp(argv[1], "client") || !strcmp(argv[1], "fionread")))
+        return client(atoi(argv[2]), !strcmp(argv[1], "fionread"));
+    fprintf(stderr, "usage: claim_race server | claim_race client|fionread PORT\n");
     return 2;
 }

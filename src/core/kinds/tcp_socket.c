@@ -532,6 +532,13 @@ static int tcp_ioctl(struct fdref *f, unsigned long req, void *arg)
         return 0;
     }
     off_the_fabric(t, f->fd, "an ioctl");
+    if (req == FIONREAD && negotiate_observe(t, f->fd) == PATH_OFFERED &&
+        negotiate_tcp_begin(t, f->fd) == PATH_OFFERED) {
+        /* the server's own bytes, doorbells never: no claim lands meanwhile */
+        int r = pt_ioctl(f, req, arg);
+        negotiate_tcp_end(t, 0);
+        return r;
+    }
     if (negotiate_observe(t, f->fd) == PATH_SHM && t->ch.hdr && arg && (req == FIONREAD || req == SIOCOUTQ)) {
         int v = (int)(req == FIONREAD ? stream_readable(t) : stream_unread_by_peer(t));
         memcpy(arg, &v, sizeof v);
