@@ -160,6 +160,19 @@ def test_offer_stuck_sending(victim, shunt_build):
     assert re.search(r"send_ms=(\d+) shut_ms=(\d+) close_ms=(\d+) server=ok", out), out
 
 
+def run_dead_peer(victim, shunt_build, mode, figures):
+    """The victim in mode (a peer killed with its side left marked): its
+    output's figures (the regex figures' groups)."""
+    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
+    r = subprocess.run([victim, mode], capture_output=True, text=True, env=env, timeout=60)
+    if r.stdout.startswith("not accelerated"):
+        pytest.fail("the victim's connection was not accelerated")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(figures, r.stdout)
+    assert m, r.stdout
+    return m.groups(), r.stdout
+
+
 def test_dead_drainer(victim, shunt_build):
     """A peer killed in the middle of a drain of doorbells leaves its side
     marked as draining; a move back to kernel TCP (here a raw clone's) waits
@@ -167,12 +180,16 @@ def test_dead_drainer(victim, shunt_build):
     end is left to be in one.  Before: 5 s for that wait alone (8.7 s for
     the clone), for each such connection in turn, which the stress run's
     raw clone rounds met as a server that accepted nothing for over 5 s."""
-    env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
-    r = subprocess.run([victim, "dead-drainer"], capture_output=True, text=True, env=env, timeout=60)
-    if r.stdout.startswith("not accelerated"):
-        pytest.fail("the victim's connection was not accelerated")
-    assert r.returncode == 0, r.stdout + r.stderr
-    m = re.search(r"clone_ms=(\d+) read=(-?\d+)", r.stdout)
-    assert m, r.stdout
-    assert m.group(2) == "0", r.stdout   # the end of the killed peer's stream, over TCP
-    assert int(m.group(1)) < 2000, r.stdout
+    (ms, read), out = run_dead_peer(victim, shunt_build, "dead-drainer", r"clone_ms=(\d+) read=(-?\d+)")
+    assert read == "0", out   # the end of the killed peer's stream, over TCP
+    assert int(ms) < 2000, out
+
+
+def test_dead_leaver(victim, shunt_build):
+    """A peer killed in the middle of its move back to kernel TCP (the word
+    set, its records never ready): a read of the other end does not wait
+    for them once the peer's socket is closed, and meets the reset a killed
+    peer's connection ends with.  Before: 20 s, then the reset."""
+    (ms, read, err), out = run_dead_peer(victim, shunt_build, "dead-leaver", r"read_ms=(\d+) read=(-?\d+) errno=(\d+)")
+    assert read == "-1" and int(err) == 104, out   # ECONNRESET
+    assert int(ms) < 2000, out

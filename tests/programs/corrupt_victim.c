@@ -37,6 +37,12 @@
  * for that drain: the child's socket is closed, so nobody can be in it.
  * Prints "clone_ms=M read=N" (the clone's time, and what a read then
  * returned: 0, the end).
+ *
+ * "dead-leaver": the same connection, the killed child's side marked as
+ * in the middle of its move back to TCP (DOWN_SET, its side, not ready:
+ * as a leaver killed there leaves it); a read here must not wait for the
+ * leaver's records, whose writer is gone.  Prints "read_ms=M read=N
+ * errno=E".
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -45,6 +51,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,7 +238,7 @@ static int offer_sending(void)
     return 0;
 }
 
-static int dead_drainer(void)
+static int dead_peer(bool leaver)
 {
     int l = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -270,13 +277,19 @@ static int dead_drainer(void)
     if (maps)
         fclose(maps);
     FILE *f = seg[0] ? fopen(seg, "r+b") : NULL;
-    unsigned one = 1;
-    if (!f || fseek(f, (long)offsetof(struct chan_hdr, side[0].draining), SEEK_SET) ||
-        fwrite(&one, sizeof one, 1, f) != 1 || fclose(f)) {
+    unsigned mark = leaver ? DOWN_SET : 1;   /* the client's side: 0 */
+    long at = leaver ? (long)offsetof(struct chan_hdr, down) : (long)offsetof(struct chan_hdr, side[0].draining);
+    if (!f || fseek(f, at, SEEK_SET) || fwrite(&mark, sizeof mark, 1, f) != 1 || fclose(f)) {
         printf("no segment to mark (%s)\n", seg);
         return 1;
     }
     long t0 = now_ms();
+    if (leaver) {
+        ssize_t r = read(s, &b, 1);
+        int err = r < 0 ? errno : 0;
+        printf("read_ms=%ld read=%zd errno=%d\n", now_ms() - t0, r, err);
+        return 0;
+    }
     long pid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
     if (pid == 0)
         _exit(0);
@@ -294,8 +307,8 @@ int main(int argc, char **argv)
      * went back to TCP); only the process and the other connection count */
     int lenient = argc > 1 && strcmp(argv[1], "lenient") == 0;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
-    if (argc > 1 && strcmp(argv[1], "dead-drainer") == 0)
-        return dead_drainer();
+    if (argc > 1 && (strcmp(argv[1], "dead-drainer") == 0 || strcmp(argv[1], "dead-leaver") == 0))
+        return dead_peer(strcmp(argv[1], "dead-leaver") == 0);
     if (argc > 1 && strcmp(argv[1], "offer-sending") == 0)
         return offer_sending();
     if (argc > 1 && strcmp(argv[1], "shared-lock") == 0) {

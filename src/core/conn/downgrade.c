@@ -607,15 +607,19 @@ static bool finish(struct tcp_sock *t, int fd, bool leaving)
 }
 
 /* The other end waits for the leaver's records (a few system calls away,
- * or at most the leaver's bounded waits); false if they never come. */
-static bool wait_ready(struct tcp_sock *t)
+ * or at most the leaver's bounded waits); false if they never come, or the
+ * leaver's socket closed first (a leaver holds it to the end of its steps:
+ * one killed in the middle never finishes). */
+static bool wait_ready(struct tcp_sock *t, int fd)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    while (!(atomic_load(&t->ch.hdr->down) & DOWN_READY)) {
+    for (int i = 0; !(atomic_load(&t->ch.hdr->down) & DOWN_READY); i++) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
             return false;
+        if (peer_socket_closed(fd, i))
+            return (atomic_load(&t->ch.hdr->down) & DOWN_READY) != 0;
         pause_briefly();
     }
     return true;
@@ -634,7 +638,7 @@ static int observe(struct tcp_sock *t, int fd, bool leaving)
     bool ready = true;
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
         !downgrade_leaving_side(t))
-        ready = wait_ready(t);
+        ready = wait_ready(t, fd);
     crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
         if (downgrade_leaving_side(t)) {
@@ -704,7 +708,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
         return;   /* a scribbled word starts no re-send, and waits for no leaver */
     if (d) {
         atomic_store(&self->closed_copy, COPY_RESENDS);
-        if (!downgrade_leaving_side(t) && wait_ready(t))
+        if (!downgrade_leaving_side(t) && wait_ready(t, fd))
             resend(t, fd);
         return;
     }
