@@ -148,21 +148,52 @@ int tcp_socket_accelerated(struct shunt_sock *s, int fd)
  * does not hold the mark, nor the kernel past the claim. */
 static ssize_t tcp_recv(struct fdref *f, struct io_call *c);
 
+/* The call as the kernel's, without waiting (read and readv as recv and
+ * recvmsg, which take MSG_DONTWAIT). */
+static ssize_t recv_now(struct fdref *f, const struct io_call *c)
+{
+    struct io_call d = *c;
+    struct msghdr m;
+    if (c->kind == IO_READ) {
+        d.kind = IO_RECV;
+        d.flags = 0;
+    } else if (c->kind == IO_READV) {
+        memset(&m, 0, sizeof m);
+        m.msg_iov = (struct iovec *)c->iov;
+        m.msg_iovlen = (size_t)c->iovcnt;
+        d.kind = IO_RECVMSG;
+        d.msg = &m;
+        d.flags = 0;
+    }
+    d.flags |= MSG_DONTWAIT;
+    return pt_recv(f, &d);
+}
+
 static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     int flags = (c->kind == IO_READ || c->kind == IO_READV) ? 0 : c->flags;
     int fl = shunt_real.fcntl(f->fd, F_GETFL);
-    if (!(flags & MSG_DONTWAIT) && fl >= 0 && !(fl & O_NONBLOCK)) {
-        char b;
-        ssize_t r = shunt_real.recv(f->fd, &b, 1, MSG_PEEK);
-        if (r < 0 && negotiate_observe(t, f->fd) != PATH_SHM)
-            return -errno;
+    bool blocking = !(flags & MSG_DONTWAIT) && fl >= 0 && !(fl & O_NONBLOCK);
+    for (;;) {
+        if (blocking) {
+            char b;
+            ssize_t r = shunt_real.recv(f->fd, &b, 1, MSG_PEEK);
+            if (r < 0 && negotiate_observe(t, f->fd) != PATH_SHM)
+                return -errno;
+        }
+        if (negotiate_tcp_begin(t, f->fd) != PATH_OFFERED)
+            return tcp_recv(f, c);
+        /* The mark is held for no wait: a blocking call takes what the
+         * peek found (another thread may have taken it first: then it
+         * waits again, unmarked), so that a close or a claim meanwhile
+         * does not wait on it.  MSG_WAITALL waits in the kernel as asked:
+         * a claim then gives up (after 20 ms) and the connection is the
+         * kernel's. */
+        ssize_t r = blocking && !(flags & MSG_WAITALL) ? recv_now(f, c) : pt_recv(f, c);
+        negotiate_tcp_end(t, 0);
+        if (!(blocking && r == -EAGAIN))
+            return r;
     }
-    if (negotiate_tcp_begin(t, f->fd) != PATH_OFFERED)
-        return tcp_recv(f, c);
-    ssize_t r = pt_recv(f, c);
-    negotiate_tcp_end(t, 0);
-    return r;
 }
 
 static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
