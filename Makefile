@@ -60,7 +60,7 @@ lib: $(BUILD)/libshunt.so
 tool: $(BUILD)/shunt
 tests: $(TEST_BIN) $(UNIT_BIN) $(STRESS_BIN) $(BUILD)/tests/programs/synopt_peer $(BUILD)/tests/programs/listener_flagger \
        $(BUILD)/tests/programs/ucx_echo $(BUILD)/tests/programs/claim_race $(BUILD)/tests/programs/recv_pause_shim.so
-bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(BUILD)/bench/callcost_shim.so $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
+bench: $(BUILD)/bench/pingpong $(BUILD)/bench/zeropoll $(BUILD)/bench/busyserv $(BUILD)/bench/signal_cost $(BUILD)/bench/kcopy $(BUILD)/bench/ucx_probe $(BUILD)/bench/fabric_ring_bench $(BUILD)/bench/callcost_shim.so $(BUILD)/bench/null_shim.so $(if $(filter x86_64,$(shell uname -m)),$(BUILD)/bench/ringlab)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS) src/base/calls.def
 	@mkdir -p $(dir $@)
@@ -124,6 +124,12 @@ $(BUILD)/bench/pingpong: bench/pingpong.c bench/floor_ring.h
 	$(CC) $(TESTFLAGS) $< -o $@ -ldl
 
 # The per-call timer bench/callcost.py preloads in front of libshunt.so.
+# The interposer that only forwards: what LD_PRELOAD costs by itself
+# (docs/benchmarks.md, "Where the cold cost is").
+$(BUILD)/bench/null_shim.so: bench/null_shim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TESTFLAGS) -shared -fPIC $< -o $@ -ldl
+
 $(BUILD)/bench/callcost_shim.so: bench/callcost_shim.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TESTFLAGS) -fPIC -shared $< -o $@ -ldl
