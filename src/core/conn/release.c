@@ -35,8 +35,11 @@ void release_channel(struct fdref *f)
      * with its FIN in the ring and the claim's doorbell taken out of the
      * socket, whose kernel would answer the close with a reset where the
      * kernel alone sends a FIN; not claimed yet, it is withdrawn, and the
-     * server takes the connection as kernel TCP. */
-    if (atomic_load(&t->path) == PATH_OFFERED && t->ch.hdr)
+     * server takes the connection as kernel TCP.  Only by the end's last
+     * holder: a forked child's close or exit is not the connection's
+     * (fork_child_leaves_offer). */
+    if (atomic_load(&t->path) == PATH_OFFERED && t->ch.hdr &&
+        (!atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1))
         negotiate_settle(t, f->fd);
     /* the other end left for a program without shunt: our unread bytes go
      * to it over TCP before this end closes */
