@@ -129,35 +129,70 @@ static ssize_t end_of_stream(struct tcp_sock *t)
     return 0;
 }
 
-/* Server side: the client's bytes sent before the claim come first, by TCP. */
+/* The prefix went while we waited (another thread read its last bytes): the
+ * ring comes next. */
+#define PREFIX_GONE (-4097)
+
+/* Server side: the client's bytes sent before the claim come first, by TCP.
+ * They are taken under the rx lock, without waiting there: a move back to
+ * TCP hands what is left of them back to the client (downgrade.c, step 4)
+ * and takes exactly that count off the socket under the same lock; a read
+ * of them outside it (asleep in the kernel, as before) took some of those
+ * bytes under it, and the move waited 5 s for them, then reset the
+ * connection (tests/stress's raw clone rounds; prefix_read_while_leaving).
+ * A call that may wait waits first for a byte with MSG_PEEK, unlocked. */
 static ssize_t recv_prefix(struct tcp_sock *t, int fd, struct iobuf *b, size_t done, int flags)
 {
-    uint64_t left = stream_prefix_left(t);
-    struct iovec part[IOV_MAX];
-    int n = 0;
-    size_t want = b->total - done, skip = done;
-    if (want > left)
-        want = (size_t)left;
-    for (int i = 0; i < b->iovcnt && want > 0; i++) {
-        size_t len = b->iov[i].iov_len;
-        if (skip >= len) {
-            skip -= len;
-            continue;
+    for (;;) {
+        if (!(flags & MSG_DONTWAIT)) {
+            char c;
+            if (shunt_real.recv(fd, &c, 1, MSG_PEEK) < 0)
+                return -errno;   /* the socket's timeout, a signal, a reset */
         }
-        size_t take = len - skip < want ? len - skip : want;
-        part[n].iov_base = (char *)b->iov[i].iov_base + skip;
-        part[n].iov_len = take;
-        n++;
-        want -= take;
-        skip = 0;
+        int lk = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
+        if (lk < 0) {
+            stream_corrupt(t, fd);
+            return stream_broken_recv(t, fd);
+        }
+        if (atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire)) {
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+            return STREAM_DOWNGRADED;
+        }
+        uint64_t left = stream_prefix_left(t);
+        if (left == 0) {
+            dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+            return PREFIX_GONE;
+        }
+        struct iovec part[IOV_MAX];
+        int n = 0;
+        size_t want = b->total - done, skip = done;
+        if (want > left)
+            want = (size_t)left;
+        for (int i = 0; i < b->iovcnt && want > 0; i++) {
+            size_t len = b->iov[i].iov_len;
+            if (skip >= len) {
+                skip -= len;
+                continue;
+            }
+            size_t take = len - skip < want ? len - skip : want;
+            part[n].iov_base = (char *)b->iov[i].iov_base + skip;
+            part[n].iov_len = take;
+            n++;
+            want -= take;
+            skip = 0;
+        }
+        struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
+        ssize_t r = shunt_real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+        int err = errno;
+        if (r > 0 && !(flags & MSG_PEEK))
+            tcp_sock_prefix_read(t, (uint64_t)r);
+        dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, lk);
+        if (r >= 0)
+            return r;
+        if ((err != EAGAIN && err != EWOULDBLOCK) || (flags & MSG_DONTWAIT))
+            return -err;
+        /* another thread took what the peek saw: wait again */
     }
-    struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)n };
-    ssize_t r = shunt_real.recvmsg(fd, &m, flags & (MSG_PEEK | MSG_DONTWAIT | MSG_WAITALL));
-    if (r < 0)
-        return -errno;
-    if (r > 0 && !(flags & MSG_PEEK))
-        tcp_sock_prefix_read(t, (uint64_t)r);
-    return r;
 }
 
 int iobuf_rest(const struct iobuf *b, size_t skip, struct iovec *part)
@@ -229,6 +264,8 @@ ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     for (;;) {
         if (stream_prefix_left(t) > 0) {
             ssize_t n = recv_prefix(t, f->fd, &b, got, got ? flags | MSG_DONTWAIT : flags);
+            if (n == PREFIX_GONE)
+                continue;
             if (n < 0)
                 return got ? (ssize_t)got : n;
             if (n == 0)
