@@ -150,51 +150,45 @@ static bool sending_stuck(_Atomic uint64_t *neg, uint64_t *since)
     return true;
 }
 
-int negotiate_settle(struct tcp_sock *t, int fd)
+/* Sets bit in the negotiation word of an offer not yet settled, waiting
+ * out a send (or read) of another holder's first: true if it did, false
+ * once the word says claimed or refused.  seq_cst CAS against the
+ * server's claim: one of them wins. */
+static bool mark_unsettled(struct tcp_sock *t, uint64_t bit)
 {
-    if (atomic_load(&t->path) != PATH_OFFERED)
-        return atomic_load(&t->path);
     _Atomic uint64_t *neg = &t->ch.hdr->neg;
     uint64_t since = 0;
     for (;;) {
         uint64_t w = atomic_load(neg);
         if (w & (NEG_CLAIMED | NEG_REFUSED))
-            break;
-        if (w & NEG_SENDING) {
-            if (sending_stuck(neg, &since))
-                continue;   /* refused now: the loop's next look ends it */
-            sched_yield();
-            continue;
+            return false;
+        if (w & NEG_SENDING) {   /* another call of ours is in the kernel */
+            if (!sending_stuck(neg, &since))
+                sched_yield();
+            continue;   /* refused, if it was stuck: the next look ends it */
         }
-        /* seq_cst CAS against the server's claim: one of them wins */
-        if (atomic_compare_exchange_strong(neg, &w, w | NEG_REFUSED)) {
-            shunt_log_sock(LOG_INFO, t, fd, "offer withdrawn before the server claimed it");
-            int path = negotiate_observe(t, fd);
-            atomic_store(&t->reason, FB_WITHDRAWN);
-            sockstat_publish(t, fd, 0, 0, NULL, 0);
-            return path;
-        }
+        if (atomic_compare_exchange_strong(neg, &w, w | bit))
+            return true;
+    }
+}
+
+int negotiate_settle(struct tcp_sock *t, int fd)
+{
+    if (atomic_load(&t->path) != PATH_OFFERED)
+        return atomic_load(&t->path);
+    if (mark_unsettled(t, NEG_REFUSED)) {
+        shunt_log_sock(LOG_INFO, t, fd, "offer withdrawn before the server claimed it");
+        int path = negotiate_observe(t, fd);
+        atomic_store(&t->reason, FB_WITHDRAWN);
+        sockstat_publish(t, fd, 0, 0, NULL, 0);
+        return path;
     }
     return negotiate_observe(t, fd);
 }
 
 int negotiate_tcp_begin(struct tcp_sock *t, int fd)
 {
-    _Atomic uint64_t *neg = &t->ch.hdr->neg;
-    uint64_t since = 0;
-    for (;;) {
-        uint64_t w = atomic_load(neg);
-        if (w & (NEG_CLAIMED | NEG_REFUSED))
-            return negotiate_observe(t, fd);
-        if (w & NEG_SENDING) {   /* another call of ours is in the kernel */
-            if (!sending_stuck(neg, &since))
-                sched_yield();
-            continue;
-        }
-        /* seq_cst CAS against the server's claim: one of them wins */
-        if (atomic_compare_exchange_strong(neg, &w, w | NEG_SENDING))
-            return PATH_OFFERED;
-    }
+    return mark_unsettled(t, NEG_SENDING) ? PATH_OFFERED : negotiate_observe(t, fd);
 }
 
 void negotiate_tcp_end(struct tcp_sock *t, uint64_t sent)
