@@ -26,7 +26,7 @@
 #include "transport/seg_lock.h"
 
 #define CHANNEL_MAGIC 0x6c6e6e6168637368ULL   /* "shchannl" */
-#define CHANNEL_VERSION 13u
+#define CHANNEL_VERSION 14u
 #define CHANNEL_NAME_MAX 64
 
 /* The negotiation word (DESIGN section 2): until the server claims, the
@@ -239,6 +239,7 @@ struct chan_hdr {
     _Atomic uint32_t back_len;          /* server's unread TCP prefix handed back, in "<name>-back" */
     _Atomic uint64_t down_tail;         /* the leaver's rx tail when it left: the other end resends from here */
     _Atomic uint64_t down_txtail;       /* the other end's rx tail when the leaver left: the leaver resent from here */
+    _Atomic uint64_t down_resent;       /* bytes of the other end's re-send done (prefix, then ring), under its tx lock */
     struct chan_side side[2];
     struct ring_hdr ring[2];
 };
@@ -254,6 +255,7 @@ CHAN_AT(chan_hdr, down, 72);
 CHAN_AT(chan_hdr, back_len, 76);
 CHAN_AT(chan_hdr, down_tail, 80);
 CHAN_AT(chan_hdr, down_txtail, 88);
+CHAN_AT(chan_hdr, down_resent, 96);
 CHAN_AT(chan_hdr, side, 128);
 CHAN_AT(chan_hdr, ring, 2304);
 #undef CHAN_AT

@@ -61,6 +61,13 @@
  *      waiting a bounded time for bytes known to be on their way;
  *   d. is on kernel TCP: the next byte in its socket is the first it never
  *      read.
+ * Step a waits for room in L's socket, which L's program makes only once
+ * L is done, and L's step 8 waits for room in P's, which only c makes: so
+ * a call that only reads or looks does a after c (downgrade_look), and a
+ * call that sends (its bytes go after a's) does a piece by piece, under
+ * the tx lock each time, with the position in down_resent, doing c in
+ * between once the ring is read (resend); the last holder's close drops
+ * what comes meanwhile instead.
  * A second leaver, which finds DOWN_SET of the other side, waits for
  * DOWN_READY and does a and c at once, reading nothing more (the new
  * program gets the rest from its socket) and not waiting for sleepers of
@@ -276,13 +283,11 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
     free(buf);
 }
 
-/* The other end re-sends the prefix handed back to it, through a fixed
- * buffer: back_len comes from the segment, and must be the file's size. */
-static int resend_prefix(struct tcp_sock *t, int fd)
+/* The other end re-sends the prefix handed back to it from offset at, what
+ * the kernel takes now, through a fixed buffer: back_len comes from the
+ * segment, and must be the file's size.  Adds what went to *sent. */
+static int resend_prefix(struct tcp_sock *t, int fd, uint32_t back, uint64_t at, uint64_t *sent)
 {
-    uint32_t back = atomic_load(&t->ch.hdr->back_len);
-    if (back == 0)
-        return 0;
     char path[128];
     back_path(t, path, sizeof path);
     int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -292,19 +297,13 @@ static int resend_prefix(struct tcp_sock *t, int fd)
                   ? -EIO
                   : 0;
     char buf[4096];
-    for (uint32_t left = back; !err && left > 0;) {
-        ssize_t n = shunt_real.read(in, buf, left < sizeof buf ? left : sizeof buf);
-        uint64_t sent = 0;
-        if (n <= 0)
-            err = -EIO;
-        else {
-            err = send_all(fd, buf, (size_t)n, true, &sent);
-            left -= (uint32_t)n;
-        }
+    while (!err && at + *sent < back) {
+        uint64_t from = at + *sent, left = back - from;
+        ssize_t n = shunt_real.pread64(in, buf, left < sizeof buf ? (size_t)left : sizeof buf, (off64_t)from);
+        err = n <= 0 ? -EIO : send_all(fd, buf, (size_t)n, false, sent);
     }
     if (in >= 0)
         shunt_real.close(in);
-    unlink(path);
     return err;
 }
 
@@ -466,7 +465,12 @@ static void leave_first(struct tcp_sock *t, int fd)
               closed ? " (the peer closed and left its unread bytes in TCP)" : "");
 }
 
-static int observe(struct tcp_sock *t, int fd, bool leaving);
+/* Who observes: a call that only looks or reads, one that sends, the
+ * last holder's close (nothing reads its socket any more), or a second
+ * leaver (it reads nothing more, and its exec ends its sleepers). */
+enum observer { LOOKS, SENDS, CLOSES, LEAVES };
+
+static int observe(struct tcp_sock *t, int fd, enum observer who);
 
 void downgrade_leave(struct tcp_sock *t, int fd)
 {
@@ -501,7 +505,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
     crit_unlock(&t->lock);
     if (!first && atomic_load(&t->path) == PATH_SHM) {
         shunt_log(LOG_DEBUG, "fd %d: leaving after another (down %#x)", fd, atomic_load(&t->ch.hdr->down));
-        observe(t, fd, true);
+        observe(t, fd, LEAVES);
     }
 }
 
@@ -515,30 +519,80 @@ bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason wh
     return true;
 }
 
-/* The other end's step a: under the tx lock, once for all holders. */
-static void resend(struct tcp_sock *t, int fd)
+/* A piece of the other end's step a, under the tx lock, for all holders:
+ * what the kernel takes now of the prefix handed back, then of the ring's
+ * bytes from down_tail to its head (it moves no more), then the FIN if the
+ * ring holds one.  How far it got is in the segment (down_resent): checked.
+ * True once it is all sent (DOWN_RESENT), or could not be. */
+static bool resend_some(struct tcp_sock *t, int fd)
 {
     int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
     if (tx < 0)
-        return;
+        return true;
     struct chan_hdr *h = t->ch.hdr;
-    if (!(atomic_load(&h->down) & DOWN_RESENT)) {
-        uint64_t sent, head;
-        int err = resend_prefix(t, fd);
-        if (!err)
-            err = ring_head_mine(&t->ch.tx, &head);
-        if (!err)
-            err = send_ring_span(fd, &t->ch.tx, atomic_load(&h->down_tail), head, true, &sent);
-        if (!err)
-            shut_on_tcp(t, fd);
-        if (err) {
-            shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
-            if (err == -EIO)
-                atomic_store(&t->broken, true);   /* as in leave_first */
+    bool done = atomic_load(&h->down) & DOWN_RESENT;
+    if (!done) {
+        uint32_t back = atomic_load(&h->back_len);
+        uint64_t at = atomic_load(&h->down_resent), from = atomic_load(&h->down_tail), head = 0, sent = 0, more = 0;
+        int err = ring_head_mine(&t->ch.tx, &head);
+        if (!err && (head - from > ring_size_now(&t->ch.tx) || at > back + (head - from)))
+            err = -EIO;   /* a position the re-send never had: scribbled */
+        if (!err && at < back)
+            err = resend_prefix(t, fd, back, at, &sent);
+        if (!err && at + sent >= back)
+            err = send_ring_span(fd, &t->ch.tx, from + (at + sent - back), head, false, &more);
+        atomic_store(&h->down_resent, at + sent + more);
+        if (err != -EAGAIN) {
+            shunt_log(LOG_DEBUG, "fd %d: re-sent %llu bytes the leaver had not read (%u of prefix)", fd,
+                      (unsigned long long)(at + sent + more), back);
+            if (!err)
+                shut_on_tcp(t, fd);
+            else {
+                shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
+                if (err == -EIO)
+                    atomic_store(&t->broken, true);   /* as in leave_first */
+            }
+            if (back) {
+                char path[128];
+                back_path(t, path, sizeof path);
+                unlink(path);
+            }
+            atomic_fetch_or(&h->down, DOWN_RESENT);
+            done = true;
         }
-        atomic_fetch_or(&h->down, DOWN_RESENT);
     }
     dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
+    return done;
+}
+
+static bool finish(struct tcp_sock *t, int fd, bool leaving);
+
+/* The last holder closes: what its socket holds is never read (the
+ * copies, doorbells, the new program's bytes), and the leaver's re-send
+ * may be waiting for room in it. */
+static void drop_queued(int fd)
+{
+    char scratch[4096];
+    while (shunt_real.recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0)
+        ;
+}
+
+/* The other end's step a, whole.  The tx lock is let go while the kernel
+ * has no room: the leaver's re-send may be waiting for room in our socket
+ * (then the leaver's program reads ours only after it), so a wait takes
+ * the copies off our socket (step c) once our program has read the ring,
+ * and another thread of ours may read the ring and take them meanwhile.
+ * Another sender of this end waits here too: its bytes go after these. */
+static void resend(struct tcp_sock *t, int fd, enum observer who)
+{
+    while (!resend_some(t, fd)) {
+        if (who == CLOSES)
+            drop_queued(fd);
+        else if (who != LEAVES)
+            finish(t, fd, false);
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        shunt_real.poll(&p, 1, 10);
+    }
 }
 
 /* Step c's removal, under the rx and wait locks; sent: the leaver's
@@ -625,7 +679,7 @@ static bool wait_ready(struct tcp_sock *t, int fd)
     return true;
 }
 
-static int observe(struct tcp_sock *t, int fd, bool leaving)
+static int observe(struct tcp_sock *t, int fd, enum observer who)
 {
     /* the word from the closed set of the protocol, or the segment is
      * corrupt: then nothing moves by TCP either (the socket may hold
@@ -635,10 +689,22 @@ static int observe(struct tcp_sock *t, int fd, bool leaving)
         stream_corrupt(t, fd);
     if (atomic_load(&t->broken) && atomic_load(&t->path) == PATH_SHM)
         return PATH_SHM;
-    bool ready = true;
+    bool ready = true, other_end = false;
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
-        !downgrade_leaving_side(t))
+        !downgrade_leaving_side(t)) {
         ready = wait_ready(t, fd);
+        other_end = true;
+    }
+    /* A call that sends re-sends first (step a), unless step c can come
+     * before it (our program read the whole ring): the leaver's re-send may
+     * wait for room in our socket, and its program reads the bytes ours
+     * waits to re-send only once it is done.  Outside t->lock: our wait
+     * for room may then last until the leaver's program reads, and another
+     * thread of ours must go on reading the ring meanwhile, and taking the
+     * copies off our socket (step c, under t->lock). */
+    if (other_end && ready && (who == SENDS || who == CLOSES) &&
+        (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
+        resend(t, fd, who);
     crit_lock(&t->lock);
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
         if (downgrade_leaving_side(t)) {
@@ -655,8 +721,16 @@ static int observe(struct tcp_sock *t, int fd, bool leaving)
             atomic_store(&t->broken, true);
             settle_on_tcp(t, fd);
         } else {
-            resend(t, fd);
-            if (finish(t, fd, leaving)) {
+            /* A second leaver re-sends first, as the leaver did: its exec
+             * must find both done.  Otherwise step a waits for step c:
+             * once the copies are off our socket the leaver's re-send is
+             * over, and its program reads ours. */
+            if (who == LEAVES)
+                resend(t, fd, who);
+            bool done = finish(t, fd, who == LEAVES);
+            if (done || who == SENDS || who == CLOSES)
+                resend(t, fd, who);   /* nothing if done already */
+            if (done) {
                 settle_on_tcp(t, fd);
                 shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
             }
@@ -669,13 +743,23 @@ static int observe(struct tcp_sock *t, int fd, bool leaving)
 
 int downgrade_observe(struct tcp_sock *t, int fd)
 {
-    return observe(t, fd, false);
+    return observe(t, fd, SENDS);
+}
+
+int downgrade_look(struct tcp_sock *t, int fd)
+{
+    return observe(t, fd, LOOKS);
+}
+
+int downgrade_closing(struct tcp_sock *t, int fd)
+{
+    return observe(t, fd, CLOSES);
 }
 
 int downgrade_until_tcp(struct tcp_sock *t, int fd)
 {
     int path;
-    while ((path = downgrade_observe(t, fd)) == PATH_SHM && !atomic_load(&t->broken))
+    while ((path = downgrade_look(t, fd)) == PATH_SHM && !atomic_load(&t->broken))
         pause_briefly();
     return path;
 }
@@ -709,7 +793,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
     if (d) {
         atomic_store(&self->closed_copy, COPY_RESENDS);
         if (!downgrade_leaving_side(t) && wait_ready(t, fd))
-            resend(t, fd);
+            resend(t, fd, CLOSES);
         return;
     }
     /* nothing unread (the common close) takes no lock: the FIN is in, no
@@ -744,7 +828,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
 ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
     for (;;) {
-        int path = downgrade_observe(t, f->fd);
+        int path = downgrade_look(t, f->fd);
         if (atomic_load(&t->broken))
             return stream_broken_recv(t, f->fd);   /* never the socket: it may hold doorbells */
         if (path != PATH_SHM)

@@ -26,13 +26,25 @@ void downgrade_leave(struct tcp_sock *t, int fd);
 bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason why);
 
 /* The channel's downgrade word is set: bring this object along.  A holder
- * of the leaving end just goes to TCP; the other end first puts back into
- * TCP what the leaver never read, and goes to TCP once the leaver's
- * doorbells and the copies of what it read after the leaver's snapshot are
- * off its socket.  Returns the path now. */
+ * of the leaving end just goes to TCP; the other end puts back into TCP
+ * what the leaver never read, and goes to TCP once its program has read
+ * what is left in its ring and the leaver's doorbells and the copies of
+ * what it read after the leaver's snapshot are off its socket.
+ * downgrade_observe is for a call about to send (or shut down, or close):
+ * the re-send comes first, whatever else is still to do.  downgrade_look is
+ * for any other call: the re-send waits until the ring is read and the
+ * copies are taken (then the leaver is done), so that a leaver whose
+ * re-send waits for room in this end's socket is never waited for by it.
+ * Both return the path now. */
 int downgrade_observe(struct tcp_sock *t, int fd);
+int downgrade_look(struct tcp_sock *t, int fd);
 
-/* downgrade_observe until this object is on kernel TCP (the caller has no
+/* downgrade_observe for the close of the end's last holder: nothing reads
+ * its socket any more, so what arrives there while the re-send waits for
+ * room is dropped (the leaver may be waiting for room in it). */
+int downgrade_closing(struct tcp_sock *t, int fd);
+
+/* downgrade_look until this object is on kernel TCP (the caller has no
  * server prefix left to read).  Returns the path. */
 int downgrade_until_tcp(struct tcp_sock *t, int fd);
 

@@ -89,7 +89,7 @@ int negotiate_observe_slow(struct tcp_sock *t, int fd)
     int path = atomic_load_explicit(&t->path, memory_order_acquire);
     if (path != PATH_OFFERED) {
         if (path == PATH_SHM && t->ch.hdr && atomic_load_explicit(&t->ch.hdr->down, memory_order_relaxed))
-            return downgrade_observe(t, fd);
+            return downgrade_look(t, fd);
         return path;
     }
     uint64_t w = atomic_load(&t->ch.hdr->neg);

@@ -42,9 +42,14 @@ void release_channel(struct fdref *f)
         (!atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1))
         negotiate_settle(t, f->fd);
     /* the other end left for a program without shunt: our unread bytes go
-     * to it over TCP before this end closes */
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down))
-        downgrade_observe(t, f->fd);
+     * to it over TCP before this end closes (by the last holder, with
+     * nothing read from its socket any more) */
+    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down)) {
+        if (!atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1)
+            downgrade_closing(t, f->fd);
+        else
+            downgrade_observe(t, f->fd);
+    }
     crit_lock(&t->lock);
     if (t->released) {
         crit_unlock(&t->lock);
