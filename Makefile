@@ -255,10 +255,12 @@ test-san:
 	python3 tests/run_programs.py --build build-san --modes passthrough,accelerated --sanitizer
 
 # Many connections and threads racing shutdown, close and poll, peers killed
-# at random moments, every byte checked: 15 s with the library as built, then
-# 15 s with ASan + UBSan's (other timings, memory errors); under a minute.
+# at random moments, every byte checked: 15 s with the library as built, 15 s
+# more with raw clones moving connections back to TCP under the threads, then
+# 15 s with ASan + UBSan's (other timings, memory errors); about a minute.
 test-stress: lib tests
 	python3 tests/stress/run_chaos.py --build $(BUILD) --seconds 15
+	python3 tests/stress/run_chaos.py --build $(BUILD) --seconds 15 --raw-clones
 	$(MAKE) SANITIZE=1 lib tests
 	python3 tests/stress/run_chaos.py --build build-san --sanitizer --seconds 15
 

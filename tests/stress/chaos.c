@@ -12,8 +12,8 @@
  * (a close with unread data: a reset). In half of the rounds one process, the server or a
  * client, is killed with SIGKILL at a random moment. With --raw-clones, in a third of the
  * rounds the server, its threads mid-transfer, makes a process with the raw clone system call
- * (shunt moves its connections back to kernel TCP under the threads): not in make check yet,
- * docs/testing.md says why.
+ * (shunt moves its connections back to kernel TCP under the threads); make test-stress runs
+ * it as its third run.
  *
  * Every byte received is checked against the stream's pattern (tests/lib/net.h), in both
  * directions. A connection whose ends both lived (and did not close early) must deliver

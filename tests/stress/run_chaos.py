@@ -39,7 +39,7 @@ def main(argv):
     p.add_argument("--build", default="build")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of rounds (default 20)")
     p.add_argument("--raw-clones", action="store_true",
-                   help="servers make raw clones in a third of the rounds (docs/testing.md: not in make check yet)")
+                   help="servers make raw clones in a third of the rounds (make test-stress's third run)")
     p.add_argument("--strict-leftovers", action="store_true",
                    help="files left in /dev/shm after a kill fail the run too")
     p.add_argument("--sanitizer", action="store_true",
