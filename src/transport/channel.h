@@ -291,6 +291,17 @@ static inline bool channel_self_left(const struct channel *ch)
     return (d & DOWN_SET) && (int)(d & DOWN_SIDE) == ch->side;
 }
 
+/* The peer left and this end's re-send of what the peer never read has
+ * begun but is not done (downgrade.c): a wait on this end looks again
+ * every millisecond, since the re-send goes on only in calls, and what it
+ * waits for (room in the peer's socket) rings no doorbell.  A scribbled
+ * word costs those looks, nothing more. */
+static inline bool channel_resend_pending(const struct channel *ch)
+{
+    unsigned d = atomic_load_explicit(&ch->hdr->down, memory_order_relaxed);
+    return (d & (DOWN_SET | DOWN_READY | DOWN_RESENT)) == (DOWN_SET | DOWN_READY) && (int)(d & DOWN_SIDE) != ch->side;
+}
+
 /* Doorbells the peer sent that this end has not taken off its TCP socket. */
 static inline uint64_t channel_bells_unread(const struct channel *ch)
 {

@@ -2,12 +2,15 @@
  * read (a megabyte each way, as much as each could send without blocking once the rings had
  * grown), then one end's process makes a raw clone, which under shunt moves the connection
  * back to kernel TCP: each end then re-sends over TCP what the other never read of its
- * ring. Both read everything the other sent, in order, and the end. Three rounds: the client
- * only reads; the client also sends half a megabyte more from a second thread while its
- * first thread reads (that send waits behind the client's re-send); the client closes
- * without reading, once the server is leaving (as the kernel, its unread bytes make that
- * close a reset, which may cut off what its kernel had not sent yet: the server reads a
- * correct part of the stream, then the end or the reset, and nothing waits for good).
+ * ring. Both read everything the other sent, in order, and the end. The client starts its
+ * part once the server is leaving (50 ms after the server says it makes the clone), in five
+ * rounds: it only reads; it also sends half a megabyte more from a second thread while its
+ * first thread reads (that send waits behind the client's re-send); it sends that half
+ * megabyte and reads from one thread, non-blocking, driven by poll, then by epoll (a send
+ * answers EAGAIN until the re-send is in, and the waits look again while it is not); it
+ * closes without reading (as the kernel, its unread bytes make that close a reset, which
+ * may cut off what its kernel had not sent yet: the server reads a correct part of the
+ * stream, then the end or the reset, and nothing waits for good).
  *
  * Across a veth pair (crossns) the kernel's buffers hold far less than a megabyte: the
  * leaver's re-send waits for room in the client's socket until the client has read its ring
@@ -19,6 +22,7 @@
 #include "net.h"
 
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -112,7 +116,62 @@ static void *send_extra(void *arg)
 	return NULL;
 }
 
-enum client { READS, READS_AND_SENDS, CLOSES };
+enum client { READS, READS_AND_SENDS, POLL_LOOP, EPOLL_LOOP, CLOSES };
+
+/* One thread sends EXTRA bytes (pattern 1 from offset from) and reads len bytes (pattern 2),
+ * non-blocking, sending first whenever both are possible, waiting in poll or epoll_wait. */
+static void pump(int fd, long long from, long long len, int use_epoll)
+{
+	static char out[EXTRA], in[64 * 1024];
+	long long sent = 0, got = 0;
+	int ep = -1;
+
+	pattern_fill(1, (uint64_t)from, out, sizeof(out));
+	set_nonblocking(fd, 1);
+	if (use_epoll) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.fd = fd };
+		ep = CHECK_OK(epoll_create1(EPOLL_CLOEXEC));
+		CHECK_OK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	}
+	while (sent < EXTRA || got < len) {
+		int rev;
+		if (use_epoll) {
+			struct epoll_event ev;
+			CHECK(epoll_wait(ep, &ev, 1, NET_WAIT_MS), ==, 1);
+			rev = (int)ev.events;
+		} else {
+			struct pollfd p = { .fd = fd, .events = POLLIN | (sent < EXTRA ? POLLOUT : 0) };
+			CHECK(poll(&p, 1, NET_WAIT_MS), ==, 1);
+			rev = p.revents;
+		}
+		CHECK(rev & (POLLERR | POLLHUP), ==, 0);
+		if ((rev & POLLOUT) && sent < EXTRA) {
+			ssize_t n = send(fd, out + sent, (size_t)(EXTRA - sent), MSG_NOSIGNAL);
+			if (n < 0)
+				CHECK(errno, ==, EAGAIN);
+			else
+				sent += n;
+			if (use_epoll && sent == EXTRA) {
+				struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+				CHECK_OK(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev));
+			}
+		}
+		if (rev & POLLIN) {
+			ssize_t n = recv(fd, in, sizeof(in), 0);
+			if (n < 0) {
+				CHECK(errno, ==, EAGAIN);
+				continue;
+			}
+			CHECK(n, >, 0);
+			CHECK(got + n, <=, len);
+			CHECK_PATTERN(2, (uint64_t)got, in, (size_t)n);
+			got += n;
+		}
+	}
+	if (ep >= 0)
+		CHECK_OK(close(ep));
+	set_nonblocking(fd, 0);
+}
 
 static void round_trip(enum client how)
 {
@@ -133,11 +192,11 @@ static void round_trip(enum client how)
 		c_sent = fill(c, 1);
 		CHECK(write(up[1], &c_sent, sizeof(c_sent)), ==, (ssize_t)sizeof(c_sent));
 		CHECK(read(down[0], &s_sent, sizeof(s_sent)), ==, (ssize_t)sizeof(s_sent));
+		/* the server makes its raw clone now: under shunt its end is leaving by
+		 * the time this end goes on */
+		CHECK(read(read_it[0], &b, 1), ==, 1);
+		usleep(50 * 1000);
 		if (how == CLOSES) {
-			/* the server makes its raw clone now: under shunt its end is leaving
-			 * by the time this close comes */
-			CHECK(read(read_it[0], &b, 1), ==, 1);
-			usleep(100 * 1000);
 			CHECK_OK(close(c));
 			_exit(0);
 		}
@@ -145,7 +204,10 @@ static void round_trip(enum client how)
 		struct extra e = { c, c_sent };
 		if (how == READS_AND_SENDS)
 			CHECK(pthread_create(&th, NULL, send_extra, &e), ==, 0);
-		read_all_of(c, 2, s_sent);
+		if (how == POLL_LOOP || how == EPOLL_LOOP)
+			pump(c, c_sent, s_sent, how == EPOLL_LOOP);
+		else
+			read_all_of(c, 2, s_sent);
 		if (how == READS_AND_SENDS)
 			CHECK(pthread_join(th, NULL), ==, 0);
 		CHECK_OK(shutdown(c, SHUT_WR));
@@ -159,8 +221,7 @@ static void round_trip(enum client how)
 	s_sent = fill(s, 2);
 	CHECK(read(up[0], &c_sent, sizeof(c_sent)), ==, (ssize_t)sizeof(c_sent));
 	CHECK(write(down[1], &s_sent, sizeof(s_sent)), ==, (ssize_t)sizeof(s_sent));   /* it reads now */
-	if (how == CLOSES)
-		CHECK(write(read_it[1], "c", 1), ==, 1);
+	CHECK(write(read_it[1], "c", 1), ==, 1);
 	/* a raw clone: under shunt the server's end moves back to kernel TCP, with its unread bytes */
 	long pid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
 	if (pid == 0)
@@ -168,7 +229,7 @@ static void round_trip(enum client how)
 	CHECK(pid, >, 0);
 	xwait_child_ok((pid_t)pid);
 	expect_downgraded(s);   /* it really moved */
-	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS_AND_SENDS ? EXTRA : 0);
+	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS ? 0 : EXTRA);
 	if (how != CLOSES) {
 		read_all_of(s, 1, got);
 		CHECK(wait_fd(s, POLLIN, NET_WAIT_MS) & POLLIN, ==, POLLIN);
@@ -181,15 +242,17 @@ static void round_trip(enum client how)
 		close(down[i]);
 		close(read_it[i]);
 	}
-	printf("%s: client sent %lld, server %lld: ok\n",
-	       how == READS ? "client reading" : how == READS_AND_SENDS ? "client sending too" : "client closing",
-	       got, s_sent);
+	static const char *const names[] = { "client reading", "client sending too", "client in a poll loop",
+					     "client in an epoll loop", "client closing" };
+	printf("%s: client sent %lld, server %lld: ok\n", names[how], got, s_sent);
 }
 
 int main(void)
 {
 	round_trip(READS);
 	round_trip(READS_AND_SENDS);
+	round_trip(POLL_LOOP);
+	round_trip(EPOLL_LOOP);
 	round_trip(CLOSES);
 	PASS();
 }

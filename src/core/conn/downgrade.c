@@ -67,7 +67,11 @@
  * call that sends (its bytes go after a's) does a piece by piece, under
  * the tx lock each time, with the position in down_resent, doing c in
  * between once the ring is read (resend); the last holder's close drops
- * what comes meanwhile instead.
+ * what comes meanwhile instead.  A call that must not wait (a look, a
+ * non-blocking send) sends one piece and goes on: the send answers EAGAIN
+ * until a is done, and waits on the end look again every millisecond
+ * meanwhile (channel_resend_pending), room in L's socket ringing nothing.
+ * After c the program reads its socket (downgrade_recv, downgrade_poll).
  * A second leaver, which finds DOWN_SET of the other side, waits for
  * DOWN_READY and does a and c at once, reading nothing more (the new
  * program gets the rest from its socket) and not waiting for sleepers of
@@ -465,10 +469,11 @@ static void leave_first(struct tcp_sock *t, int fd)
               closed ? " (the peer closed and left its unread bytes in TCP)" : "");
 }
 
-/* Who observes: a call that only looks or reads, one that sends, the
- * last holder's close (nothing reads its socket any more), or a second
- * leaver (it reads nothing more, and its exec ends its sleepers). */
-enum observer { LOOKS, SENDS, CLOSES, LEAVES };
+/* Who observes: a call that only looks or reads, one that sends (and may
+ * wait, or may not), the last holder's close (nothing reads its socket
+ * any more), or a second leaver (it reads nothing more, and its exec ends
+ * its sleepers).  LOOKS and SENDS_NOW never wait for the re-send. */
+enum observer { LOOKS, SENDS, SENDS_NOW, CLOSES, LEAVES };
 
 static int observe(struct tcp_sock *t, int fd, enum observer who);
 
@@ -577,19 +582,25 @@ static void drop_queued(int fd)
         ;
 }
 
-/* The other end's step a, whole.  The tx lock is let go while the kernel
- * has no room: the leaver's re-send may be waiting for room in our socket
- * (then the leaver's program reads ours only after it), so a wait takes
- * the copies off our socket (step c) once our program has read the ring,
- * and another thread of ours may read the ring and take them meanwhile.
- * Another sender of this end waits here too: its bytes go after these. */
-static void resend(struct tcp_sock *t, int fd, enum observer who)
+/* The other end's step a: all of it, or for a call that must not wait
+ * (LOOKS, SENDS_NOW) what the kernel takes now; true once it is done.  The
+ * tx lock is let go while the kernel has no room: the leaver's re-send may
+ * be waiting for room in our socket (then the leaver's program reads ours
+ * only after it), so a wait takes the copies off our socket (step c) once
+ * our program has read the ring, and another thread of ours may read the
+ * ring and take them meanwhile.  Another sender of this end waits here
+ * too: its bytes go after these. */
+static bool resend(struct tcp_sock *t, int fd, enum observer who)
 {
-    while (!resend_some(t, fd)) {
+    for (;;) {
+        if (resend_some(t, fd))
+            return true;
         if (who == CLOSES)
             drop_queued(fd);
         else if (who != LEAVES)
             finish(t, fd, false);
+        if (who == LOOKS || who == SENDS_NOW)
+            return false;
         struct pollfd p = { .fd = fd, .events = POLLOUT };
         shunt_real.poll(&p, 1, 10);
     }
@@ -702,7 +713,7 @@ static int observe(struct tcp_sock *t, int fd, enum observer who)
      * for room may then last until the leaver's program reads, and another
      * thread of ours must go on reading the ring meanwhile, and taking the
      * copies off our socket (step c, under t->lock). */
-    if (other_end && ready && (who == SENDS || who == CLOSES) &&
+    if (other_end && ready && (who == SENDS || who == SENDS_NOW || who == CLOSES) &&
         (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
         resend(t, fd, who);
     crit_lock(&t->lock);
@@ -728,8 +739,10 @@ static int observe(struct tcp_sock *t, int fd, enum observer who)
             if (who == LEAVES)
                 resend(t, fd, who);
             bool done = finish(t, fd, who == LEAVES);
-            if (done || who == SENDS || who == CLOSES)
-                resend(t, fd, who);   /* nothing if done already */
+            /* nothing if done already; a piece for a call that must not
+             * wait, which settles only once it is all sent */
+            if ((done || who != LOOKS) && !resend(t, fd, who))
+                done = false;
             if (done) {
                 settle_on_tcp(t, fd);
                 shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
@@ -749,6 +762,13 @@ int downgrade_observe(struct tcp_sock *t, int fd)
 int downgrade_look(struct tcp_sock *t, int fd)
 {
     return observe(t, fd, LOOKS);
+}
+
+bool downgrade_before_send(struct tcp_sock *t, int fd, bool wait)
+{
+    observe(t, fd, wait ? SENDS : SENDS_NOW);
+    return atomic_load(&t->path) != PATH_SHM || !t->ch.hdr || atomic_load(&t->broken) ||
+           !channel_resend_pending(&t->ch);
 }
 
 int downgrade_closing(struct tcp_sock *t, int fd)
@@ -833,6 +853,18 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return stream_broken_recv(t, f->fd);   /* never the socket: it may hold doorbells */
         if (path != PATH_SHM)
             return pt_recv(f, c);
+        if (downgrade_ring_done(t) && !downgrade_leaving_side(t)) {
+            /* Steps b and c are done, only our re-send is not (the kernel
+             * has no room for it yet): the next byte in the socket is the
+             * first the program never read.  A blocking call must not wait
+             * in the kernel, where the re-send would not go on: it waits
+             * here, looking again. */
+            struct pollfd p = { .fd = f->fd, .events = POLLIN };
+            if (shunt_real.poll(&p, 1, 0) == 1 || stream_nonblocking(t, f->fd, c->flags))
+                return pt_recv(f, c);
+            pause_briefly();
+            continue;
+        }
         if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
             /* the program reads a server's TCP prefix, then what is left
              * in the ring, first */
@@ -846,17 +878,21 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 {
-    /* observing re-sends the unread bytes first; our own sends follow */
-    downgrade_observe(t, f->fd);
+    /* the unread bytes are re-sent first, our own sends follow; a call
+     * that must not wait finds the kernel full until they are all in */
+    bool ready = downgrade_before_send(t, f->fd, !stream_nonblocking(t, f->fd, c->flags));
     if (atomic_load(&t->broken))
         return stream_broken_send(t, f->fd, c);
-    return pt_send(f, c);
+    return ready ? pt_send(f, c) : -EAGAIN;
 }
 
 short downgrade_poll(struct tcp_sock *t, int fd, short events)
 {
-    short rev = ring_readable(&t->ch.rx) > 0 ? (short)(events & (POLLIN | POLLRDNORM)) : 0;
-    struct pollfd p = { .fd = fd, .events = (short)(events & ~(POLLIN | POLLRDNORM)) };
+    /* until step c the ring is what the program reads, then its socket;
+     * the socket says when the kernel has room, for the re-send first */
+    bool ring = !downgrade_ring_done(t);
+    short rev = ring && ring_readable(&t->ch.rx) > 0 ? (short)(events & (POLLIN | POLLRDNORM)) : 0;
+    struct pollfd p = { .fd = fd, .events = ring ? (short)(events & ~(POLLIN | POLLRDNORM)) : events };
     if (shunt_real.poll(&p, 1, 0) > 0)
         rev |= p.revents;
     return rev;

@@ -39,6 +39,12 @@ bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason wh
 int downgrade_observe(struct tcp_sock *t, int fd);
 int downgrade_look(struct tcp_sock *t, int fd);
 
+/* downgrade_observe for a call about to send: true when its bytes may go
+ * to TCP now (nothing is to be re-sent, or it is all sent); with wait
+ * false, what the kernel takes of the re-send now, and false while some
+ * is left (the call answers EAGAIN, as a full kernel socket would). */
+bool downgrade_before_send(struct tcp_sock *t, int fd, bool wait);
+
 /* downgrade_observe for the close of the end's last holder: nothing reads
  * its socket any more, so what arrives there while the re-send waits for
  * room is dropped (the leaver may be waiting for room in it). */

@@ -423,9 +423,9 @@ ssize_t stream_broken_send(struct tcp_sock *t, int fd, const struct io_call *c)
  * that a blocking send still takes everything at once. */
 static ssize_t send_rest_by_tcp(struct tcp_sock *t, int fd, const struct iobuf *b, size_t sent, int flags)
 {
-    downgrade_observe(t, fd);
-    if (atomic_load(&t->broken))
-        return (ssize_t)sent;   /* the word was scribbled: nothing goes by TCP */
+    /* a call that must not wait stops where the re-send is not done */
+    if (!downgrade_before_send(t, fd, !stream_nonblocking(t, fd, flags)) || atomic_load(&t->broken))
+        return (ssize_t)sent;   /* (broken: the word was scribbled: nothing goes by TCP) */
     struct iovec part[IOV_MAX];
     struct msghdr m = { .msg_iov = part, .msg_iovlen = (size_t)iobuf_rest(b, sent, part) };
     ssize_t r = shunt_real.sendmsg(fd, &m, (flags & (MSG_DONTWAIT | MSG_MORE)) | MSG_NOSIGNAL);

@@ -246,6 +246,7 @@ bool ep_has_ready(struct epoll_obj *ep, int epfd)
 bool ep_quiesce(struct epoll_obj *ep)
 {
     bool ready = false;
+    ep->resend_nap = false;
     /* epoll_set_make_cold and epoll_set_make_hot reorder hot[]: walk a copy of it */
     uint32_t count = ep->nhot, stack[64];
     if (count == 0)
@@ -261,6 +262,7 @@ bool ep_quiesce(struct epoll_obj *ep)
             crit_lock(&inner->lock);
             inner->kfd = e->io_fd;   /* its cold members' wake FIFOs go into it */
             ready |= ep_quiesce(inner);
+            ep->resend_nap |= inner->resend_nap;
             crit_unlock(&inner->lock);
             continue;
         }
@@ -270,6 +272,13 @@ bool ep_quiesce(struct epoll_obj *ep)
         }
         if (!can_go_cold(e))
             continue;
+        /* a re-send of a connection moving back to TCP goes on only in
+         * calls, and waits for room, which rings nothing: stays hot */
+        struct tcp_sock *t = tcp_of(e->s);
+        if (t->ch.hdr && atomic_load(&t->path) == PATH_SHM && channel_resend_pending(&t->ch)) {
+            ep->resend_nap = true;
+            continue;
+        }
         epoll_set_make_cold(ep, e);
         uint32_t got = level_events(e);
         if (got && (!(e->events & EPOLLET) || fresh_events(e, got, edge_now(e)))) {

@@ -83,6 +83,7 @@ struct epoll_obj {
     int kfd;                     /* an fd of this set, as last used by the program (checked before use) */
     atomic_bool tagged;          /* a registration of ours was made in the kernel's set (never reset) */
     int fabric_wake;             /* the fabric wake fd registered in the kernel's set (0: none; fd + 1) */
+    bool resend_nap;             /* a member's re-send waits for room (ep_quiesce): sleep 1 ms at most */
     atomic_uint waiting;         /* threads of this process in a wait on it that may sleep */
     atomic_bool watched;         /* polled, or a member of another set: may be slept on from outside */
     struct ctl_journal *journal;     /* shared with the processes forked since (see below) */

@@ -249,6 +249,9 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         static const struct timespec fabric_cap = { 0, 100000000 };   /* every fabric wait is bounded */
         if (ep->fabric_wake && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > fabric_cap.tv_nsec))
             sleep_for = &fabric_cap;
+        static const struct timespec resend_cap = { 0, 1000000 };
+        if (ep->resend_nap && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > resend_cap.tv_nsec))
+            sleep_for = &resend_cap;
         int r = ep_kernel_wait(epfd, evs, max, sleep_for, mask);
         turn_gave_way(clock_now_ns());
         if (r < 0) {

@@ -378,7 +378,7 @@ static int poll_looked_up(struct pollfd *fds, struct fdref *refs, nfds_t n, bool
                 lw[i] = doorbell_enter_local(t, wants(fds[i].events), &efd, &k[n + 1 + i].fd);
                 if (lw[i] == LW_ON)
                     k[n].fd = efd;
-                busy |= lw[i] == LW_BUSY;
+                busy |= lw[i] == LW_BUSY || channel_resend_pending(&t->ch);   /* it rings nothing */
                 k[i].events = POLLIN | POLLRDHUP;
             } else if (fds[i].fd >= 0 && nested_epoll(&refs[i])) {
                 ready |= epoll_before_sleep(refs[i].sock);   /* its members ask for doorbells */

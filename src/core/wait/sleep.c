@@ -132,8 +132,8 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     if (timed < 0)
         return timed;
     bool capped = false;
-    if (lw == LW_BUSY && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
-        tmo = cap;   /* a wake is being emptied: look again soon */
+    if ((lw == LW_BUSY || channel_resend_pending(&t->ch)) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
+        tmo = cap;   /* a wake is being emptied, or a re-send waits for room: look again soon */
         capped = true;
     }
     struct pollfd p[3] = {
