@@ -8,7 +8,9 @@
  * first thread reads (that send waits behind the client's re-send); it sends that half
  * megabyte and reads from one thread, non-blocking, driven by poll, then by epoll (a send
  * answers EAGAIN until the re-send is in, and the waits look again while it is not); it
- * closes without reading (as the kernel, its unread bytes make that close a reset, which
+ * reads, then waits with MSG_WAITALL for an answer whose second half the server sends only
+ * once it has read all the client sent (that wait must not sit in the kernel while the
+ * client's re-send is not in); it closes without reading (as the kernel, its unread bytes make that close a reset, which
  * may cut off what its kernel had not sent yet: the server reads a correct part of the
  * stream, then the end or the reset, and nothing waits for good).
  *
@@ -116,7 +118,10 @@ static void *send_extra(void *arg)
 	return NULL;
 }
 
-enum client { READS, READS_AND_SENDS, POLL_LOOP, EPOLL_LOOP, CLOSES };
+enum client { READS, READS_AND_SENDS, POLL_LOOP, EPOLL_LOOP, WAITALL, CLOSES };
+
+/* The server's answer in round WAITALL, in two halves, pattern 3. */
+#define ANSWER 200
 
 /* One thread sends EXTRA bytes (pattern 1 from offset from) and reads len bytes (pattern 2),
  * non-blocking, sending first whenever both are possible, waiting in poll or epoll_wait. */
@@ -210,6 +215,11 @@ static void round_trip(enum client how)
 			read_all_of(c, 2, s_sent);
 		if (how == READS_AND_SENDS)
 			CHECK(pthread_join(th, NULL), ==, 0);
+		if (how == WAITALL) {
+			char answer[ANSWER];
+			CHECK(recv(c, answer, sizeof(answer), MSG_WAITALL), ==, (ssize_t)sizeof(answer));
+			CHECK_PATTERN(3, 0, answer, sizeof(answer));
+		}
 		CHECK_OK(shutdown(c, SHUT_WR));
 		CHECK(wait_fd(c, POLLIN, NET_WAIT_MS) & POLLIN, ==, POLLIN);
 		CHECK(read(c, &b, 1), ==, 0);
@@ -229,9 +239,15 @@ static void round_trip(enum client how)
 	CHECK(pid, >, 0);
 	xwait_child_ok((pid_t)pid);
 	expect_downgraded(s);   /* it really moved */
-	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS ? 0 : EXTRA);
+	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS || how == WAITALL ? 0 : EXTRA);
+	char answer[ANSWER];
+	pattern_fill(3, 0, answer, sizeof(answer));
+	if (how == WAITALL)
+		xwrite_all(s, answer, ANSWER / 2);
 	if (how != CLOSES) {
 		read_all_of(s, 1, got);
+		if (how == WAITALL)
+			xwrite_all(s, answer + ANSWER / 2, ANSWER / 2);
 		CHECK(wait_fd(s, POLLIN, NET_WAIT_MS) & POLLIN, ==, POLLIN);
 		CHECK(read(s, &b, 1), ==, 0);
 	}
@@ -243,7 +259,8 @@ static void round_trip(enum client how)
 		close(read_it[i]);
 	}
 	static const char *const names[] = { "client reading", "client sending too", "client in a poll loop",
-					     "client in an epoll loop", "client closing" };
+					     "client in an epoll loop", "client waiting for all of an answer",
+					     "client closing" };
 	printf("%s: client sent %lld, server %lld: ok\n", names[how], got, s_sent);
 }
 
@@ -253,6 +270,7 @@ int main(void)
 	round_trip(READS_AND_SENDS);
 	round_trip(POLL_LOOP);
 	round_trip(EPOLL_LOOP);
+	round_trip(WAITALL);
 	round_trip(CLOSES);
 	PASS();
 }

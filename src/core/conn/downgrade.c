@@ -857,10 +857,12 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             /* Steps b and c are done, only our re-send is not (the kernel
              * has no room for it yet): the next byte in the socket is the
              * first the program never read.  A blocking call must not wait
-             * in the kernel, where the re-send would not go on: it waits
-             * here, looking again. */
+             * in the kernel, where the re-send would not go on (the new
+             * program may answer only once it has it all): it waits here,
+             * looking again, and MSG_WAITALL waits here for the settling. */
             struct pollfd p = { .fd = f->fd, .events = POLLIN };
-            if (shunt_real.poll(&p, 1, 0) == 1 || stream_nonblocking(t, f->fd, c->flags))
+            if (stream_nonblocking(t, f->fd, c->flags) ||
+                (!(c->flags & MSG_WAITALL) && shunt_real.poll(&p, 1, 0) == 1))
                 return pt_recv(f, c);
             pause_briefly();
             continue;

@@ -234,6 +234,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         /* About to sleep: every hot member asks for a doorbell, then one
          * more look (a member that moved meanwhile stays hot). */
         bool ready = ep_quiesce(ep);
+        bool resend_nap = ep->resend_nap;   /* read under the lock: another waiter's quiesce writes it */
         crit_unlock(&ep->lock);
         if (ready)
             continue;
@@ -250,7 +251,7 @@ int epoll_wait_ready(int epfd, struct epoll_event *evs, int max, const struct ti
         if (ep->fabric_wake && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > fabric_cap.tv_nsec))
             sleep_for = &fabric_cap;
         static const struct timespec resend_cap = { 0, 1000000 };
-        if (ep->resend_nap && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > resend_cap.tv_nsec))
+        if (resend_nap && (!sleep_for || sleep_for->tv_sec > 0 || sleep_for->tv_nsec > resend_cap.tv_nsec))
             sleep_for = &resend_cap;
         int r = ep_kernel_wait(epfd, evs, max, sleep_for, mask);
         turn_gave_way(clock_now_ns());
