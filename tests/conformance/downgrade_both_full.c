@@ -10,7 +10,9 @@
  * answers EAGAIN until the re-send is in, and the waits look again while it is not); it
  * reads, then waits with MSG_WAITALL for an answer whose second half the server sends only
  * once it has read all the client sent (that wait must not sit in the kernel while the
- * client's re-send is not in); it closes without reading (as the kernel, its unread bytes make that close a reset, which
+ * client's re-send is not in); it shuts down its write side before it reads (the shutdown
+ * returns at once, a send after it fails with EPIPE, the server reads everything, then the
+ * end); it closes without reading (as the kernel, its unread bytes make that close a reset, which
  * may cut off what its kernel had not sent yet: the server reads a correct part of the
  * stream, then the end or the reset, and nothing waits for good).
  *
@@ -118,7 +120,7 @@ static void *send_extra(void *arg)
 	return NULL;
 }
 
-enum client { READS, READS_AND_SENDS, POLL_LOOP, EPOLL_LOOP, WAITALL, CLOSES };
+enum client { READS, READS_AND_SENDS, POLL_LOOP, EPOLL_LOOP, WAITALL, SHUTS, CLOSES };
 
 /* The server's answer in round WAITALL, in two halves, pattern 3. */
 #define ANSWER 200
@@ -205,6 +207,15 @@ static void round_trip(enum client how)
 			CHECK_OK(close(c));
 			_exit(0);
 		}
+		if (how == SHUTS) {
+			CHECK_OK(shutdown(c, SHUT_WR));
+			CHECK(send(c, "x", 1, MSG_NOSIGNAL), ==, -1);
+			CHECK(errno, ==, EPIPE);
+			read_all_of(c, 2, s_sent);
+			CHECK(wait_fd(c, POLLIN, NET_WAIT_MS) & POLLIN, ==, POLLIN);
+			CHECK(read(c, &b, 1), ==, 0);
+			_exit(0);
+		}
 		pthread_t th;
 		struct extra e = { c, c_sent };
 		if (how == READS_AND_SENDS)
@@ -239,7 +250,7 @@ static void round_trip(enum client how)
 	CHECK(pid, >, 0);
 	xwait_child_ok((pid_t)pid);
 	expect_downgraded(s);   /* it really moved */
-	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS || how == WAITALL ? 0 : EXTRA);
+	long long got = how == CLOSES ? read_part_of(s, 1, c_sent) : c_sent + (how == READS || how == WAITALL || how == SHUTS ? 0 : EXTRA);
 	char answer[ANSWER];
 	pattern_fill(3, 0, answer, sizeof(answer));
 	if (how == WAITALL)
@@ -260,7 +271,7 @@ static void round_trip(enum client how)
 	}
 	static const char *const names[] = { "client reading", "client sending too", "client in a poll loop",
 					     "client in an epoll loop", "client waiting for all of an answer",
-					     "client closing" };
+					     "client shutting down first", "client closing" };
 	printf("%s: client sent %lld, server %lld: ok\n", names[how], got, s_sent);
 }
 
@@ -271,6 +282,7 @@ int main(void)
 	round_trip(POLL_LOOP);
 	round_trip(EPOLL_LOOP);
 	round_trip(WAITALL);
+	round_trip(SHUTS);
 	round_trip(CLOSES);
 	PASS();
 }

@@ -108,6 +108,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -885,7 +886,31 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     bool ready = downgrade_before_send(t, f->fd, !stream_nonblocking(t, f->fd, c->flags));
     if (atomic_load(&t->broken))
         return stream_broken_send(t, f->fd, c);
+    if (!ready && (tcp_sock_own_state(t) & SIDE_SHUT_WR)) {
+        /* shut down while the re-send is not in (downgrade_shutdown): the
+         * kernel's socket is not shut yet, ours is */
+        if (!(c->flags & MSG_NOSIGNAL))
+            raise(SIGPIPE);
+        return -EPIPE;
+    }
     return ready ? pt_send(f, c) : -EAGAIN;
+}
+
+int downgrade_shutdown(struct tcp_sock *t, struct fdref *f, int how)
+{
+    if (how == SHUT_RD || downgrade_before_send(t, f->fd, false) || atomic_load(&t->broken))
+        return pt_shutdown(f, how);
+    /* Under the tx lock, against the re-send's last piece (resend_some):
+     * either it is in and the FIN goes now, or that piece sends it. */
+    int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+    bool later = tx >= 0 && channel_resend_pending(&t->ch);
+    if (later)
+        tcp_sock_set_state(t, SIDE_SHUT_WR);
+    if (tx >= 0)
+        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
+    if (!later)
+        return pt_shutdown(f, how);
+    return how == SHUT_RDWR ? pt_shutdown(f, SHUT_RD) : 0;
 }
 
 short downgrade_poll(struct tcp_sock *t, int fd, short events)

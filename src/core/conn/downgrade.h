@@ -45,6 +45,13 @@ int downgrade_look(struct tcp_sock *t, int fd);
  * is left (the call answers EAGAIN, as a full kernel socket would). */
 bool downgrade_before_send(struct tcp_sock *t, int fd, bool wait);
 
+/* shutdown of an end whose peer left: the FIN goes after the re-sent
+ * bytes.  The kernel's shutdown never waits: while the re-send is not all
+ * in, the write side is marked shut (sends fail with EPIPE) and the
+ * re-send's last piece sends the FIN, at whichever call of the end sends
+ * it. */
+int downgrade_shutdown(struct tcp_sock *t, struct fdref *f, int how);
+
 /* downgrade_observe for the close of the end's last holder: nothing reads
  * its socket any more, so what arrives there while the re-send waits for
  * room is dropped (the leaver may be waiting for room in it). */

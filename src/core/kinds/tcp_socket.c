@@ -444,7 +444,7 @@ static int tcp_shutdown(struct fdref *f, int how)
             return r;
     }
     if (path == PATH_SHM && t->ch.hdr)
-        downgrade_observe(t, f->fd);   /* the other end left: our unread bytes go before a FIN */
+        return downgrade_shutdown(t, f, how);   /* the other end left: our unread bytes go before a FIN */
     return pt_shutdown(f, how);
 }
 
