@@ -1,7 +1,10 @@
 /*
  * downgrade.c: an accelerated connection goes back to kernel TCP because
  * one end (the leaver) is handed to a program that does not run shunt, or
- * both ends are, at the same moment.
+ * both ends are, at the same moment.  This file: the protocol (below), the
+ * records, what both parts share, the leaver, and a closing end's copy;
+ * the other end's part and the calls that meet the move are in
+ * downgrade_follow.c.
  *
  * Each program will read its TCP socket directly, so before it can: no
  * doorbell byte may be left in that socket's queue, and every byte its end
@@ -114,6 +117,7 @@
 #include <time.h>
 
 #include "core/conn/downgrade.h"
+#include "core/conn/downgrade_internal.h"
 #include "core/conn/fallback.h"
 #include "core/conn/sockstat.h"
 #include "core/fd/fdtable.h"
@@ -126,13 +130,6 @@
 #include "core/wait/wait.h"
 #include "core/wait/xwake.h"
 #include "base/real.h"
-
-/* How long to wait for bytes known to be on their way over loopback (sent
- * already, counted) before deciding the connection is dead. */
-#define ARRIVAL_MS 5000
-/* How long the other end waits for the leaver's DOWN_READY (each wait of
- * the leaver before it is bounded by ARRIVAL_MS) before taking it for dead. */
-#define READY_MS (4 * ARRIVAL_MS)
 
 bool downgrade_leaving_side(struct tcp_sock *t)
 {
@@ -166,7 +163,7 @@ uint64_t downgrade_bells_left(struct tcp_sock *t)
 
 /* A short pause: blocked behind another thread's sleep on the doorbells,
  * or waiting for the other end's step. */
-static void pause_briefly(void)
+void dg_pause_briefly(void)
 {
     struct timespec ts = { 0, 100000 };
     nanosleep(&ts, NULL);
@@ -175,7 +172,7 @@ static void pause_briefly(void)
 /* Stops an end's doorbells and returns how many it sent.  A sender that
  * died inside its send leaves it busy: after a while that one byte is
  * given up on (the peer's processes are dying anyway). */
-static uint64_t bells_freeze(_Atomic uint64_t *w)
+uint64_t dg_bells_freeze(_Atomic uint64_t *w)
 {
     for (int i = 0;; i++) {
         uint64_t v = atomic_load(w);
@@ -192,7 +189,7 @@ static uint64_t bells_freeze(_Atomic uint64_t *w)
 
 /* Takes exactly n bytes off the socket (into buf if not NULL): bytes that
  * are known to be queued or on their way.  Returns what it took. */
-static uint64_t take_exact(int fd, uint64_t n, char *buf)
+uint64_t dg_take_exact(int fd, uint64_t n, char *buf)
 {
     char scratch[4096];
     uint64_t got = 0;
@@ -219,7 +216,7 @@ static uint64_t take_exact(int fd, uint64_t n, char *buf)
 
 /* Writes buf to the kernel socket, whether or not it is O_NONBLOCK: all of
  * it, or (wait false) what the kernel takes now.  Adds what went to *sent. */
-static int send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *sent)
+int dg_send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *sent)
 {
     while (len > 0) {
         ssize_t r = shunt_real.send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -243,7 +240,7 @@ static int send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *se
  * or with wait false what the kernel takes now; *sent says how many).  The
  * caller holds the tx lock: head stays, and nothing is overwritten (the
  * consumer only reads).  from comes from the segment: checked. */
-static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head, bool wait,
+int dg_send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head, bool wait,
                           uint64_t *sent)
 {
     uint64_t size = ring_size_now(r);   /* rings grow: the size in use, not the capacity */
@@ -254,13 +251,13 @@ static int send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint
     while (!err && from != head) {
         uint64_t at = from & (size - 1);
         uint64_t len = head - from < size - at ? head - from : size - at;
-        err = send_all(fd, (const char *)r->data + at, (size_t)len, wait, sent);
+        err = dg_send_all(fd, (const char *)r->data + at, (size_t)len, wait, sent);
         from += len;
     }
     return err;
 }
 
-static void back_path(const struct tcp_sock *t, char *out, size_t len)
+void dg_back_path(const struct tcp_sock *t, char *out, size_t len)
 {
     channel_back_path(&t->ch, out, len);   /* a name another user cannot tell from the segment's */
 }
@@ -273,9 +270,9 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
         return;
     char *buf = k <= (64u << 20) ? malloc(k) : NULL;
     char path[128];
-    back_path(t, path, sizeof path);
+    dg_back_path(t, path, sizeof path);
     int out = buf ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-    uint64_t got = out >= 0 ? take_exact(fd, k, buf) : 0;
+    uint64_t got = out >= 0 ? dg_take_exact(fd, k, buf) : 0;
     if (out < 0 || got != k || fsize_write(out, buf, got) != (ssize_t)got) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: could not hand back %llu bytes of TCP prefix", fd, (unsigned long long)k);
         atomic_store(&t->broken, true);
@@ -288,34 +285,10 @@ static void hand_back_prefix(struct tcp_sock *t, int fd)
     free(buf);
 }
 
-/* The other end re-sends the prefix handed back to it from offset at, what
- * the kernel takes now, through a fixed buffer: back_len comes from the
- * segment, and must be the file's size.  Adds what went to *sent. */
-static int resend_prefix(struct tcp_sock *t, int fd, uint32_t back, uint64_t at, uint64_t *sent)
-{
-    char path[128];
-    back_path(t, path, sizeof path);
-    int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    int err = in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-                      st.st_size != (off_t)back
-                  ? -EIO
-                  : 0;
-    char buf[4096];
-    while (!err && at + *sent < back) {
-        uint64_t from = at + *sent, left = back - from;
-        ssize_t n = shunt_real.pread64(in, buf, left < sizeof buf ? (size_t)left : sizeof buf, (off64_t)from);
-        err = n <= 0 ? -EIO : send_all(fd, buf, (size_t)n, false, sent);
-    }
-    if (in >= 0)
-        shunt_real.close(in);
-    return err;
-}
-
 /* This object is on TCP from now on, and this process lets go of its hold
  * on the channel (the mapping stays until the object goes: another thread
  * may still be looking at it).  Under t->lock. */
-static void settle_on_tcp(struct tcp_sock *t, int fd)
+void dg_settle_on_tcp(struct tcp_sock *t, int fd)
 {
     if (atomic_load(&t->path) != PATH_SHM)
         return;
@@ -340,7 +313,7 @@ static void settle_on_tcp(struct tcp_sock *t, int fd)
  * is put off: deferred_close.c), so no holder of the peer's end can still
  * be in a drain or a close's copy: a flag that says so was left by a
  * holder killed in the middle.  Looked at every 10 ms of a wait. */
-static bool peer_socket_closed(int fd, int looks)
+bool dg_peer_socket_closed(int fd, int looks)
 {
     if (looks % 100 != 99)
         return false;
@@ -349,16 +322,16 @@ static bool peer_socket_closed(int fd, int looks)
 }
 
 /* Step 7: no holder of the other end drains its socket without a bound. */
-static void wait_peer_drain(struct tcp_sock *t, int fd)
+void dg_wait_peer_drain(struct tcp_sock *t, int fd)
 {
     for (int i = 0; atomic_load(&t->ch.peer->draining); i++) {
-        if (peer_socket_closed(fd, i))
+        if (dg_peer_socket_closed(fd, i))
             return;
         if (i >= ARRIVAL_MS * 10) {
             shunt_log(LOG_WARN, "fd %d: downgrade: the peer's drain of doorbells did not end", fd);
             return;
         }
-        pause_briefly();
+        dg_pause_briefly();
     }
 }
 
@@ -368,9 +341,9 @@ static void wait_peer_drain(struct tcp_sock *t, int fd)
 static bool peer_left_copy(struct tcp_sock *t, int fd)
 {
     for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10 &&
-                    !peer_socket_closed(fd, i);
+                    !dg_peer_socket_closed(fd, i);
          i++)
-        pause_briefly();
+        dg_pause_briefly();
     return atomic_load(&t->ch.peer->closed_copy) == COPY_DONE;
 }
 
@@ -390,7 +363,7 @@ static void take_closed_copy(struct tcp_sock *t, int fd)
         return;
     }
     uint64_t dups = read < copied ? read : copied;
-    uint64_t took = stream_prefix_left(t) > 0 && dups ? 0 : take_exact(fd, dups, NULL);
+    uint64_t took = stream_prefix_left(t) > 0 && dups ? 0 : dg_take_exact(fd, dups, NULL);
     if (took != dups)
         shunt_log(LOG_ERROR, "fd %d: downgrade: %llu of the %llu bytes copied at the peer's close that were read "
                   "already could be taken off the socket", fd, (unsigned long long)took, (unsigned long long)dups);
@@ -405,17 +378,36 @@ static void take_closed_copy(struct tcp_sock *t, int fd)
  * would have sent it.  Without it the other end, reading TCP now, never
  * saw the end of the stream again (a read after its EOF waited, or got the
  * bytes of a write the kernel would have refused with EPIPE). */
-static void shut_on_tcp(struct tcp_sock *t, int fd)
+void dg_shut_on_tcp(struct tcp_sock *t, int fd)
 {
     if (tcp_sock_own_state(t) & SIDE_SHUT_WR)
         shunt_real.shutdown(fd, SHUT_WR);
+}
+
+/* The other end waits for the leaver's records (a few system calls away,
+ * or at most the leaver's bounded waits); false if they never come, or the
+ * leaver's socket closed first (a leaver holds it to the end of its steps:
+ * one killed in the middle never finishes). */
+bool dg_wait_ready(struct tcp_sock *t, int fd)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; !(atomic_load(&t->ch.hdr->down) & DOWN_READY); i++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
+            return false;
+        if (dg_peer_socket_closed(fd, i))
+            return (atomic_load(&t->ch.hdr->down) & DOWN_READY) != 0;
+        dg_pause_briefly();
+    }
+    return true;
 }
 
 /* The leaver's steps 2 to 8, under its rx, tx and wait locks. */
 static void leave_first(struct tcp_sock *t, int fd)
 {
     struct chan_hdr *h = t->ch.hdr;
-    uint64_t peer_bells = bells_freeze(&t->ch.peer->bells), rx_tail = 0;
+    uint64_t peer_bells = dg_bells_freeze(&t->ch.peer->bells), rx_tail = 0;
     if (ring_tail_mine(&t->ch.rx, &rx_tail) < 0)
         atomic_store(&t->broken, true);   /* the re-send below fails its check then */
     atomic_store(&h->down_tail, rx_tail);
@@ -427,7 +419,7 @@ static void leave_first(struct tcp_sock *t, int fd)
     uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
     uint64_t due = peer_bells > eaten ? peer_bells - eaten : 0;
     /* no doorbell is sent behind a prefix (doorbell_send): none is due then */
-    uint64_t took = stream_prefix_left(t) > 0 ? 0 : take_exact(fd, due, NULL);
+    uint64_t took = stream_prefix_left(t) > 0 ? 0 : dg_take_exact(fd, due, NULL);
     doorbell_ate(t, (size_t)took);
     if (took != due)
         shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells arrived (the peer is gone?)", fd,
@@ -442,17 +434,17 @@ static void leave_first(struct tcp_sock *t, int fd)
     int own = ring_head_mine(&t->ch.tx, &head);
     uint64_t snap = ring_tail_seen(&t->ch.tx, head);
     atomic_store(&h->down_txtail, snap);
-    wait_peer_drain(t, fd);
+    dg_wait_peer_drain(t, fd);
     atomic_fetch_or(&h->down, DOWN_READY);
     doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
     doorbell_wake_peer_futex(t);   /* or on its end's futex: it then sleeps on its socket, and sees the byte */
-    bells_freeze(&t->ch.self->bells);
+    dg_bells_freeze(&t->ch.self->bells);
     /* A closed peer reads nothing more: bytes sent to its socket would only
      * make its kernel reset the connection and drop the rest of its copy
      * (the new program's own sends do that as they would under the kernel) */
-    int err = closed ? 0 : own < 0 ? -EIO : send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
+    int err = closed ? 0 : own < 0 ? -EIO : dg_send_ring_span(fd, &t->ch.tx, snap, head, true, &resent);
     if (!closed && !err)
-        shut_on_tcp(t, fd);
+        dg_shut_on_tcp(t, fd);
     if (err) {
         shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending the bytes the peer had not read failed: %s", fd,
                   strerror(-err));
@@ -469,14 +461,6 @@ static void leave_first(struct tcp_sock *t, int fd)
               (unsigned long long)took, (unsigned long long)resent, (unsigned long long)snap,
               closed ? " (the peer closed and left its unread bytes in TCP)" : "");
 }
-
-/* Who observes: a call that only looks or reads, one that sends (and may
- * wait, or may not), the last holder's close (nothing reads its socket
- * any more), or a second leaver (it reads nothing more, and its exec ends
- * its sleepers).  LOOKS and SENDS_NOW never wait for the re-send. */
-enum observer { LOOKS, SENDS, SENDS_NOW, CLOSES, LEAVES };
-
-static int observe(struct tcp_sock *t, int fd, enum observer who);
 
 void downgrade_leave(struct tcp_sock *t, int fd)
 {
@@ -505,13 +489,13 @@ void downgrade_leave(struct tcp_sock *t, int fd)
          * gets no doorbell any more: it goes on by TCP, after our re-sent
          * bytes (the tx lock it waits for) */
         xwake_send(t);
-        settle_on_tcp(t, fd);
+        dg_settle_on_tcp(t, fd);
         shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
     }
     crit_unlock(&t->lock);
     if (!first && atomic_load(&t->path) == PATH_SHM) {
         shunt_log(LOG_DEBUG, "fd %d: leaving after another (down %#x)", fd, atomic_load(&t->ch.hdr->down));
-        observe(t, fd, LEAVES);
+        dg_follow_as_leaver(t, fd);
     }
 }
 
@@ -523,266 +507,6 @@ bool downgrade_leave_because(struct tcp_sock *t, int fd, enum fallback_reason wh
     atomic_store(&t->reason, why);
     sockstat_publish(t, fd, 0, 0, NULL, 0);
     return true;
-}
-
-/* A piece of the other end's step a, under the tx lock, for all holders:
- * what the kernel takes now of the prefix handed back, then of the ring's
- * bytes from down_tail to its head (it moves no more), then the FIN if the
- * ring holds one.  How far it got is in the segment (down_resent): checked.
- * True once it is all sent (DOWN_RESENT), or could not be. */
-static bool resend_some(struct tcp_sock *t, int fd)
-{
-    int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
-    if (tx < 0)
-        return true;
-    struct chan_hdr *h = t->ch.hdr;
-    bool done = atomic_load(&h->down) & DOWN_RESENT;
-    if (!done) {
-        uint32_t back = atomic_load(&h->back_len);
-        uint64_t at = atomic_load(&h->down_resent), from = atomic_load(&h->down_tail), head = 0, sent = 0, more = 0;
-        int err = ring_head_mine(&t->ch.tx, &head);
-        if (!err && (head - from > ring_size_now(&t->ch.tx) || at > back + (head - from)))
-            err = -EIO;   /* a position the re-send never had: scribbled */
-        if (!err && at < back)
-            err = resend_prefix(t, fd, back, at, &sent);
-        if (!err && at + sent >= back)
-            err = send_ring_span(fd, &t->ch.tx, from + (at + sent - back), head, false, &more);
-        atomic_store(&h->down_resent, at + sent + more);
-        if (err != -EAGAIN) {
-            shunt_log(LOG_DEBUG, "fd %d: re-sent %llu bytes the leaver had not read (%u of prefix)", fd,
-                      (unsigned long long)(at + sent + more), back);
-            if (!err)
-                shut_on_tcp(t, fd);
-            else {
-                shunt_log(LOG_ERROR, "fd %d: downgrade: re-sending unread bytes failed: %s", fd, strerror(-err));
-                if (err == -EIO)
-                    atomic_store(&t->broken, true);   /* as in leave_first */
-            }
-            if (back) {
-                char path[128];
-                back_path(t, path, sizeof path);
-                unlink(path);
-            }
-            atomic_fetch_or(&h->down, DOWN_RESENT);
-            done = true;
-        }
-    }
-    dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
-    return done;
-}
-
-static bool finish(struct tcp_sock *t, int fd, bool leaving);
-
-/* The last holder closes: what its socket holds is never read (the
- * copies, doorbells, the new program's bytes), and the leaver's re-send
- * may be waiting for room in it. */
-static void drop_queued(int fd)
-{
-    char scratch[4096];
-    while (shunt_real.recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0)
-        ;
-}
-
-/* The other end's step a: all of it, or for a call that must not wait
- * (LOOKS, SENDS_NOW) what the kernel takes now; true once it is done.  The
- * tx lock is let go while the kernel has no room: the leaver's re-send may
- * be waiting for room in our socket (then the leaver's program reads ours
- * only after it), so a wait takes the copies off our socket (step c) once
- * our program has read the ring, and another thread of ours may read the
- * ring and take them meanwhile.  Another sender of this end waits here
- * too: its bytes go after these. */
-static bool resend(struct tcp_sock *t, int fd, enum observer who)
-{
-    for (;;) {
-        if (resend_some(t, fd))
-            return true;
-        if (who == CLOSES)
-            drop_queued(fd);
-        else if (who != LEAVES)
-            finish(t, fd, false);
-        if (who == LOOKS || who == SENDS_NOW)
-            return false;
-        struct pollfd p = { .fd = fd, .events = POLLOUT };
-        shunt_real.poll(&p, 1, 10);
-    }
-}
-
-/* Step c's removal, under the rx and wait locks; sent: the leaver's
- * frozen count of doorbells. */
-static void take_copies(struct tcp_sock *t, int fd, uint64_t sent)
-{
-    struct chan_hdr *h = t->ch.hdr;
-    if (atomic_load(&h->down) & DOWN_DUPS)
-        return;   /* another holder of this end did it */
-    uint64_t eaten = atomic_load(&t->ch.self->bells_eaten);
-    uint64_t due = sent > eaten ? sent - eaten : 0;
-    uint64_t from = atomic_load(&h->down_txtail), tail = 0;
-    int own = ring_tail_mine(&t->ch.rx, &tail);
-    uint64_t dups = tail - from;
-    if (own < 0 || dups > ring_size_now(&t->ch.rx)) {
-        shunt_log(LOG_ERROR, "fd %d: downgrade: the peer's snapshot %llu is not in the ring (tail %llu)", fd,
-                  (unsigned long long)from, (unsigned long long)tail);
-        atomic_store(&t->broken, true);
-        dups = 0;
-    }
-    uint64_t took = 0, dtook = 0;
-    if (stream_prefix_left(t) > 0 && (due || dups)) {
-        /* only a second leaver gets here: what is queued behind the prefix
-         * cannot be taken out without it */
-        shunt_log(LOG_ERROR, "fd %d: downgrade: %llu doorbells and %llu copies are queued behind the unread TCP prefix",
-                  fd, (unsigned long long)due, (unsigned long long)dups);
-    } else {
-        took = take_exact(fd, due, NULL);
-        doorbell_ate(t, (size_t)took);
-        dtook = took == due ? take_exact(fd, dups, NULL) : 0;
-        if (took != due || dtook != dups)
-            shunt_log(LOG_WARN, "fd %d: downgrade: %llu of %llu doorbells and %llu of %llu copies arrived (the peer is gone?)",
-                      fd, (unsigned long long)took, (unsigned long long)due, (unsigned long long)dtook,
-                      (unsigned long long)dups);
-    }
-    atomic_fetch_or(&h->down, DOWN_DUPS);
-    shunt_log(LOG_DEBUG, "fd %d: the peer left: its doorbells %llu, %llu eaten before, %llu now; copies %llu from %llu",
-              fd, (unsigned long long)sent, (unsigned long long)eaten, (unsigned long long)took,
-              (unsigned long long)dtook, (unsigned long long)from);
-}
-
-/* The other end's step c; false while it cannot happen yet (the program
- * has a server prefix or bytes of the ring to read, or a thread of this end
- * sleeps on the doorbells).  leaving: a second leaver, which reads nothing
- * more and whose sleepers its exec ends. */
-static bool finish(struct tcp_sock *t, int fd, bool leaving)
-{
-    if (!leaving && !downgrade_ring_done(t) && (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
-        return false;   /* the doorbells are queued behind the prefix; the ring goes first */
-    int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
-    if (rx < 0)
-        return false;
-    uint64_t sent = bells_freeze(&t->ch.peer->bells);
-    int w = doorbell_lock(t);
-    bool done = false;
-    /* A sleeper must see the last doorbell before it goes: it wakes on it,
-     * leaves its wait (draining then), and the next look finishes. */
-    if (w >= 0 && (leaving || doorbell_waiters(t) == 0)) {
-        take_copies(t, fd, sent);
-        done = true;
-    }
-    if (w >= 0)
-        doorbell_unlock(t, w);
-    dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
-    return done;
-}
-
-/* The other end waits for the leaver's records (a few system calls away,
- * or at most the leaver's bounded waits); false if they never come, or the
- * leaver's socket closed first (a leaver holds it to the end of its steps:
- * one killed in the middle never finishes). */
-static bool wait_ready(struct tcp_sock *t, int fd)
-{
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (int i = 0; !(atomic_load(&t->ch.hdr->down) & DOWN_READY); i++) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
-            return false;
-        if (peer_socket_closed(fd, i))
-            return (atomic_load(&t->ch.hdr->down) & DOWN_READY) != 0;
-        pause_briefly();
-    }
-    return true;
-}
-
-static int observe(struct tcp_sock *t, int fd, enum observer who)
-{
-    /* the word from the closed set of the protocol, or the segment is
-     * corrupt: then nothing moves by TCP either (the socket may hold
-     * doorbells), and every call fails (stream.c) */
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && !atomic_load(&t->broken) &&
-        downgrade_word(t) == DOWN_CORRUPT)
-        stream_corrupt(t, fd);
-    if (atomic_load(&t->broken) && atomic_load(&t->path) == PATH_SHM)
-        return PATH_SHM;
-    bool ready = true, other_end = false;
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
-        !downgrade_leaving_side(t)) {
-        ready = wait_ready(t, fd);
-        other_end = true;
-    }
-    /* A call that sends re-sends first (step a), unless step c can come
-     * before it (our program read the whole ring): the leaver's re-send may
-     * wait for room in our socket, and its program reads the bytes ours
-     * waits to re-send only once it is done.  Outside t->lock: our wait
-     * for room may then last until the leaver's program reads, and another
-     * thread of ours must go on reading the ring meanwhile, and taking the
-     * copies off our socket (step c, under t->lock). */
-    if (other_end && ready && (who == SENDS || who == SENDS_NOW || who == CLOSES) &&
-        (ring_readable(&t->ch.rx) > 0 || stream_prefix_left(t) > 0))
-        resend(t, fd, who);
-    crit_lock(&t->lock);
-    if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET)) {
-        if (downgrade_leaving_side(t)) {
-            /* another holder of our end left: wait out copies in progress */
-            int rx = dir_lock(t, &t->rx_lock, &t->ch.self->rx_lock);
-            if (rx >= 0)
-                dir_unlock(&t->rx_lock, &t->ch.self->rx_lock, rx);
-            int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
-            if (tx >= 0)
-                dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
-            settle_on_tcp(t, fd);
-        } else if (!ready) {
-            shunt_log(LOG_ERROR, "fd %d: downgrade: the peer started to leave and never finished; connection reset", fd);
-            atomic_store(&t->broken, true);
-            settle_on_tcp(t, fd);
-        } else {
-            /* A second leaver re-sends first, as the leaver did: its exec
-             * must find both done.  Otherwise step a waits for step c:
-             * once the copies are off our socket the leaver's re-send is
-             * over, and its program reads ours. */
-            if (who == LEAVES)
-                resend(t, fd, who);
-            bool done = finish(t, fd, who == LEAVES);
-            /* nothing if done already; a piece for a call that must not
-             * wait, which settles only once it is all sent */
-            if ((done || who != LOOKS) && !resend(t, fd, who))
-                done = false;
-            if (done) {
-                settle_on_tcp(t, fd);
-                shunt_log(LOG_INFO, "fd %d: the peer left for a program without shunt: kernel TCP", fd);
-            }
-        }
-    }
-    int path = atomic_load(&t->path);
-    crit_unlock(&t->lock);
-    return path;
-}
-
-int downgrade_observe(struct tcp_sock *t, int fd)
-{
-    return observe(t, fd, SENDS);
-}
-
-int downgrade_look(struct tcp_sock *t, int fd)
-{
-    return observe(t, fd, LOOKS);
-}
-
-bool downgrade_before_send(struct tcp_sock *t, int fd, bool wait)
-{
-    observe(t, fd, wait ? SENDS : SENDS_NOW);
-    return atomic_load(&t->path) != PATH_SHM || !t->ch.hdr || atomic_load(&t->broken) ||
-           !channel_resend_pending(&t->ch);
-}
-
-int downgrade_closing(struct tcp_sock *t, int fd)
-{
-    return observe(t, fd, CLOSES);
-}
-
-int downgrade_until_tcp(struct tcp_sock *t, int fd)
-{
-    int path;
-    while ((path = downgrade_look(t, fd)) == PATH_SHM && !atomic_load(&t->broken))
-        pause_briefly();
-    return path;
 }
 
 /* The closing copy is what the kernel takes at once, and its send buffer
@@ -813,8 +537,8 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
         return;   /* a scribbled word starts no re-send, and waits for no leaver */
     if (d) {
         atomic_store(&self->closed_copy, COPY_RESENDS);
-        if (!downgrade_leaving_side(t) && wait_ready(t, fd))
-            resend(t, fd, CLOSES);
+        if (!downgrade_leaving_side(t) && dg_wait_ready(t, fd))
+            dg_resend_closing(t, fd);
         return;
     }
     /* nothing unread (the common close) takes no lock: the FIN is in, no
@@ -830,12 +554,12 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
          * closes: a byte left unread would make our kernel reset, not end,
          * the connection).  A drain of the peer's that started without a
          * bound ends before the copy enters its socket. */
-        bells_freeze(&self->bells);
-        bells_freeze(&t->ch.peer->bells);
-        wait_peer_drain(t, fd);
+        dg_bells_freeze(&self->bells);
+        dg_bells_freeze(&t->ch.peer->bells);
+        dg_wait_peer_drain(t, fd);
         atomic_store(&self->copy_from, from);
         copy_room(fd, head - from);
-        int err = send_ring_span(fd, &t->ch.tx, from, head, false, &sent);
+        int err = dg_send_ring_span(fd, &t->ch.tx, from, head, false, &sent);
         shunt_log_sock(LOG_DEBUG, t, fd, "closing: %llu of the %llu bytes the peer has not read copied into TCP%s",
                        (unsigned long long)sent, (unsigned long long)(head - from), err ? " (the kernel took no more)" : "");
     }
@@ -844,83 +568,4 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
     atomic_store(&self->closed_copy, COPY_DONE);
     if (tx >= 0)
         dir_unlock(&t->tx_lock, &self->tx_lock, tx);
-}
-
-ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
-{
-    for (;;) {
-        int path = downgrade_look(t, f->fd);
-        if (atomic_load(&t->broken))
-            return stream_broken_recv(t, f->fd);   /* never the socket: it may hold doorbells */
-        if (path != PATH_SHM)
-            return pt_recv(f, c);
-        if (downgrade_ring_done(t) && !downgrade_leaving_side(t)) {
-            /* Steps b and c are done, only our re-send is not (the kernel
-             * has no room for it yet): the next byte in the socket is the
-             * first the program never read.  A blocking call must not wait
-             * in the kernel, where the re-send would not go on (the new
-             * program may answer only once it has it all): it waits here,
-             * looking again, and MSG_WAITALL waits here for the settling. */
-            struct pollfd p = { .fd = f->fd, .events = POLLIN };
-            if (stream_nonblocking(t, f->fd, c->flags) ||
-                (!(c->flags & MSG_WAITALL) && shunt_real.poll(&p, 1, 0) == 1))
-                return pt_recv(f, c);
-            pause_briefly();
-            continue;
-        }
-        if ((ring_readable(&t->ch.rx) > 0 && !downgrade_ring_done(t)) || stream_prefix_left(t) > 0) {
-            /* the program reads a server's TCP prefix, then what is left
-             * in the ring, first */
-            ssize_t r = stream_recv(t, f, c);
-            if (r != STREAM_DOWNGRADED)
-                return r;
-        }
-        pause_briefly();
-    }
-}
-
-ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
-{
-    /* the unread bytes are re-sent first, our own sends follow; a call
-     * that must not wait finds the kernel full until they are all in */
-    bool ready = downgrade_before_send(t, f->fd, !stream_nonblocking(t, f->fd, c->flags));
-    if (atomic_load(&t->broken))
-        return stream_broken_send(t, f->fd, c);
-    if (!ready && (tcp_sock_own_state(t) & SIDE_SHUT_WR)) {
-        /* shut down while the re-send is not in (downgrade_shutdown): the
-         * kernel's socket is not shut yet, ours is */
-        if (!(c->flags & MSG_NOSIGNAL))
-            raise(SIGPIPE);
-        return -EPIPE;
-    }
-    return ready ? pt_send(f, c) : -EAGAIN;
-}
-
-int downgrade_shutdown(struct tcp_sock *t, struct fdref *f, int how)
-{
-    if (how == SHUT_RD || downgrade_before_send(t, f->fd, false) || atomic_load(&t->broken))
-        return pt_shutdown(f, how);
-    /* Under the tx lock, against the re-send's last piece (resend_some):
-     * either it is in and the FIN goes now, or that piece sends it. */
-    int tx = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
-    bool later = tx >= 0 && channel_resend_pending(&t->ch);
-    if (later)
-        tcp_sock_set_state(t, SIDE_SHUT_WR);
-    if (tx >= 0)
-        dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
-    if (!later)
-        return pt_shutdown(f, how);
-    return how == SHUT_RDWR ? pt_shutdown(f, SHUT_RD) : 0;
-}
-
-short downgrade_poll(struct tcp_sock *t, int fd, short events)
-{
-    /* until step c the ring is what the program reads, then its socket;
-     * the socket says when the kernel has room, for the re-send first */
-    bool ring = !downgrade_ring_done(t);
-    short rev = ring && ring_readable(&t->ch.rx) > 0 ? (short)(events & (POLLIN | POLLRDNORM)) : 0;
-    struct pollfd p = { .fd = fd, .events = ring ? (short)(events & ~(POLLIN | POLLRDNORM)) : events };
-    if (shunt_real.poll(&p, 1, 0) > 0)
-        rev |= p.revents;
-    return rev;
 }
