@@ -111,7 +111,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -313,7 +312,7 @@ void dg_settle_on_tcp(struct tcp_sock *t, int fd)
  * is put off: deferred_close.c), so no holder of the peer's end can still
  * be in a drain or a close's copy: a flag that says so was left by a
  * holder killed in the middle.  Looked at every 10 ms of a wait. */
-bool dg_peer_socket_closed(int fd, int looks)
+static bool peer_socket_closed(int fd, int looks)
 {
     if (looks % 100 != 99)
         return false;
@@ -322,10 +321,10 @@ bool dg_peer_socket_closed(int fd, int looks)
 }
 
 /* Step 7: no holder of the other end drains its socket without a bound. */
-void dg_wait_peer_drain(struct tcp_sock *t, int fd)
+static void wait_peer_drain(struct tcp_sock *t, int fd)
 {
     for (int i = 0; atomic_load(&t->ch.peer->draining); i++) {
-        if (dg_peer_socket_closed(fd, i))
+        if (peer_socket_closed(fd, i))
             return;
         if (i >= ARRIVAL_MS * 10) {
             shunt_log(LOG_WARN, "fd %d: downgrade: the peer's drain of doorbells did not end", fd);
@@ -341,7 +340,7 @@ void dg_wait_peer_drain(struct tcp_sock *t, int fd)
 static bool peer_left_copy(struct tcp_sock *t, int fd)
 {
     for (int i = 0; atomic_load(&t->ch.peer->closed_copy) == COPY_WRITING && i < ARRIVAL_MS * 10 &&
-                    !dg_peer_socket_closed(fd, i);
+                    !peer_socket_closed(fd, i);
          i++)
         dg_pause_briefly();
     return atomic_load(&t->ch.peer->closed_copy) == COPY_DONE;
@@ -396,7 +395,7 @@ bool dg_wait_ready(struct tcp_sock *t, int fd)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
             return false;
-        if (dg_peer_socket_closed(fd, i))
+        if (peer_socket_closed(fd, i))
             return (atomic_load(&t->ch.hdr->down) & DOWN_READY) != 0;
         dg_pause_briefly();
     }
@@ -434,7 +433,7 @@ static void leave_first(struct tcp_sock *t, int fd)
     int own = ring_head_mine(&t->ch.tx, &head);
     uint64_t snap = ring_tail_seen(&t->ch.tx, head);
     atomic_store(&h->down_txtail, snap);
-    dg_wait_peer_drain(t, fd);
+    wait_peer_drain(t, fd);
     atomic_fetch_or(&h->down, DOWN_READY);
     doorbell_send(t, fd);   /* wakes a peer asleep on its socket */
     doorbell_wake_peer_futex(t);   /* or on its end's futex: it then sleeps on its socket, and sees the byte */
@@ -556,7 +555,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
          * bound ends before the copy enters its socket. */
         dg_bells_freeze(&self->bells);
         dg_bells_freeze(&t->ch.peer->bells);
-        dg_wait_peer_drain(t, fd);
+        wait_peer_drain(t, fd);
         atomic_store(&self->copy_from, from);
         copy_room(fd, head - from);
         int err = dg_send_ring_span(fd, &t->ch.tx, from, head, false, &sent);

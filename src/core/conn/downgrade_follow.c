@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,7 +124,7 @@ static bool resend(struct tcp_sock *t, int fd, enum observer who)
             return true;
         if (who == CLOSES)
             drop_queued(fd);
-        else if (who != LEAVES)
+        else if (who != LEAVES && !downgrade_ring_done(t))
             finish(t, fd, false);
         if (who == LOOKS || who == SENDS_NOW)
             return false;
@@ -343,13 +342,8 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     bool ready = downgrade_before_send(t, f->fd, !stream_nonblocking(t, f->fd, c->flags));
     if (atomic_load(&t->broken))
         return stream_broken_send(t, f->fd, c);
-    if (!ready && (tcp_sock_own_state(t) & SIDE_SHUT_WR)) {
-        /* shut down while the re-send is not in (downgrade_shutdown): the
-         * kernel's socket is not shut yet, ours is */
-        if (!(c->flags & MSG_NOSIGNAL))
-            raise(SIGPIPE);
-        return -EPIPE;
-    }
+    if (!ready && (tcp_sock_own_state(t) & SIDE_SHUT_WR))
+        return stream_send_failed(c->flags);   /* shut while the re-send is not in: the kernel's socket is not yet */
     return ready ? pt_send(f, c) : -EAGAIN;
 }
 

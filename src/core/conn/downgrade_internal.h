@@ -29,8 +29,6 @@ int dg_send_all(int fd, const char *buf, size_t len, bool wait, uint64_t *sent);
 int dg_send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t head, bool wait, uint64_t *sent);
 void dg_back_path(const struct tcp_sock *t, char *out, size_t len);
 void dg_settle_on_tcp(struct tcp_sock *t, int fd);
-bool dg_peer_socket_closed(int fd, int looks);
-void dg_wait_peer_drain(struct tcp_sock *t, int fd);
 void dg_shut_on_tcp(struct tcp_sock *t, int fd);
 bool dg_wait_ready(struct tcp_sock *t, int fd);
 

@@ -25,6 +25,13 @@ static void short_conns_judge(struct tcp_sock *t)
     short_conns_record(&t->dest, calls, bytes);
 }
 
+/* This process holds the end's last hold: the segment's count says so, or
+ * the end was never shared. */
+static bool last_holder(struct tcp_sock *t)
+{
+    return !atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1;
+}
+
 /* Let go of the channel, and when no process holds this end any more,
  * close it as TCP would. */
 void release_channel(struct fdref *f)
@@ -38,14 +45,13 @@ void release_channel(struct fdref *f)
      * server takes the connection as kernel TCP.  Only by the end's last
      * holder: a forked child's close or exit is not the connection's
      * (fork_child_leaves_offer). */
-    if (atomic_load(&t->path) == PATH_OFFERED && t->ch.hdr &&
-        (!atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1))
+    if (atomic_load(&t->path) == PATH_OFFERED && t->ch.hdr && last_holder(t))
         negotiate_settle(t, f->fd);
     /* the other end left for a program without shunt: our unread bytes go
      * to it over TCP before this end closes (by the last holder, with
      * nothing read from its socket any more) */
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && atomic_load(&t->ch.hdr->down)) {
-        if (!atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1)
+        if (last_holder(t))
             downgrade_closing(t, f->fd);
         else
             downgrade_observe(t, f->fd);

@@ -403,7 +403,7 @@ void stream_flush_held(struct tcp_sock *t, int fd)
         doorbell_wake_peer(t, fd, WANT_DATA);
 }
 
-static ssize_t send_failed(int flags)
+ssize_t stream_send_failed(int flags)
 {
     if (!(flags & MSG_NOSIGNAL))
         raise(SIGPIPE);
@@ -415,7 +415,7 @@ ssize_t stream_broken_send(struct tcp_sock *t, int fd, const struct io_call *c)
     tell_peer(t, fd);
     if (!atomic_exchange(&t->reset_reported, true))
         return -ECONNRESET;   /* the kernel's sk_err, reported once, without SIGPIPE */
-    return send_failed(c->kind == IO_WRITE || c->kind == IO_WRITEV ? 0 : c->flags);
+    return stream_send_failed(c->kind == IO_WRITE || c->kind == IO_WRITEV ? 0 : c->flags);
 }
 
 /* The connection went back to TCP in the middle of a send: what went into
@@ -447,13 +447,13 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         return t->ch.hdr ? stream_broken_send(t, f->fd, c) : -ECONNRESET;
     unsigned own = tcp_sock_own_state(t);
     if ((own & SIDE_SHUT_WR))
-        return send_failed(flags);
+        return stream_send_failed(flags);
     if (tcp_sock_peer_state(t) & SIDE_SCRIBBLED) {
         stream_corrupt(t, f->fd);   /* no state: a reset, for the peer too */
         return stream_broken_send(t, f->fd, c);
     }
     if (peer_finished(t) || (own & SIDE_RESET))
-        return send_failed(flags);
+        return stream_send_failed(flags);
     if (b.total == 0)
         return 0;
     unsigned ps = tcp_sock_peer_state(t);
@@ -491,7 +491,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (lk >= 0)
             dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
         if (n == -EPIPE)
-            return sent ? (ssize_t)sent : send_failed(flags);
+            return sent ? (ssize_t)sent : stream_send_failed(flags);
         if (n < 0) {
             stream_corrupt(t, f->fd);
             return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
@@ -519,7 +519,7 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (atomic_load(&t->broken))
             return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
         if (peer_finished(t))
-            return sent ? (ssize_t)sent : send_failed(flags);
+            return sent ? (ssize_t)sent : stream_send_failed(flags);
         if (stream_nonblocking(t, f->fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;
         int w = stream_wait_writable(t, f);

@@ -29,6 +29,10 @@ ssize_t iobuf_recv_rest_kernel(int fd, const struct iobuf *b, size_t got, int fl
  * call in the wait says EAGAIN. */
 bool stream_nonblocking(struct tcp_sock *t, int fd, int flags);
 
+/* A send on an end whose write side is shut: EPIPE, and SIGPIPE unless
+ * flags has MSG_NOSIGNAL (as the kernel's). */
+ssize_t stream_send_failed(int flags);
+
 ssize_t stream_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c);
 int stream_shutdown(struct tcp_sock *t, int fd, int how);
