@@ -326,13 +326,30 @@ class Cx:
                     env=env if env is not None else self.env(shunted))
         self.outputs.append(r.stderr.decode(errors="replace"))
         if ok and r.returncode != 0:
-            pytest.fail("%s exited with %s\nstdout: %s\nstderr: %s\n%s" % (
+            pytest.fail("%s exited with %s\nstdout: %s\nstderr: %s\n%s\n%s" % (
                 argv, r.returncode, r.stdout[-3000:].decode(errors="replace"),
-                r.stderr[-3000:].decode(errors="replace"), self.servers_state()))
+                r.stderr[-3000:].decode(errors="replace"), self.servers_state(), self.logs_tail()))
         return r
 
     def servers_state(self):
         return "\n".join(s.describe() for s in self.servers)
+
+    def logs_tail(self, lines=12):
+        """The last lines of every shunt log of this test, and each one's
+        warnings and errors: what a failure that happens once in many CI runs
+        needs to be understood."""
+        out = []
+        for d in self.logdirs:
+            for f in sorted(d.glob("shunt-*.log")):
+                try:
+                    text = f.read_text(errors="replace").splitlines()
+                except OSError:
+                    continue
+                bad = [l for l in text if " warn:" in l or " error:" in l][-lines:]
+                out.append("--- %s (%d lines) ---" % (f.name, len(text)))
+                out += ["  " + l for l in bad]
+                out += ["  ..."] + ["  " + l for l in text[-lines:]]
+        return "\n".join(out)[-8000:]
 
     def write(self, name, text, mode=None):
         p = self.tmp / name
