@@ -883,6 +883,171 @@ def unbound(cx):
     cx.accelerated(2)
 
 
+# ------------------------------------------------------- language runtimes
+
+def script_echo(cx, interpreter, script, conns=6):
+    """An echo server and client in one script of a language runtime: the
+    server prints its port, the client says OK when every byte came back
+    (and on standard error what did not)."""
+    srv = cx.serve([interpreter, script, "server"], interpreter + "-server")
+    port = srv.wait_for(r"^PORT (\d+)$", timeout=60).group(1)
+    r = cx.run([interpreter, script, "client", port], timeout=90)
+    assert r.stdout.decode().split() == ["OK"], (r.stdout.decode(), r.stderr.decode()[-2000:])
+    cx.accelerated(conns)
+
+
+RUBY_ECHO = r"""
+require 'socket'
+if ARGV[0] == "server"
+  srv = TCPServer.new("127.0.0.1", 0)
+  puts "PORT #{srv.addr[1]}"; STDOUT.flush
+  loop do
+    Thread.new(srv.accept) do |s|
+      while (d = (s.readpartial(65536) rescue nil))
+        s.write(d)
+      end
+      s.close_write rescue nil
+      s.close
+    end
+  end
+else
+  port, bad = ARGV[1].to_i, []
+  (0...6).map { |i|
+    Thread.new do
+      s = TCPSocket.new("127.0.0.1", port)
+      s.write("hello #{i}\n")
+      first = s.readpartial(64)
+      data = Random.new(i).bytes(2 * 1024 * 1024 + i)
+      w = Thread.new { s.write(data); s.close_write }
+      got = s.read
+      w.join
+      s.close
+      bad << "#{i}: #{first.inspect}, #{got.bytesize} of #{data.bytesize}" unless first == "hello #{i}\n" && got == data
+    end
+  }.each(&:join)
+  STDERR.puts bad
+  puts(bad.empty? ? "OK" : "MISMATCH")
+end
+"""
+
+
+@program("Ruby (threads)", source="Debian ruby", model="Ruby's threads (one per connection, the VM's lock between "
+         "them), blocking sockets that Ruby waits on with ppoll",
+         how="a TCPServer echo with a thread per connection and a client of 6 threads: a first line answered, then "
+             "2 MiB each way at once (a writer thread, close_write, read to the end), every byte compared",
+         tools=["ruby"])
+def ruby(cx):
+    script_echo(cx, "ruby", cx.write("echo.rb", RUBY_ECHO))
+
+
+PHP_SHA = r"""<?php
+$body = file_get_contents('php://input');
+header('Content-Type: text/plain');
+echo hash('sha256', $body), " ", strlen($body), "\n";
+"""
+
+
+@program("PHP built-in server", source="Debian php-cli", model="php -S: one process, a select loop",
+         how="php -S serves a 4 MiB file to curl three times (sha256) and a script that answers the sha256 of a "
+             "3 MiB POST body",
+         tools=[("php", "php-cli"), "curl"])
+def php(cx):
+    port = cx.port()
+    (cx.tmp / "www").mkdir()
+    _, digest = cx.payload("www/file.bin", 4 * MB)
+    cx.write("www/sha.php", PHP_SHA)
+    body, body_digest = cx.payload("body.bin", 3 * MB)
+    cx.serve(["php", "-S", "127.0.0.1:%d" % port, "-t", cx.tmp / "www"], "php", port=port)
+    for _ in range(3):
+        r = cx.run(["curl", "-sS", "--fail", "http://127.0.0.1:%d/file.bin" % port])
+        assert sha256(r.stdout) == digest
+    r = cx.run(["curl", "-sS", "--fail", "--data-binary", "@%s" % body, "http://127.0.0.1:%d/sha.php" % port])
+    assert r.stdout.decode().split() == [body_digest, str(3 * MB)], r.stdout.decode()
+    cx.accelerated(4)
+
+
+VARNISH_VCL = """vcl 4.1;
+backend default {{ .host = "127.0.0.1"; .port = "{backend}"; }}
+"""
+
+
+@program("Varnish", source="Debian varnish", model="a manager process and a child of worker threads with its own "
+         "epoll waiter; the VCL compiled with cc at start",
+         how="as nobody (varnishd -j none, as in containers): Varnish in front of Python's http.server; curl fetches "
+             "a 4 MiB file through it three times (the first from the backend, then from Varnish's cache; sha256), "
+             "ab 2000 keep-alive requests on 4 connections",
+         tools=[("varnishd", "varnish"), "curl", "ab"])
+def varnish(cx):
+    cx.as_user("nobody")
+    port, backend = cx.port(), cx.port()
+    (cx.tmp / "www").mkdir()
+    cx.own(cx.tmp / "www")
+    _, digest = cx.payload("www/file.bin", 4 * MB)
+    cx.write("www/small.html", "<p>shunt</p>\n" * 30)
+    cx.serve([cx.python, "-m", "http.server", "--bind", "127.0.0.1", "--directory", cx.tmp / "www", backend],
+             "http.server", port=backend)
+    vcl = cx.write("default.vcl", VARNISH_VCL.format(backend=backend))
+    work = cx.tmp / "varnish"
+    work.mkdir()
+    cx.own(work)
+    cx.serve(["varnishd", "-F", "-j", "none", "-n", work, "-a", "127.0.0.1:%d" % port, "-f", vcl,
+              "-s", "malloc,64m"], "varnishd", port=port, timeout=60)
+    for _ in range(3):
+        r = cx.run(["curl", "-sS", "--fail", "http://127.0.0.1:%d/file.bin" % port])
+        assert sha256(r.stdout) == digest
+    r = cx.run(["ab", "-n", "2000", "-c", "4", "-k", "http://127.0.0.1:%d/small.html" % port], timeout=60)
+    out = r.stdout.decode()
+    assert re.search(r"Complete requests:\s+2000\b", out) and re.search(r"Failed requests:\s+0\b", out), out
+    cx.accelerated(8)
+
+
+ERLANG_ECHO = r"""#!/usr/bin/env escript
+main(["server"]) ->
+    {ok, L} = gen_tcp:listen(0, [binary, {ip, {127,0,0,1}}, {active, false}]),
+    {ok, Port} = inet:port(L),
+    io:format("PORT ~p~n", [Port]),
+    accept(L);
+main(["client", P]) ->
+    Port = list_to_integer(P),
+    Self = self(),
+    [spawn(fun() -> Self ! {done, one(Port, I)} end) || I <- lists:seq(1, 6)],
+    Bad = [R || R <- [receive {done, R} -> R end || _ <- lists:seq(1, 6)], R =/= ok],
+    io:format(standard_error, "~p~n", [Bad]),
+    io:format("~s~n", [case Bad of [] -> "OK"; _ -> "MISMATCH" end]).
+accept(L) ->
+    {ok, S} = gen_tcp:accept(L),
+    Pid = spawn(fun() -> receive go -> echo(S) end end),
+    ok = gen_tcp:controlling_process(S, Pid),
+    Pid ! go,
+    accept(L).
+echo(S) ->
+    case gen_tcp:recv(S, 0) of
+        {ok, D} -> ok = gen_tcp:send(S, D), echo(S);
+        {error, closed} -> gen_tcp:close(S)
+    end.
+one(Port, I) ->
+    {ok, S} = gen_tcp:connect({127,0,0,1}, Port, [binary, {active, false}]),
+    ok = gen_tcp:send(S, <<"hello">>),
+    {ok, <<"hello">>} = gen_tcp:recv(S, 5),
+    Data = rand:bytes(1048576 + I),
+    spawn(fun() -> ok = gen_tcp:send(S, Data) end),
+    Got = recv_n(S, byte_size(Data), []),
+    gen_tcp:close(S),
+    case Got =:= Data of true -> ok; false -> {I, byte_size(Got)} end.
+recv_n(_S, 0, Acc) -> iolist_to_binary(lists:reverse(Acc));
+recv_n(S, N, Acc) -> {ok, D} = gen_tcp:recv(S, 0), recv_n(S, N - byte_size(D), [D | Acc]).
+"""
+
+
+@program("Erlang/OTP (gen_tcp)", source="Debian erlang-base", model="the BEAM's schedulers and its own poll thread "
+         "(epoll); a process per connection, sockets handed between processes (controlling_process)",
+         how="an escript gen_tcp echo server and a client of 6 Erlang processes: a first message answered, then "
+             "1 MiB each way at once (a sender process), every byte compared",
+         tools=[("escript", "erlang-base")])
+def erlang(cx):
+    script_echo(cx, "escript", cx.write("echo.escript", ERLANG_ECHO))
+
+
 @pytest.mark.parametrize("prog", [p.param() for p in PROGRAMS])
 def test_program(prog, shunt, tmp_path, start_server, corpus_cache):
     run_program(prog, shunt, tmp_path, start_server, corpus_cache)
