@@ -45,4 +45,16 @@ long shunt_syscall_va(long nr, ...);
  * libc's (set with the table). */
 extern long (*shunt_syscall_next)(long nr, ...);
 
+/* Takes up to n queued bytes off a TCP socket without copying them
+ * anywhere (MSG_TRUNC, tcp(7)), never waiting: what recv would answer.
+ * The system call itself: a sanitizer's recv would take the bytes
+ * discarded for bytes written at the (absent) buffer. */
+static inline ssize_t shunt_discard(int fd, size_t n)
+{
+    return (ssize_t)shunt_syscall(SYS_recvfrom, fd, 0L, (long)n, MSG_TRUNC | MSG_DONTWAIT, 0L, 0L);
+}
+
+/* As much as shunt_discard may be asked at once. */
+#define SHUNT_DISCARD_ALL ((size_t)1 << 30)
+
 #endif

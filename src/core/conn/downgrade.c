@@ -97,8 +97,8 @@
  * Why the counts are the whole story: on each socket every doorbell is
  * sent before its end's count freezes and every re-sent byte after it.
  * Nothing read from the segment sizes a copy: T, down_tail and back_len are
- * checked against the ring's size and the file's, and bytes are taken off
- * a socket through a fixed buffer.  Single copy: a posted send's bytes are
+ * checked against the ring's size and the file's, and bytes taken off a
+ * socket are discarded by the kernel (MSG_TRUNC), never copied.  Single copy: a posted send's bytes are
  * not in the ring and move none of its indexes; the reader takes none once
  * the word is set and its ring is empty, and the sender withdraws the rest
  * after its idle bound and sends it by TCP, after the re-sent bytes (it
@@ -190,15 +190,13 @@ uint64_t dg_bells_freeze(_Atomic uint64_t *w)
  * are known to be queued or on their way.  Returns what it took. */
 uint64_t dg_take_exact(int fd, uint64_t n, char *buf)
 {
-    char scratch[4096];
     uint64_t got = 0;
     int waited = 0;
     while (got < n) {
         uint64_t want = n - got;
-        char *dst = buf ? buf + got : scratch;
-        if (!buf && want > sizeof scratch)
-            want = sizeof scratch;
-        ssize_t r = shunt_real.recv(fd, dst, (size_t)want, MSG_DONTWAIT);
+        if (want > SHUNT_DISCARD_ALL)
+            want = SHUNT_DISCARD_ALL;
+        ssize_t r = buf ? shunt_real.recv(fd, buf + got, (size_t)want, MSG_DONTWAIT) : shunt_discard(fd, (size_t)want);
         if (r > 0) {
             got += (uint64_t)r;
             waited = 0;   /* bounded is the time without progress */

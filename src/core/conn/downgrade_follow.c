@@ -104,8 +104,7 @@ static bool finish(struct tcp_sock *t, int fd, bool leaving);
  * may be waiting for room in it. */
 static void drop_queued(int fd)
 {
-    char scratch[4096];
-    while (shunt_real.recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0)
+    while (shunt_discard(fd, SHUNT_DISCARD_ALL) > 0)
         ;
 }
 

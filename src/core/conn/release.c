@@ -75,10 +75,11 @@ void release_channel(struct fdref *f)
                 doorbell_await_peer(t);   /* none arrives after the drain */
                 /* the last holder of this end: nobody else waits on the
                  * companion, so its doorbells can go; what follows them
-                 * tells whether the peer's processes are gone */
-                char buf[256];
+                 * tells whether the peer's processes are gone; behind
+                 * them may be the peer's closing copy, up to a ring of it
+                 * (downgrade_close_copy): discarded, never copied out */
                 ssize_t r;
-                while ((r = shunt_real.recv(f->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+                while ((r = shunt_discard(f->fd, SHUNT_DISCARD_ALL)) > 0)
                     doorbell_ate(t, (size_t)r);
                 if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
                     atomic_store(&t->peer_gone, true);
