@@ -10,7 +10,7 @@
  * processes and the timing; bench/shuntbench.py and bench/overhead.py own
  * the runs, the statistics and the reports.
  *
- *   pingpong [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc] [options]
+ *   pingpong [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc|crr|get] [options]
  *
  *   -m pp      (default) -n ROUND_TRIPS of -s SIZE bytes after -w WARMUP
  *              ones; prints  size=S n=N total_ns=T rtt_ns=R libshunt=yes|no ...
@@ -30,6 +30,11 @@
  *              long on each connection, the client closing first (netperf's
  *              TCP_CRR);
  *              prints  crr size=S connections=N total_ns=T
+ *   -m get     the same with a 1-byte request and an answer of -s SIZE
+ *              bytes, after which the server closes at once and the client
+ *              reads to the end and closes (a download over HTTP/1.0, FTP's
+ *              data connection, `nc < file`);
+ *              prints  get size=S connections=N total_ns=T
  *
  * Between two network namespaces (shunt bench --netns): -a ADDR makes the
  * parent listen on ADDR instead of 127.0.0.1, -U PATH binds the Unix socket
@@ -66,6 +71,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +89,9 @@
 
 
 enum transport { T_TCP, T_UNIX, T_SHM, T_MEMCPY };
-enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC, M_CRR };
+enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC, M_CRR, M_GET };
+/* The modes that make a connection each time. */
+#define CONN_MODE(m) ((m) == M_CC || (m) == M_CRR || (m) == M_GET)
 enum op { OP_END = 0, OP_ECHO = 1, OP_SINK = 2 };
 
 struct header {
@@ -314,7 +322,22 @@ static int told_to_stop(int stop_fd)
  * TIME_WAIT held a SYN that reused a port up for a second now and then);
  * cc cannot, its client would fill the backlog.  Counts the connections
  * made and those that were accelerated. */
-static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *buf, long *made, long *accel)
+/* get: the answer to the end; true if it was size bytes, then the end. */
+static bool get_answer(int fd, char *buf, size_t size)
+{
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, size);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 && got == size;
+        got += (size_t)r;
+    }
+}
+
+static void cc_client(const struct endpoint *e, int stop_fd, size_t size, bool get, char *buf, long *made,
+                      long *accel)
 {
     while (!told_to_stop(stop_fd)) {
         int fd = connect_to(e);
@@ -328,7 +351,14 @@ static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *
             die("child: connect");
         }
         struct conn k = { .fd = fd };
-        if (size > 0) {
+        if (get) {
+            if (conn_send(&k, buf, 1) < 0 || !get_answer(fd, buf, size)) {
+                close(fd);
+                if (told_to_stop(stop_fd))
+                    return;
+                die("child: get");
+            }
+        } else if (size > 0) {
             if (conn_send(&k, buf, size) < 0 || conn_recv(&k, buf, size) != 1) {
                 close(fd);
                 if (told_to_stop(stop_fd))
@@ -338,7 +368,7 @@ static void cc_client(const struct endpoint *e, int stop_fd, size_t size, char *
         }
         char b;
         ssize_t r = 0;
-        while (size == 0 && (r = read(fd, &b, 1)) < 0 && errno == EINTR)
+        while (size == 0 && !get && (r = read(fd, &b, 1)) < 0 && errno == EINTR)   /* get: read already */
             ;
         if (r != 0) {
             close(fd);
@@ -416,10 +446,10 @@ static _Noreturn void child_run(const struct opts *o, const struct endpoint *e, 
                                 pid_t parent, int report_fd, int stop_fd, char *buf)
 {
     long a = 0, made = 0;
-    if (o->mode == M_CC || o->mode == M_CRR) {
+    if (CONN_MODE(o->mode)) {
         if (fcntl(stop_fd, F_SETFL, O_NONBLOCK) < 0)
             die("fcntl");
-        cc_client(e, stop_fd, o->mode == M_CRR ? o->size : 0, buf, &made, &a);
+        cc_client(e, stop_fd, o->mode == M_CC ? 0 : o->size, o->mode == M_GET, buf, &made, &a);
     } else {
         struct conn c = { -1, NULL, NULL, parent, NULL };
         if (rings) {
@@ -529,7 +559,7 @@ static void sweep(struct conn *c, char *buf, const struct opts *o)
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc] [-n N] [-s SIZE] [-w WARMUP]\n"
+            "usage: %s [-t tcp|unix|shm|memcpy] [-m pp|sweep|stream|rr|cc|crr|get] [-n N] [-s SIZE] [-w WARMUP]\n"
             "       [-l MIN] [-u MAX] [-p PERT] [-b pow2] [-r TRIALS] [-T MS] [-d SECONDS]\n"
             "       [-a ADDR] [-U PATH] [-X WORD]...\n",
             argv0);
@@ -546,7 +576,7 @@ static int parse_enum(const char *s, const char *const *names, int count)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-    static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc", "crr" };
+    static const char *const modes[] = { "pp", "sweep", "stream", "rr", "cc", "crr", "get" };
     *o = (struct opts){ .transport = T_TCP, .mode = M_PP, .n = 200000, .warmup = 2000, .trials = 3,
                         .size = 1, .min = 1, .max = 8u << 20, .pert = 3, .seconds = 1, .target_ms = 20,
                         .child_report = -1, .child_stop = -1 };
@@ -562,7 +592,7 @@ static void parse(int argc, char **argv, struct opts *o)
             o->transport = (enum transport)v;
             break;
         case 'm':
-            if ((v = parse_enum(optarg, modes, 6)) < 0)
+            if ((v = parse_enum(optarg, modes, 7)) < 0)
                 usage(argv[0]);
             o->mode = (enum mode)v;
             break;
@@ -599,7 +629,7 @@ static void parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "pingpong: -X and -C are for tcp and unix only\n");
         exit(2);
     }
-    if ((o->mode == M_CC || o->mode == M_CRR) && o->transport == T_SHM) {
+    if (CONN_MODE(o->mode) && o->transport == T_SHM) {
         fprintf(stderr, "pingpong: cc has no meaning on the shared-memory floor (no connections)\n");
         exit(2);
     }
@@ -666,7 +696,7 @@ int main(int argc, char **argv)
     if (rings) {
         c.tx = &rings[0];
         c.rx = &rings[1];
-    } else if (o.mode != M_CC && o.mode != M_CRR) {
+    } else if (!CONN_MODE(o.mode)) {
         c.fd = accept_from_child(e.fd, report[0]);
         if (c.fd < 0)
             die(errno == ECHILD ? "accept: the child ended before connecting" : "accept");
@@ -705,7 +735,8 @@ int main(int argc, char **argv)
         break;
     }
     case M_CC:
-    case M_CRR: {
+    case M_CRR:
+    case M_GET: {
         long long deadline = now_ns() + (long long)(o.seconds * 1e9);
         long long t0 = now_ns();
         long accepted = 0;
@@ -728,7 +759,10 @@ int main(int argc, char **argv)
                 accel_parent = -1;
             struct conn k = { .fd = fd };
             char b;
-            if (o.mode == M_CRR) {
+            if (o.mode == M_GET) {
+                must_recv(&k, buf, 1, "get: request");
+                must_send(&k, buf, o.size, "get: answer");   /* and the close at once, below */
+            } else if (o.mode == M_CRR) {
                 must_recv(&k, buf, o.size, "crr: request");
                 must_send(&k, buf, o.size, "crr: answer");
                 if (conn_recv(&k, &b, 1) != 0) {   /* the client's close */
@@ -755,14 +789,15 @@ int main(int argc, char **argv)
                 close(fd);
         }
         close(e.fd);
-        if (o.mode == M_CRR)
-            printf("crr size=%zu connections=%ld total_ns=%lld\n", o.size, accepted, total);
+        if (o.mode == M_CRR || o.mode == M_GET)
+            printf("%s size=%zu connections=%ld total_ns=%lld\n", o.mode == M_GET ? "get" : "crr", o.size, accepted,
+                   total);
         else
             printf("cc connections=%ld total_ns=%lld\n", accepted, total);
         break;
     }
     }
-    if (o.mode != M_CC && o.mode != M_CRR) {
+    if (!CONN_MODE(o.mode)) {
         send_header(&c, OP_END, 0, 0);
         accel_parent = c.fd >= 0 ? accelerated(c.fd) : -1;
         if (c.fd >= 0)

@@ -18,11 +18,10 @@
 static void short_conns_judge(struct tcp_sock *t)
 {
     struct chan_side *me = t->ch.self;
-    uint64_t calls = atomic_load_explicit(&me->sends, memory_order_relaxed) +
-                     atomic_load_explicit(&me->recvs, memory_order_relaxed);
     uint64_t bytes = atomic_load_explicit(&me->bytes_out, memory_order_relaxed) +
                      atomic_load_explicit(&me->bytes_in, memory_order_relaxed);
-    short_conns_record(&t->dest, calls, bytes);
+    short_conns_record(&t->dest, atomic_load_explicit(&me->sends, memory_order_relaxed),
+                       atomic_load_explicit(&me->recvs, memory_order_relaxed), bytes);
 }
 
 /* This process holds the end's last hold: the segment's count says so, or

@@ -49,10 +49,20 @@
 #include "base/self.h"
 #include "core/conn/short_conns.h"
 
-/* A connection pays for its channel with this many data calls at the
- * client's end (four request/response round trips), or this many bytes. */
-#define WORTH_CALLS 8u
-#define WORTH_BYTES (512u * 1024u)
+/* A connection pays for its channel with this many exchanges at the
+ * client's end (request/response round trips: each a kernel TCP round trip
+ * of some 70 us saved), with this many small data calls one way (a stream
+ * of messages, each a wake-up saved), or with this many bytes.  Bulk bytes
+ * pay least: the ring's pages are new to every channel (about 2 us each to
+ * make and free here), so a download of 1 MiB that the server closes took
+ * three times kernel TCP's time on a channel, 4 MiB as long (where a
+ * channel starts to pay), 16 MiB a third
+ * (docs/benchmarks.md, "Downloads"); the calls of such a download (a read
+ * of 16 KiB at a time) are not exchanges. */
+#define WORTH_EXCHANGES 4u
+#define WORTH_SMALL_CALLS 64u
+#define SMALL_CALL_BYTES 4096u
+#define WORTH_BYTES (4u << 20)
 /* Short connections in a row before a destination's start on TCP, and the
  * widest gap between two samples. */
 #define STREAK_MIN 4u
@@ -215,12 +225,14 @@ static void verdict_record(struct reg_verdict *d, bool worth)
     }
 }
 
-void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t bytes)
+void short_conns_record(const struct reg_addr *dst, uint64_t sends, uint64_t recvs, uint64_t bytes)
 {
     if (!shunt_settings.short_conns)
         return;
     uint64_t key = dest_key(dst);
-    bool worth = calls >= WORTH_CALLS || bytes >= WORTH_BYTES;
+    uint64_t calls = sends + recvs, exchanges = sends < recvs ? sends : recvs;
+    bool worth = exchanges >= WORTH_EXCHANGES || bytes >= WORTH_BYTES ||
+                 (calls >= WORTH_SMALL_CALLS && bytes / calls < SMALL_CALL_BYTES);
     /* worth it, and nothing was held against it: no slot taken */
     struct reg_verdict *d = dest_slot(table, SLOTS, key, !worth);
     if (d)

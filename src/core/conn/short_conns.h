@@ -16,8 +16,9 @@
  * channel, and this one is not the next sample. */
 bool short_conns_skip(const struct reg_addr *dst);
 
-/* An accelerated connection this process made to dst ends, having moved
- * calls data calls and bytes bytes through the channel at this end. */
-void short_conns_record(const struct reg_addr *dst, uint64_t calls, uint64_t bytes);
+/* An accelerated connection this process made to dst ends, having made
+ * sends and recvs data calls and moved bytes bytes through the channel at
+ * this end. */
+void short_conns_record(const struct reg_addr *dst, uint64_t sends, uint64_t recvs, uint64_t bytes);
 
 #endif
