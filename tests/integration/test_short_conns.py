@@ -25,16 +25,20 @@ SERVER = textwrap.dedent(r"""
         b = a.recv(16)
         if b == b"stop":
             break
-        a.sendall(b.upper()); a.close()
+        while b:
+            a.sendall(b.upper())
+            b = a.recv(16)
+        a.close()
 """)
 
-# One connection, one short exchange; prints "accelerated:reason".
+# One connection, one short exchange (or argv[2] of them); prints "accelerated:reason".
 CLIENT = textwrap.dedent(r"""
     import ctypes, socket, sys
     lib = ctypes.CDLL(None)
     lib.shunt_fd_fallback.restype = ctypes.c_char_p
     c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-    c.sendall(b"ping"); assert c.recv(16) == b"PING"
+    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
+        c.sendall(b"ping"); assert c.recv(16) == b"PING"
     key = lib.shunt_fd_fallback(c.fileno())
     print("%d:%s" % (lib.shunt_fd_accelerated(c.fileno()), key.decode() if key else "-"))
 """)
@@ -52,10 +56,11 @@ class Server:
         assert self.p.wait(timeout=30) == 0
 
 
-def runs(env, port, n, argv0=PYTHON):
+def runs(env, port, n, argv0=PYTHON, exchanges=1):
     out = []
     for _ in range(n):
-        r = subprocess.run([argv0, "-c", CLIENT, str(port)], env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([argv0, "-c", CLIENT, str(port), str(exchanges)], env=env, capture_output=True, text=True,
+                           timeout=60)
         assert r.returncode == 0, r.stderr
         out.append(r.stdout.strip())
     return out
@@ -64,7 +69,9 @@ def runs(env, port, n, argv0=PYTHON):
 def test_one_connection_programs_judged_across_runs(shunt_build, tmp_path):
     """Seven runs of a one-connection client: the first four accelerated
     and short, the next two kernel TCP (reason short), the seventh the
-    sample (the count after four short ones is two).  A program of another
+    sample (the count after four short ones is two), on kernel TCP as well
+    with its calls counted: a long one (20 exchanges), so the run after it
+    is accelerated again.  A program of another
     name (the same interpreter through a link) to the same listener starts
     afresh; so do the first program's runs once the server listens anew on
     the same port.  Before the verdicts were shared every run was
@@ -72,8 +79,8 @@ def test_one_connection_programs_judged_across_runs(shunt_build, tmp_path):
     env = base_env(LD_PRELOAD=str(shunt_build / "libshunt.so"), SHUNT_LOG="warn")
     srv = Server(env)
     try:
-        got = runs(env, srv.port, 7)
-        assert got == ["1:-"] * 4 + ["0:short"] * 2 + ["1:-"], got
+        got = runs(env, srv.port, 6) + runs(env, srv.port, 1, exchanges=20) + runs(env, srv.port, 1)
+        assert got == ["1:-"] * 4 + ["0:short"] * 3 + ["1:-"], got
         other = tmp_path / "another-client"
         os.symlink(PYTHON, other)
         assert runs(env, srv.port, 1, argv0=str(other)) == ["1:-"]

@@ -27,6 +27,7 @@ struct offer_plan {
     bool cross;         /* not loopback: another namespace's or host's listener */
     bool mark;          /* the socket is to carry the process mark */
     bool unrecorded;    /* no reason to record (an address the kernel will refuse) */
+    bool watch;         /* FB_SHORT, and this connection is the rule's sample: counted on kernel TCP */
 };
 enum fallback_reason negotiate_plan(const struct sockaddr *dst, socklen_t len, struct offer_plan *plan);
 void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason why, const struct offer_plan *plan);

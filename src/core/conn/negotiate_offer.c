@@ -97,6 +97,10 @@ void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason wh
         return;
     t->negotiated = true;
     if (why != FB_NONE) {
+        if (plan->watch) {
+            t->dest = plan->dst;
+            t->watch_pid = shunt_pid;
+        }
         if (plan->mark)
             mark_process(t, fd);
         /* marked: this process takes off a hello that names the socket

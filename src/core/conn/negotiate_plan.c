@@ -16,7 +16,7 @@
 
 enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len, struct offer_plan *plan)
 {
-    plan->mark = plan->unrecorded = plan->cross = false;
+    plan->mark = plan->unrecorded = plan->cross = plan->watch = false;
     if (!shunt_settings.accel)
         return FB_DISABLED;
     if (shunt_sandbox_refuses())
@@ -39,7 +39,7 @@ enum fallback_reason negotiate_plan(const struct sockaddr *dst_sa, socklen_t len
         return r == -EPERM ? FB_NOT_OURS : FB_REGISTRY;
     /* before the listener's lookup, which costs the registry's lock: a
      * destination judged short had an accelerated listener a moment ago */
-    if (short_conns_skip(&plan->dst))
+    if (short_conns_skip(&plan->dst, &plan->watch))
         return FB_SHORT;
     if (plan->cross && shunt_settings.fabric_only) {
         plan->mark = true;   /* no offer: the server's hello, and the engine */

@@ -3,6 +3,7 @@
  * closes or the process exits; the last holder of an end closes the end.
  */
 #include "base/real.h"
+#include "base/self.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fabric_conn.h"
@@ -31,11 +32,24 @@ static bool last_holder(struct tcp_sock *t)
     return !atomic_load(&t->end_shared) || atomic_load(&t->ch.self->holders) <= 1;
 }
 
+/* The short-connection rule's sample, on kernel TCP: judged by the calls
+ * it counted (tcp_socket.c), as a channel's end is. */
+static void short_sample_judge(struct tcp_sock *t)
+{
+    if (t->watch_pid != shunt_pid || atomic_load(&t->path) != PATH_TCP)
+        return;
+    t->watch_pid = 0;   /* once */
+    short_conns_record(&t->dest, atomic_load_explicit(&t->watch_sends, memory_order_relaxed),
+                       atomic_load_explicit(&t->watch_recvs, memory_order_relaxed),
+                       atomic_load_explicit(&t->watch_bytes, memory_order_relaxed));
+}
+
 /* Let go of the channel, and when no process holds this end any more,
  * close it as TCP would. */
 void release_channel(struct fdref *f)
 {
     struct tcp_sock *t = tcp_of(f->sock);
+    short_sample_judge(t);
     /* An offer the program never looked at again (a connect, maybe a send,
      * then the close): claimed meanwhile, it closes as an accelerated end,
      * with its FIN in the ring and the claim's doorbell taken out of the

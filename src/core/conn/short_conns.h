@@ -13,8 +13,9 @@
 
 /* True if a new connection to dst should stay on kernel TCP (fallback
  * reason "short"): its recent connections were all too short to pay for a
- * channel, and this one is not the next sample. */
-bool short_conns_skip(const struct reg_addr *dst);
+ * channel.  *sample: this one is the next sample, whose data calls are
+ * counted on kernel TCP and judged at its close (short_conns_record). */
+bool short_conns_skip(const struct reg_addr *dst, bool *sample);
 
 /* An accelerated connection this process made to dst ends, having made
  * sends and recvs data calls and moved bytes bytes through the channel at

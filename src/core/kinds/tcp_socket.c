@@ -63,7 +63,7 @@ bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_
 {
     struct offer_plan plan;
     enum fallback_reason why = negotiate_plan(a, len, &plan);
-    if (why != FB_NONE && !plan.unrecorded && !(plan.mark && fabric_conn_wanted())) {
+    if (why != FB_NONE && !plan.unrecorded && !(plan.mark && fabric_conn_wanted()) && !plan.watch) {
         /* no process mark here: it goes only with the fabric (below),
          * whose hello the socket's object takes off */
         *r = (int)sysret(shunt_real.connect(fd, a, len));
@@ -74,7 +74,8 @@ bool tcp_connect_lazy(int fd, uintptr_t lazy, const struct sockaddr *a, socklen_
             kept_without_object(fd, PST_ROLE_CLIENT, why, true, a, len);
         return true;
     }
-    /* an offer: the object's way, with this plan (the destination's
+    /* an offer, or the short-connection rule's sample (kernel TCP, its
+     * calls counted): the object's way, with this plan (the destination's
      * history is counted once, here) */
     struct fdref f = fdt_get(fd);
     if (!f.sock || f.sock->kind != SOCK_TCP) {
@@ -196,6 +197,20 @@ static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
     }
 }
 
+/* A data call of the short-connection rule's sample, counted as a
+ * channel's end counts its calls (short_conns_record): one that moved
+ * bytes, not a peek.  In the process that connected only (a forked
+ * child's copy of the object is not judged). */
+static ssize_t watched(struct tcp_sock *t, ssize_t r, _Atomic uint64_t *calls, const struct io_call *c)
+{
+    bool peek = (c->kind == IO_RECV || c->kind == IO_RECVFROM || c->kind == IO_RECVMSG) && (c->flags & MSG_PEEK);
+    if (r > 0 && !peek && t->watch_pid == shunt_pid) {
+        atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->watch_bytes, (uint64_t)r, memory_order_relaxed);
+    }
+    return r;
+}
+
 static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
 {
     struct tcp_sock *t = tcp_of(f->sock);
@@ -208,6 +223,8 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
          * socket may not be the stream (doorbells, copies): never read it */
         if (atomic_load(&t->broken) && t->negotiated)
             return stream_broken_recv(t, f->fd);
+        if (t->watch_pid)
+            return watched(t, pt_recv(f, c), &t->watch_recvs, c);
         return pt_recv(f, c);
     }
 }
@@ -226,6 +243,8 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
     default:
         if (atomic_load(&t->broken) && t->negotiated)
             return stream_broken_send(t, f->fd, c);
+        if (t->watch_pid)
+            return watched(t, pt_send(f, c), &t->watch_sends, c);
         return pt_send(f, c);
     }
 }
@@ -335,7 +354,7 @@ static int tcp_listen(struct fdref *f, int backlog)
 static bool disposable(struct tcp_sock *t)
 {
     return atomic_load(&t->base.fds) == 1 && !t->ch.hdr && atomic_load(&t->epoll_entries) == 0 &&
-           !t->lowat_marked && !t->strict_failed && t->listener_pid == 0;
+           !t->lowat_marked && !t->strict_failed && t->listener_pid == 0 && !t->watch_pid;
 }
 
 static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
@@ -367,6 +386,12 @@ int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t 
         return r;
     }
     if (atomic_load(&t->path) != PATH_TCP) {
+        sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
+        return r;
+    }
+    if (t->watch_pid) {
+        /* the short-connection rule's sample: its calls come through the
+         * object, which counts them */
         sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
         return r;
     }
