@@ -511,7 +511,7 @@ def test_kernel_tcp_connection_costs_no_fstat(shunt_build):
     accept (two calls a connection over both ends, 0.36 µs each here;
     docs/benchmarks.md, "Short connections").  Counted with strace over
     pingpong's connect/accept/close loop: what is left is the start, the
-    fork and the few accelerated samples, not a call per connection."""
+    fork and the first four connections, not a call per connection."""
     need("strace", package="strace")
     n = 600
     out = shunt_build / "strace.out"
@@ -726,24 +726,28 @@ def test_short_destination_sampled_after_seconds(shunt_build):
     SAMPLE_SECONDS), and otherwise after a count that grows to 16384: a
     slow client whose connections turn long finds out within seconds,
     a fast one pays for few samples.  Four short connections, one more on
-    kernel TCP (reason short), eleven seconds, then a sample: accelerated
-    (before, the count alone decided: the next one was short as well)."""
+    kernel TCP (reason short), eleven seconds, then a sample: kernel TCP
+    too, its calls counted, and long (20 exchanges), so the one after it is
+    accelerated (before, the count alone decided: the connection after the
+    eleven seconds was not a sample, and the next one was on TCP as well)."""
     code = textwrap.dedent(r"""
         import ctypes, socket, time
         lib = ctypes.CDLL(None)
         lib.shunt_fd_fallback.restype = ctypes.c_char_p
         ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(8)
-        def one():
+        def one(exchanges=1):
             c = socket.create_connection(ls.getsockname())
             a, _ = ls.accept()
-            c.sendall(b"q"); assert a.recv(1) == b"q"
-            a.sendall(b"r"); assert c.recv(1) == b"r"
+            for _ in range(exchanges):
+                c.sendall(b"q"); assert a.recv(1) == b"q"
+                a.sendall(b"r"); assert c.recv(1) == b"r"
             acc = lib.shunt_fd_accelerated(c.fileno())
             key = lib.shunt_fd_fallback(c.fileno())
             c.close(); a.close()
             return "%d:%s" % (acc, key.decode() if key else "-")
         out = [one() for _ in range(5)]
         time.sleep(11)
+        out.append(one(20))
         out.append(one())
         print(*out)
     """)
@@ -751,5 +755,5 @@ def test_short_destination_sampled_after_seconds(shunt_build):
     r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     got = r.stdout.split()
-    assert [g.split(":")[0] for g in got] == ["1", "1", "1", "1", "0", "1"], got
-    assert got[4] == "0:short", got
+    assert [g.split(":")[0] for g in got] == ["1", "1", "1", "1", "0", "0", "1"], got
+    assert got[4] == "0:short" and got[5] == "0:short", got
