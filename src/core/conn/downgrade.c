@@ -98,8 +98,9 @@
  * sent before its end's count freezes and every re-sent byte after it.
  * Nothing read from the segment sizes a copy: T, down_tail and back_len are
  * checked against the ring's size and the file's, and bytes taken off a
- * socket are discarded by the kernel (MSG_TRUNC), never copied.  Single copy: a posted send's bytes are
- * not in the ring and move none of its indexes; the reader takes none once
+ * socket are discarded by the kernel (MSG_TRUNC), never copied.  Single
+ * copy: a posted send's bytes are not in the ring and move none of its
+ * indexes; the reader takes none once
  * the word is set and its ring is empty, and the sender withdraws the rest
  * after its idle bound and sends it by TCP, after the re-sent bytes (it
  * needs the tx lock).  A peer that makes no call on the socket (and sleeps

@@ -99,7 +99,7 @@ void negotiate_offer_planned(struct tcp_sock *t, int fd, enum fallback_reason wh
     if (why != FB_NONE) {
         if (plan->watch) {
             t->dest = plan->dst;
-            t->watch_pid = shunt_pid;
+            atomic_store_explicit(&t->watch_pid, shunt_pid, memory_order_relaxed);
         }
         if (plan->mark)
             mark_process(t, fd);

@@ -36,9 +36,9 @@ static bool last_holder(struct tcp_sock *t)
  * it counted (tcp_socket.c), as a channel's end is. */
 static void short_sample_judge(struct tcp_sock *t)
 {
-    if (t->watch_pid != shunt_pid || atomic_load(&t->path) != PATH_TCP)
-        return;
-    t->watch_pid = 0;   /* once */
+    pid_t mine = shunt_pid;
+    if (atomic_load(&t->path) != PATH_TCP || !atomic_compare_exchange_strong(&t->watch_pid, &mine, 0))
+        return;   /* (judged once) */
     short_conns_record(&t->dest, atomic_load_explicit(&t->watch_sends, memory_order_relaxed),
                        atomic_load_explicit(&t->watch_recvs, memory_order_relaxed),
                        atomic_load_explicit(&t->watch_bytes, memory_order_relaxed));

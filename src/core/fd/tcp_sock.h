@@ -105,7 +105,7 @@ struct tcp_sock {
     unsigned char bound[24];            /* listener: its address (struct reg_addr) */
     uint64_t inode;                     /* the socket's, once known (tcp_sock_id) */
     struct reg_addr dest;               /* client: where it offered a channel to (core/conn/short_conns.c) */
-    pid_t watch_pid;                    /* client: a sample of the short-connection rule, on kernel TCP: the
+    _Atomic pid_t watch_pid;            /* client: a sample of the short-connection rule, on kernel TCP: the
                                          * process that connected counts its data calls (0: not one) */
     _Atomic uint64_t watch_sends, watch_recvs, watch_bytes;
     bool host_rec;                      /* its connection record is in the host's registry (across namespaces) */

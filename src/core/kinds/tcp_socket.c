@@ -197,6 +197,12 @@ static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
     }
 }
 
+/* The short-connection rule's sample, on kernel TCP (negotiate_offer.c). */
+static bool watching(struct tcp_sock *t)
+{
+    return atomic_load_explicit(&t->watch_pid, memory_order_relaxed) != 0;
+}
+
 /* A data call of the short-connection rule's sample, counted as a
  * channel's end counts its calls (short_conns_record): one that moved
  * bytes, not a peek.  In the process that connected only (a forked
@@ -204,7 +210,7 @@ static ssize_t offered_recv(struct tcp_sock *t, struct fdref *f, struct io_call 
 static ssize_t watched(struct tcp_sock *t, ssize_t r, _Atomic uint64_t *calls, const struct io_call *c)
 {
     bool peek = (c->kind == IO_RECV || c->kind == IO_RECVFROM || c->kind == IO_RECVMSG) && (c->flags & MSG_PEEK);
-    if (r > 0 && !peek && t->watch_pid == shunt_pid) {
+    if (r > 0 && !peek && atomic_load_explicit(&t->watch_pid, memory_order_relaxed) == shunt_pid) {
         atomic_fetch_add_explicit(calls, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->watch_bytes, (uint64_t)r, memory_order_relaxed);
     }
@@ -223,7 +229,7 @@ static ssize_t tcp_recv(struct fdref *f, struct io_call *c)
          * socket may not be the stream (doorbells, copies): never read it */
         if (atomic_load(&t->broken) && t->negotiated)
             return stream_broken_recv(t, f->fd);
-        if (t->watch_pid)
+        if (watching(t))
             return watched(t, pt_recv(f, c), &t->watch_recvs, c);
         return pt_recv(f, c);
     }
@@ -243,7 +249,7 @@ static ssize_t tcp_send(struct fdref *f, struct io_call *c)
     default:
         if (atomic_load(&t->broken) && t->negotiated)
             return stream_broken_send(t, f->fd, c);
-        if (t->watch_pid)
+        if (watching(t))
             return watched(t, pt_send(f, c), &t->watch_sends, c);
         return pt_send(f, c);
     }
@@ -354,7 +360,7 @@ static int tcp_listen(struct fdref *f, int backlog)
 static bool disposable(struct tcp_sock *t)
 {
     return atomic_load(&t->base.fds) == 1 && !t->ch.hdr && atomic_load(&t->epoll_entries) == 0 &&
-           !t->lowat_marked && !t->strict_failed && t->listener_pid == 0 && !t->watch_pid;
+           !t->lowat_marked && !t->strict_failed && t->listener_pid == 0 && !watching(t);
 }
 
 static int tcp_connect(struct fdref *f, const struct sockaddr *a, socklen_t len)
@@ -389,7 +395,7 @@ int tcp_connect_negotiated(struct fdref *f, const struct sockaddr *a, socklen_t 
         sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
         return r;
     }
-    if (t->watch_pid) {
+    if (watching(t)) {
         /* the short-connection rule's sample: its calls come through the
          * object, which counts them */
         sockstat_publish(t, f->fd, PST_KIND_CONN, PST_ROLE_CLIENT, a, len);
