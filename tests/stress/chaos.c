@@ -200,12 +200,21 @@ static void judge(const struct rec *r, const struct rec *other, bool cut, const 
 		return;
 	}
 	if (r->end_in == END_STALL) {
-		fprintf(stderr, "round %u port %d %s (sock %llu): no progress for %d ms after %llu of %llu bytes (%s, %s; "
-			"killed: %s; the sender sent %llu, error %d)\n", round_no, r->port, dir, r->inode, WAIT_MS,
+		static const char *const tcp_states[] = { "?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
+			"FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING" };
+		int st = r->stall_tcp_state;
+
+		fprintf(stderr, "round %u port %d %s (sock %llu, sender's %llu): no progress for %d ms after %llu of %llu "
+			"bytes (%s, %s; killed: %s; the sender sent %llu, error %d; at the stall: path %s, kernel socket %s "
+			"with %d bytes queued)\n", round_no, r->port, dir, r->inode, other ? other->inode : 0ull, WAIT_MS,
 			(unsigned long long)r->got_in, (unsigned long long)r->expect_in, how_names[r->how],
 			r->accelerated ? "accelerated" : "kernel TCP",
 			killed == -2 ? "nobody" : killed == -1 ? "the server" : "a client",
-			other ? (unsigned long long)other->sent_out : 0ull, other ? other->err_out : 0);
+			other ? (unsigned long long)other->sent_out : 0ull, other ? other->err_out : 0,
+			r->stall_path[0] ? r->stall_path : "?",
+			st > 0 && st < (int)(sizeof(tcp_states) / sizeof(tcp_states[0])) ? tcp_states[st]
+			: st == -2 ? "without a peer address" : "not in the kernel's table",
+			r->stall_rqueue);
 		t->hangs++;
 		return;
 	}

@@ -31,6 +31,10 @@ struct rec {
 	uint64_t expect_in, got_in, sent_out;
 	int end_in, err_in, err_out;
 	long long bad_at;      /* stream offset of the first wrong byte, or -1 */
+	/* at a stall, what its receiver saw then: shunt's path for the socket, and the
+	 * kernel's (sock_diag) TCP state and bytes queued in the socket, -1 if unknown */
+	char stall_path[16];
+	int stall_tcp_state, stall_rqueue;
 };
 
 struct shared {

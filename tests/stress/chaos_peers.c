@@ -46,15 +46,10 @@ static int on_channel(int fd)
 	return accelerated != NULL && accelerated(fd) == 1;
 }
 
-/* The inode of the socket at the other end of a loopback connection, found by its exact
- * 4-tuple in the kernel's table (sock_diag), or 0 if that socket is gone. The client's port
- * alone does not name a connection within a round: loopback reuses a port whose connection
- * is in TIME_WAIT (tcp_tw_reuse), or one a killed client left, and a record matched to
- * another connection of that port reported bytes lost that were not. */
-static unsigned long long peer_socket_inode(int fd)
+/* The kernel's record (sock_diag) of the loopback TCP socket whose source is src and whose
+ * destination is dst, by that exact 4-tuple: true if found. */
+static bool diag_lookup(const struct sockaddr_in *src, const struct sockaddr_in *dst, struct inet_diag_msg *out)
 {
-	struct sockaddr_in me, peer;
-	socklen_t len = sizeof(me);
 	struct {
 		struct nlmsghdr nh;
 		struct inet_diag_req_v2 req;
@@ -64,29 +59,73 @@ static unsigned long long peer_socket_inode(int fd)
 		struct nlmsghdr nh;
 		char bytes[8192];
 	} a;
-	unsigned long long inode = 0;
+	bool found = false;
 
-	if (getsockname(fd, (struct sockaddr *)&me, &len) < 0)
-		return 0;
-	len = sizeof(peer);
-	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0 || peer.sin_family != AF_INET)
-		return 0;
-	/* the peer's socket: its source is our destination */
-	q.req.id.idiag_sport = peer.sin_port;
-	q.req.id.idiag_dport = me.sin_port;
-	q.req.id.idiag_src[0] = peer.sin_addr.s_addr;
-	q.req.id.idiag_dst[0] = me.sin_addr.s_addr;
+	q.req.id.idiag_sport = src->sin_port;
+	q.req.id.idiag_dport = dst->sin_port;
+	q.req.id.idiag_src[0] = src->sin_addr.s_addr;
+	q.req.id.idiag_dst[0] = dst->sin_addr.s_addr;
 	q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	int nl = CHECK_OK(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
 
 	if (send(nl, &q, sizeof(q), 0) == (ssize_t)sizeof(q)) {
 		ssize_t n = recv(nl, &a, sizeof(a), 0);
 
-		if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) && a.nh.nlmsg_type == SOCK_DIAG_BY_FAMILY)
-			inode = ((struct inet_diag_msg *)NLMSG_DATA(&a.nh))->idiag_inode;
+		if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) && a.nh.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+			*out = *(struct inet_diag_msg *)NLMSG_DATA(&a.nh);
+			found = true;
+		}
 	}
 	close(nl);
-	return inode;
+	return found;
+}
+
+/* fd's own address and its peer's (IPv4): false if either is unknown. */
+static bool ends_of(int fd, struct sockaddr_in *me, struct sockaddr_in *peer)
+{
+	socklen_t len = sizeof(*me);
+
+	if (getsockname(fd, (struct sockaddr *)me, &len) < 0)
+		return false;
+	len = sizeof(*peer);
+	return getpeername(fd, (struct sockaddr *)peer, &len) == 0 && peer->sin_family == AF_INET;
+}
+
+/* The inode of the socket at the other end of a loopback connection, found by its exact
+ * 4-tuple in the kernel's table (sock_diag), or 0 if that socket is gone. The client's port
+ * alone does not name a connection within a round: loopback reuses a port whose connection
+ * is in TIME_WAIT (tcp_tw_reuse), or one a killed client left, and a record matched to
+ * another connection of that port reported bytes lost that were not. */
+static unsigned long long peer_socket_inode(int fd)
+{
+	struct sockaddr_in me, peer;
+	struct inet_diag_msg m;
+
+	/* the peer's socket: its source is our destination */
+	return ends_of(fd, &me, &peer) && diag_lookup(&peer, &me, &m) ? m.idiag_inode : 0;
+}
+
+/* At a stall, what the receiver's socket is: shunt's path for it, and the kernel's TCP state
+ * and bytes queued in the socket (what shunt's companion holds: doorbells, or the end), so
+ * that a hang seen once in CI says where it stood. State -1: not in the kernel's table; -2:
+ * the socket has no peer address (reset). */
+static void note_stall(int fd, struct rec *r)
+{
+	const char *(*path_of)(int);
+	struct sockaddr_in me, peer;
+	struct inet_diag_msg m;
+
+	*(void **)&path_of = dlsym(RTLD_DEFAULT, "shunt_fd_path");
+	const char *path = path_of ? path_of(fd) : NULL;
+
+	snprintf(r->stall_path, sizeof(r->stall_path), "%s", path ? path : "none");
+	r->stall_tcp_state = r->stall_rqueue = -1;
+	if (!ends_of(fd, &me, &peer))
+		r->stall_tcp_state = -2;   /* no peer address: reset, or never connected */
+	else if (diag_lookup(&me, &peer, &m)) {
+		r->stall_tcp_state = m.idiag_state;
+		r->stall_rqueue = (int)m.idiag_rqueue;
+	}
 }
 
 static void timeouts(int fd)
@@ -151,6 +190,7 @@ static void receive(int fd, uint64_t seed, struct rec *r, enum how how, uint64_t
 			if (n <= 0) {
 				if ((now_sec() - idle_since) * 1000 > WAIT_MS) {
 					r->end_in = END_STALL;
+					note_stall(fd, r);
 					break;
 				}
 				continue;
@@ -164,12 +204,15 @@ static void receive(int fd, uint64_t seed, struct rec *r, enum how how, uint64_t
 		if (n < 0 && how != HOW_BLOCK && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			if ((now_sec() - idle_since) * 1000 > WAIT_MS) {
 				r->end_in = END_STALL;
+				note_stall(fd, r);
 				break;
 			}
 			continue;
 		}
 		if (n <= 0) {
 			ended(r, n, errno);
+			if (r->end_in == END_STALL)
+				note_stall(fd, r);
 			break;
 		}
 		idle_since = now_sec();

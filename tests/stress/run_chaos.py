@@ -15,6 +15,10 @@ checked, kills). Exit status 0 on a pass, 1 otherwise. --sanitizer: the build is
 SANITIZE=1's (ASan + UBSan); libasan is preloaded first, and a report ends its process with a
 failure, which the program counts as an error. Its slower timing found a hang the plain build
 did not show (epoll_fallback_close).
+
+shunt logs at debug level into the temporary directory (SHUNT_LOG_FILE); when the program
+names a connection in trouble (a hang, a wrong byte, bytes lost), the log lines of its sockets
+are shown, so that a failure seen once in CI can be read afterwards.
 """
 
 import argparse
@@ -32,6 +36,31 @@ FIGURES = re.compile(
     r"(?P<crashes>\d+) crashes, (?P<hangs>\d+) hangs, (?P<errors>\d+) errors, (?P<left>\d+) leftovers "
     r"\((?P<left_kill>\d+) of them after a kill; (?P<left_before>\d+) before the sweep\), "
     r"(?P<clones>\d+) raw clones")
+
+
+SOCKETS = re.compile(r"\b(?:sock|sender's) (\d+)")
+
+
+def show_logs(cwd, diag, tail):
+    """The log lines of every socket a diagnostic line names (its inode: "sock N")."""
+    inodes = []
+    for line in diag:
+        for ino in SOCKETS.findall(line):
+            if ino != "0" and ino not in inodes:
+                inodes.append(ino)
+    if not inodes:
+        return
+    lines = []
+    for name in sorted(os.listdir(cwd)):
+        if name.startswith("shunt-") and name.endswith(".log"):
+            with open(os.path.join(cwd, name), errors="replace") as f:
+                lines += [l.rstrip("\n") for l in f]
+    for ino in inodes[:8]:
+        mine = [l for l in lines if re.search(r"\bsock %s\b" % ino, l)]
+        print("    shunt's log of sock %s (%d lines%s):" % (ino, len(mine), ", the last %d" % tail
+                                                            if len(mine) > tail else ""))
+        for l in mine[-tail:]:
+            print("      " + l)
 
 
 def main(argv):
@@ -76,6 +105,7 @@ def main(argv):
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="shunt-chaos-") as cwd:
+        env.update(SHUNT_LOG="debug", SHUNT_LOG_FILE=os.path.join(cwd, "shunt-%p.log"))
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
@@ -95,13 +125,13 @@ def main(argv):
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    elapsed = time.monotonic() - start
-
-    diag = [l for l in err.splitlines() if l.strip()]
-    for line in diag[:args.tail]:
-        print("    " + line)
-    if len(diag) > args.tail:
-        print("    ... %d more lines" % (len(diag) - args.tail))
+        elapsed = time.monotonic() - start
+        diag = [l for l in err.splitlines() if l.strip()]
+        for line in diag[:args.tail]:
+            print("    " + line)
+        if len(diag) > args.tail:
+            print("    ... %d more lines" % (len(diag) - args.tail))
+        show_logs(cwd, diag, args.tail)
     match = None
     for line in out.splitlines():
         m = FIGURES.search(line)
