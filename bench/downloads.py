@@ -5,6 +5,7 @@ connection, `nc < file`), over kernel TCP, a Unix socket and under shunt.
 
     python3 bench/downloads.py [--build build] [--rounds 3] [--sizes 65536,1048576,...]
     python3 bench/downloads.py --preload OTHER/libshunt.so      # another library for shunt's column
+    python3 bench/downloads.py --busy 2                          # beside two CPU-bound loops
 
 Each run is `pingpong -t tcp|unix -m get -s SIZE -n N` (N so that a run moves
 about 256 MiB, at least 16 and at most 2,000 connections); shunt's is the same
@@ -14,8 +15,12 @@ as root loopback sockets in TIME_WAIT are removed before each run
 (shuntbench.flush_time_wait).  Prints, per size, the median time a connection
 took and the ratios of the rates (kernel TCP's time over shunt's: above 1 is
 shunt faster), and how many of shunt's connections were accelerated (the
-rest were kernel TCP by the short-connection rule).  docs/benchmarks.md,
-"Downloads", has its figures.
+rest were kernel TCP by the short-connection rule).  --busy N runs N
+CPU-bound loops beside every run (this interpreter, started and ended by
+the script itself, so none outlives it: `python3 -c ... &` from a shell
+where python3 is a pyenv shim leaves the loop running when the shell kills
+the shim's pid, and busy runs of 2026-11-29 had more loops than they said).
+docs/benchmarks.md, "Downloads", has its figures.
 """
 import argparse
 import os
@@ -60,7 +65,18 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     p.add_argument("--preload", help="this libshunt.so (LD_PRELOAD) instead of `shunt run`")
+    p.add_argument("--busy", type=int, default=0, help="CPU-bound loops to run beside (default 0)")
     a = p.parse_args()
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.busy)]
+    try:
+        measure(a)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def measure(a):
     build = a.build.resolve()
     shunt = str(Path(a.preload).resolve()) if a.preload else "run"
     sizes = [int(s) for s in a.sizes.split(",")]

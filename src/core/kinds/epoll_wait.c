@@ -92,8 +92,8 @@ static int gather(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int m
 #define KERNEL_LOOK_NS 4000u
 
 /* here: a busy peer last ran on our CPU, so the spin yields at every look
- * (see core/wait/spin.c) */
-static bool worth_spinning(struct epoll_obj *ep, bool *here)
+ * (see core/wait/spin.c); known: a busy peer's CPU is known */
+static bool worth_spinning(struct epoll_obj *ep, bool *here, bool *known)
 {
     if (!wait_may_spin() || ep->nhot == 0)
         return false;
@@ -103,11 +103,12 @@ static bool worth_spinning(struct epoll_obj *ep, bool *here)
         ep->spin_fails = SPIN_GIVE_UP - 1;
     }
     bool busy = false;
-    *here = false;
+    *here = *known = false;
     for (uint32_t i = 0; i < ep->nhot; i++) {
         struct tcp_sock *t = epoll_set_sock_of(&ep->v[ep->hot[i]]);
         if (t && t->ch.hdr && atomic_load(&t->path) == PATH_SHM && wait_peer_busy(t)) {
             busy = true;
+            *known |= wait_peer_known(t);
             if (wait_peer_here(t)) {
                 *here = true;
                 break;
@@ -119,8 +120,8 @@ static bool worth_spinning(struct epoll_obj *ep, bool *here)
 
 static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, int max, const struct deadline *dl)
 {
-    bool here;
-    if (!worth_spinning(ep, &here))
+    bool here, known;
+    if (wait_crowded(clock_now_ns()) || !worth_spinning(ep, &here, &known))
         return 0;
     uint64_t start = clock_now_ns(), end = start + (uint64_t)shunt_settings.spin_us * 1000u;
     uint64_t next_kernel = start + KERNEL_LOOK_NS;
@@ -145,7 +146,14 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                     return n;
                 next_kernel = now + KERNEL_LOOK_NS;
             }
-            turn_spin_yield(now);
+            if (wait_spin_yield(now) == YIELD_LONG && !here && known) {
+                wait_crowded_found();   /* the CPU is wanted by others (core/wait/spin.c) */
+                if ((n = ep_collect_hot(epfd, ep, evs, max, false)) > 0) {
+                    ep->spin_fails = 0;
+                    return n;
+                }
+                break;
+            }
         }
     }
     ep->spin_fails++;

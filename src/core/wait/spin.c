@@ -68,6 +68,11 @@ bool wait_peer_here(struct tcp_sock *t)
     return cpu > 0 && atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) == cpu;
 }
 
+bool wait_peer_known(struct tcp_sock *t)
+{
+    return atomic_load_explicit(&t->ch.peer->cpu, memory_order_relaxed) != 0;
+}
+
 /* Kernel waits that wake for nothing several times in a row (a doorbell
  * another holder of the socket has not drained yet) pause before the next
  * one, 20 us at first and doubling up to 1 ms, so that they never spin. */
@@ -128,10 +133,68 @@ static long switches_taken(void)
     return ru.ru_nivcsw;
 }
 
-/* Until when this thread does not spin: a yield of its spin gave the CPU
- * away and it was still not ready, so the CPU is wanted by others. */
-static _Thread_local uint64_t crowded_until;
+/*
+ * A crowded CPU.  A spin's yield that gave the CPU away (the peer, or
+ * another thread, was queued behind us) ends the spin, unless what it waits
+ * for is there, and no spin of this thread starts for CROWDED_NS: the
+ * thread sleeps, and the scheduler, which places a woken thread on an idle
+ * CPU, can part two ends that hand one CPU to each other by yields (a
+ * ping-pong stuck so ran at 4.5 us a round trip, against 0.3 us apart).
+ *
+ * But a yield whose CPU went to a thread that runs out its slice costs the
+ * spinner that whole slice (3 to 4 ms here, where a wait is microseconds),
+ * and the scheduler (EEVDF) puts a thread that yields behind the others for
+ * a slice more: on two CPUs with two busy loops beside it, 4 MiB downloads
+ * whose ends spun ran at 0.46x kernel TCP, 16 MiB ones at 0.65x, every 2 ms
+ * paying a slice again (docs/benchmarks.md, "Downloads").  So a yield away
+ * for CROWDED_AWAY_NS or more while the peer runs on another CPU (known: it
+ * has spun once; a peer that never did is one starting, a process exec'd
+ * and connecting, which is no crowd) marks the CPU crowded for longer:
+ * CROWDED_FIRST_NS, doubled by each such finding that follows the last
+ * while's end within twice its length, up to CROWDED_MAX_NS, so that a busy
+ * machine's thread pays a slice in 20 ms at first and one in 1.6 s at
+ * length.  Why 2 ms: the busy servers of bench/busyserv.c (many threads
+ * per CPU, each running briefly) come back from most yields within 2 ms,
+ * and their spins pay (with 0.5 ms, 8 clients fell from 1.1x kernel TCP to
+ * 1.0x); a busy loop's slice here is 3 to 4 ms.
+ */
 #define CROWDED_NS 2000000u
+#define CROWDED_AWAY_NS 2000000u
+#define CROWDED_FIRST_NS 20000000u
+#define CROWDED_MAX_NS 1600000000u
+static _Thread_local uint64_t crowded_until, crowded_hold, crowded_long_end;
+
+bool wait_crowded(uint64_t now)
+{
+    return now < crowded_until;
+}
+
+int wait_spin_yield(uint64_t now)
+{
+    long before = switches_taken();
+    turn_spin_yield(now);
+    if (before < 0 || switches_taken() == before)
+        return YIELD_KEPT;
+    return clock_now_ns() - now < CROWDED_AWAY_NS ? YIELD_SHORT : YIELD_LONG;
+}
+
+void wait_crowded_briefly(void)
+{
+    uint64_t until = clock_now_ns() + CROWDED_NS;
+    if (until > crowded_until)
+        crowded_until = until;
+}
+
+void wait_crowded_found(void)
+{
+    uint64_t now = clock_now_ns();
+    /* in a row: found again soon after the last such while ended */
+    bool again = crowded_hold && (now < crowded_long_end || now - crowded_long_end < 2 * crowded_hold);
+    crowded_hold = !again ? CROWDED_FIRST_NS : crowded_hold < CROWDED_MAX_NS / 2 ? 2 * crowded_hold : CROWDED_MAX_NS;
+    crowded_long_end = now + crowded_hold;
+    if (crowded_long_end > crowded_until)
+        crowded_until = crowded_long_end;
+}
 
 bool wait_spin(struct tcp_sock *t, ready_fn ready)
 {
@@ -148,7 +211,7 @@ bool wait_spin(struct tcp_sock *t, ready_fn ready)
         fails_set(t, SPIN_GIVE_UP - 1);   /* one more chance */
     }
     uint64_t start = clock_now_ns();
-    if (start < crowded_until)
+    if (wait_crowded(start))
         return false;
     bool here = wait_peer_here(t);
     uint64_t deadline = start + (uint64_t)budget_us * 1000u;
@@ -164,10 +227,12 @@ bool wait_spin(struct tcp_sock *t, ready_fn ready)
             if (now > deadline || shunt_sig_ran != handlers_ran ||
                 atomic_load_explicit(&t->close_waiting, memory_order_relaxed) || peer_asleep(t))
                 break;
-            long before = switches_taken();
-            turn_spin_yield(now);
-            if (before >= 0 && switches_taken() != before) {
-                crowded_until = clock_now_ns() + CROWDED_NS;
+            int y = wait_spin_yield(now);
+            if (y != YIELD_KEPT) {
+                if (y == YIELD_LONG && !here && wait_peer_known(t))
+                    wait_crowded_found();
+                else
+                    wait_crowded_briefly();
                 if (ready(t))
                     continue;
                 break;

@@ -132,8 +132,22 @@ void doorbell_check_end(struct tcp_sock *t, int fd);
 bool wait_may_spin(void);
 bool wait_peer_busy(struct tcp_sock *t);    /* not asleep waiting for us */
 bool wait_peer_here(struct tcp_sock *t);    /* last ran on our CPU (and notes ours) */
+bool wait_peer_known(struct tcp_sock *t);   /* has noted its CPU: it spun once */
 
 void wait_cpu_relax(void);
+
+/* A spin's yield (now: the spin's last look at the clock): whether it kept
+ * the CPU, gave it away for a short turn, or for long (another thread ran a
+ * slice meanwhile).  A long one while the peer runs on another CPU (its CPU
+ * known) is a crowded CPU (wait_crowded_found: no spin for a while, longer
+ * if found again soon); any other yield that gave the CPU away, a moment's
+ * (wait_crowded_briefly).  wait_crowded: whether no spin may start now.
+ * See spin.c. */
+enum { YIELD_KEPT, YIELD_SHORT, YIELD_LONG };
+int wait_spin_yield(uint64_t now);
+void wait_crowded_found(void);
+void wait_crowded_briefly(void);
+bool wait_crowded(uint64_t now);
 
 /* Pauses a wait loop whose kernel waits keep waking for nothing. */
 struct backoff {
