@@ -188,8 +188,14 @@ def test_dead_drainer(victim, shunt_build):
 def test_dead_leaver(victim, shunt_build):
     """A peer killed in the middle of its move back to kernel TCP (the word
     set, its records never ready): a read of the other end does not wait
-    for them once the peer's socket is closed, and meets the reset a killed
-    peer's connection ends with.  Before: 20 s, then the reset."""
+    for them once the peer's socket is closed, and meets the end a killed
+    peer's connection ends with.  Before: 20 s, then the reset.  Which end:
+    the child had read all it was sent, so kernel TCP gives EOF; under shunt
+    its socket often still held a doorbell it had not taken (the data was
+    read from the ring first), and a killed process's socket with a byte
+    unread is reset by its kernel: ECONNRESET, in 28 of 30 runs with this
+    library and the one before it (compatibility.md, "peer killed").  Both
+    are a killed peer's end, as the stress run counts them."""
     (ms, read, err), out = run_dead_peer(victim, shunt_build, "dead-leaver", r"read_ms=(\d+) read=(-?\d+) errno=(\d+)")
-    assert read == "-1" and int(err) == 104, out   # ECONNRESET
+    assert read == "0" or (read == "-1" and int(err) == 104), out   # EOF, or ECONNRESET
     assert int(ms) < 2000, out
