@@ -119,9 +119,9 @@ $(BUILD)/tests/programs/recv_pause_shim.so: tests/programs/recv_pause_shim.c
 
 # The measuring program of `shunt bench` (bench/shuntbench.py finds it
 # here, or installed beside the driver in PREFIX/lib/shunt).
-$(BUILD)/bench/pingpong: bench/pingpong.c bench/floor_ring.h
+$(BUILD)/bench/pingpong: bench/pingpong.c bench/pingpong_conn.c bench/pingpong_cc.c bench/pingpong.h bench/floor_ring.h
 	@mkdir -p $(dir $@)
-	$(CC) $(TESTFLAGS) $< -o $@ -ldl
+	$(CC) $(TESTFLAGS) $(filter %.c,$^) -o $@ -ldl
 
 # The per-call timer bench/callcost.py preloads in front of libshunt.so.
 # The interposer that only forwards: what LD_PRELOAD costs by itself

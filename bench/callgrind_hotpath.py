@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions shunt spends per read(2) and write(2) on an accelerated connection.
 
-Compiles bench/pingpong.c (cc -O2) into <build>/bench/, runs it under
+Compiles pingpong (bench/pingpong*.c, cc -O2) into <build>/bench/, runs it under
 valgrind's callgrind with LD_PRELOAD=<lib> (both processes of the pair are
 under shunt, so the connection is accelerated) and SHUNT_SPIN_US=0 (a wait
 goes straight to the kernel, so the count does not depend on how long a spin
@@ -35,8 +35,8 @@ def compile_pingpong(cc, build):
     out = build / "bench"
     out.mkdir(parents=True, exist_ok=True)
     exe = out / "pingpong"
-    subprocess.run([cc, "-O2", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), str(REPO / "bench" / "pingpong.c")],
-                   check=True)
+    srcs = [str(REPO / "bench" / f) for f in ("pingpong.c", "pingpong_conn.c", "pingpong_cc.c")]
+    subprocess.run([cc, "-O2", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), *srcs], check=True)
     return exe
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overhead of shunt's interposition on a syscall-heavy TCP ping-pong.
 
-Compiles bench/pingpong.c (cc -O2) into <build>/bench/, then runs it
+Compiles pingpong (bench/pingpong*.c, cc -O2) into <build>/bench/, then runs it
 alternately without (A: plain) and with (B: LD_PRELOAD=<build>/libshunt.so,
 SHUNT_ACCEL=0, i.e. passthrough) for several rounds: in each round, for each
 message size, A then B (A B A B ...), so that drift of a noisy machine
@@ -88,11 +88,11 @@ def compile_pingpong(cc, build):
     outdir = build / "bench"
     outdir.mkdir(parents=True, exist_ok=True)
     exe = outdir / "pingpong"
-    src = REPO / "bench" / "pingpong.c"
-    r = subprocess.run([cc, "-O2", "-Wall", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), str(src), "-ldl"],
+    srcs = [str(REPO / "bench" / f) for f in ("pingpong.c", "pingpong_conn.c", "pingpong_cc.c")]
+    r = subprocess.run([cc, "-O2", "-Wall", "-I", str(REPO / "tests" / "lib"), "-o", str(exe), *srcs, "-ldl"],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        sys.exit("compiling %s failed:\n%s" % (src, r.stderr))
+        sys.exit("compiling %s failed:\n%s" % (" ".join(srcs), r.stderr))
     return exe
 
 

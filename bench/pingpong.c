@@ -55,43 +55,33 @@
  * messages of S bytes, or sink them), so the child reads whole messages as
  * NetPIPE's receiver does; headers are never timed.  Everything is bounded:
  * sockets time out after 120 s and the floor's waits give up after as long.
+ *
+ * This file: the options, the parent's timing and the child's serving;
+ * the connections are pingpong_conn.c's, the client of cc, crr and get is
+ * pingpong_cc.c's, what they share is pingpong.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "floor_ring.h"
+#include "pingpong.h"
 #include "shunt_query.h"
 
-
-enum transport { T_TCP, T_UNIX, T_SHM, T_MEMCPY };
-enum mode { M_PP, M_SWEEP, M_STREAM, M_RR, M_CC, M_CRR, M_GET };
-/* The modes that make a connection each time. */
-#define CONN_MODE(m) ((m) == M_CC || (m) == M_CRR || (m) == M_GET)
 enum op { OP_END = 0, OP_ECHO = 1, OP_SINK = 2 };
 
 struct header {
@@ -101,68 +91,13 @@ struct header {
     uint64_t count;
 };
 
-
-struct conn {
-    int fd;                    /* the socket; -1 on the floor */
-    struct floor_ring *tx, *rx;
-    pid_t peer;                /* the floor notices a dead peer by this */
-    char *mirror;              /* -t memcpy: the other buffer; no peer at all */
-};
-
 static const char *transport_names[] = { "tcp", "unix", "shm", "memcpy" };
 
-static _Noreturn void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static long long now_ns(void)
+long long now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-
-
-/* 1: all n bytes; 0: end of stream first; -1: error. */
-static int conn_recv(struct conn *c, void *buf, size_t n)
-{
-    if (c->fd < 0)
-        return floor_recv(c->rx, c->peer, buf, n);
-    char *b = buf;
-    while (n > 0) {
-        ssize_t r = read(c->fd, b, n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (r == 0)
-            return 0;
-        b += r;
-        n -= (size_t)r;
-    }
-    return 1;
-}
-
-static int conn_send(struct conn *c, const void *buf, size_t n)
-{
-    if (c->fd < 0)
-        return floor_send(c->tx, c->peer, buf, n);
-    const char *b = buf;
-    while (n > 0) {
-        ssize_t w = write(c->fd, b, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 static void must_recv(struct conn *c, void *b, size_t n, const char *what)
@@ -180,108 +115,6 @@ static void must_send(struct conn *c, const void *b, size_t n, const char *what)
 {
     if (conn_send(c, b, n) < 0)
         die(what);
-}
-
-static int accelerated(int fd)
-{
-    return shunt_query_accelerated(fd);
-}
-
-static void socket_options(int fd, enum transport t)
-{
-    int one = 1;
-    struct timeval tv = { 120, 0 }; /* never hang forever */
-    if (t == T_TCP && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
-        die("TCP_NODELAY");
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-/* The listener, and the address the child connects to. */
-struct endpoint {
-    int fd;
-    struct sockaddr_storage addr;
-    socklen_t len;
-};
-
-struct opts {
-    enum transport transport;
-    enum mode mode;
-    long n, warmup, trials;
-    size_t size, min, max;
-    long pert;
-    int pow2;
-    double seconds, target_ms;
-    const char *addr;          /* -a: the TCP listener's address */
-    const char *path;          /* -U: the Unix socket's path */
-    char **wrap;               /* -X: the child's command, nwrap words */
-    int nwrap;
-    int child_report, child_stop, child_port; /* -C: this is the exec'd child */
-};
-
-/* The address of the listener (port 0: the parent's is chosen at bind,
- * the exec'd child is told it with -C). */
-static void endpoint_address(struct endpoint *e, const struct opts *o, int port)
-{
-    memset(e, 0, sizeof *e);
-    e->fd = -1;
-    if (o->transport == T_TCP) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&e->addr;
-        a->sin_family = AF_INET;
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (o->addr && inet_pton(AF_INET, o->addr, &a->sin_addr) != 1) {
-            fprintf(stderr, "pingpong: -a takes an IPv4 address\n");
-            exit(2);
-        }
-        a->sin_port = htons((uint16_t)port);
-        e->len = sizeof *a;
-    } else if (o->path) {
-        struct sockaddr_un *a = (struct sockaddr_un *)&e->addr;
-        a->sun_family = AF_UNIX;
-        if (strlen(o->path) >= sizeof a->sun_path) {
-            fprintf(stderr, "pingpong: -U: the path is too long\n");
-            exit(2);
-        }
-        strcpy(a->sun_path, o->path);
-        e->len = sizeof *a;
-    } else {
-        /* abstract name: nothing on disk to clean up */
-        struct sockaddr_un *a = (struct sockaddr_un *)&e->addr;
-        a->sun_family = AF_UNIX;
-        int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "shunt-bench-%d-%lld", (int)getpid(),
-                         now_ns());
-        e->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-    }
-}
-
-static void listen_on(struct endpoint *e, const struct opts *o)
-{
-    endpoint_address(e, o, 0);
-    e->fd = socket(e->addr.ss_family, SOCK_STREAM, 0);
-    if (e->fd < 0)
-        die("socket");
-    if (o->path && o->transport == T_UNIX)
-        unlink(o->path);
-    if (bind(e->fd, (struct sockaddr *)&e->addr, e->len) < 0)
-        die("bind");
-    if (listen(e->fd, 128) < 0)
-        die("listen");
-    if (o->transport == T_TCP && getsockname(e->fd, (struct sockaddr *)&e->addr, &e->len) < 0)
-        die("getsockname");
-}
-
-static int connect_to(const struct endpoint *e)
-{
-    int fd = socket(e->addr.ss_family, SOCK_STREAM, 0);
-    if (fd < 0)
-        die("socket");
-    if (connect(fd, (const struct sockaddr *)&e->addr, e->len) < 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    return fd;
 }
 
 /* ------------------------------------------------------------------ child */
@@ -305,86 +138,6 @@ static void serve(struct conn *c, char *buf)
             char ack = 1;
             must_send(c, &ack, 1, "child: write ack");
         }
-    }
-}
-
-/* The parent closes its end of the (non-blocking) stop pipe when it has
- * accepted enough. */
-static int told_to_stop(int stop_fd)
-{
-    char x;
-    return read(stop_fd, &x, 1) == 0;
-}
-
-/* cc: connect, wait for the server's close, close; until told to stop.
- * crr (size > 0): connect, a request of size bytes, its answer, close: the
- * client closes first, so TIME_WAIT stays with its own ports (a server's
- * TIME_WAIT held a SYN that reused a port up for a second now and then);
- * cc cannot, its client would fill the backlog.  Counts the connections
- * made and those that were accelerated. */
-/* get: the answer to the end; true if it was size bytes, then the end. */
-static bool get_answer(int fd, char *buf, size_t size)
-{
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, size);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r == 0 && got == size;
-        got += (size_t)r;
-    }
-}
-
-static void cc_client(const struct endpoint *e, int stop_fd, size_t size, bool get, char *buf, long *made,
-                      long *accel)
-{
-    while (!told_to_stop(stop_fd)) {
-        int fd = connect_to(e);
-        if (fd < 0) {
-            if (told_to_stop(stop_fd))
-                return;
-            /* out of ephemeral ports (TIME_WAIT): end early, the parent
-             * reports the rate of what it accepted */
-            if (errno == EADDRNOTAVAIL)
-                return;
-            die("child: connect");
-        }
-        struct conn k = { .fd = fd };
-        if (get) {
-            if (conn_send(&k, buf, 1) < 0 || !get_answer(fd, buf, size)) {
-                close(fd);
-                if (told_to_stop(stop_fd))
-                    return;
-                die("child: get");
-            }
-        } else if (size > 0) {
-            if (conn_send(&k, buf, size) < 0 || conn_recv(&k, buf, size) != 1) {
-                close(fd);
-                if (told_to_stop(stop_fd))
-                    return;
-                die("child: crr request");
-            }
-        }
-        char b;
-        ssize_t r = 0;
-        while (size == 0 && !get && (r = read(fd, &b, 1)) < 0 && errno == EINTR)   /* get: read already */
-            ;
-        if (r != 0) {
-            close(fd);
-            if (told_to_stop(stop_fd))
-                return; /* reset: left in the backlog of the closed listener */
-            fprintf(stderr, "pingpong: cc: expected the server's close, got %zd (%s)\n", r,
-                    r < 0 ? strerror(errno) : "data");
-            exit(1);
-        }
-        int a = accelerated(fd);   /* asked once: the run's rate includes the question */
-        if (a == 1)
-            (*accel)++;
-        else if (a < 0)
-            *accel = -1; /* no libshunt: nothing to count */
-        (*made)++;
-        close(fd);
     }
 }
 
@@ -501,23 +254,6 @@ static _Noreturn void child_exec(const struct opts *o, int argc, char **argv, co
     die("child: exec");
 }
 
-/* accept, unless the child ended first (its report pipe is readable: it
- * failed, or a cc client ran out of ports): then -1 with errno ECHILD. */
-static int accept_from_child(int listener, int report_fd)
-{
-    struct pollfd p[2] = { { listener, POLLIN, 0 }, { report_fd, POLLIN, 0 } };
-    for (;;) {
-        int r = poll(p, 2, -1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (p[0].revents)
-            return accept(listener, NULL, NULL);
-        errno = ECHILD;
-        return -1;
-    }
-}
 
 static void sweep(struct conn *c, char *buf, const struct opts *o)
 {
