@@ -160,11 +160,11 @@ def test_offer_stuck_sending(victim, shunt_build):
     assert re.search(r"send_ms=(\d+) shut_ms=(\d+) close_ms=(\d+) server=ok", out), out
 
 
-def run_dead_peer(victim, shunt_build, mode, figures):
+def run_dead_peer(victim, shunt_build, mode, figures, *args):
     """The victim in mode (a peer killed with its side left marked): its
     output's figures (the regex figures' groups)."""
     env = dict(os.environ, LD_PRELOAD=os.path.join(shunt_build, "libshunt.so"), SHUNT_ACCEL="1")
-    r = subprocess.run([victim, mode], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run([victim, mode, *args], capture_output=True, text=True, env=env, timeout=60)
     if r.stdout.startswith("not accelerated"):
         pytest.fail("the victim's connection was not accelerated")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -185,17 +185,20 @@ def test_dead_drainer(victim, shunt_build):
     assert int(ms) < 2000, out
 
 
-def test_dead_leaver(victim, shunt_build):
+@pytest.mark.parametrize("left,want", [("read", ("0", "0", "-")), ("sent", ("0", "0", "zz")),
+                                       ("unread", ("-1", "104", "-"))])
+def test_dead_leaver(victim, shunt_build, left, want):
     """A peer killed in the middle of its move back to kernel TCP (the word
     set, its records never ready): a read of the other end does not wait
-    for them once the peer's socket is closed, and meets the end a killed
-    peer's connection ends with.  Before: 20 s, then the reset.  Which end:
-    the child had read all it was sent, so kernel TCP gives EOF; under shunt
-    its socket often still held a doorbell it had not taken (the data was
-    read from the ring first), and a killed process's socket with a byte
-    unread is reset by its kernel: ECONNRESET, in 28 of 30 runs with this
-    library and the one before it (compatibility.md, "peer killed").  Both
-    are a killed peer's end, as the stress run counts them."""
-    (ms, read, err), out = run_dead_peer(victim, shunt_build, "dead-leaver", r"read_ms=(\d+) read=(-?\d+) errno=(\d+)")
-    assert read == "0" or (read == "-1" and int(err) == 104), out   # EOF, or ECONNRESET
+    for them once the peer's socket is closed (before: 20 s), and meets what
+    a killed peer leaves, as without shunt: the bytes it sent, then EOF if
+    it had read all it was sent, else ECONNRESET.  Before: ECONNRESET in
+    each case (28 of 30 runs; EOF when the peer's end was seen before the
+    word), and the bytes the peer sent ("sent") were lost."""
+    kernel = subprocess.run([victim, "dead-leaver", left, "kernel"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"read=(-?\d+) errno=(\d+) got=(\S+)", kernel.stdout)
+    assert kernel.returncode == 0 and m and m.groups() == want, kernel.stdout + kernel.stderr   # the reference
+    (ms, read, err, got), out = run_dead_peer(victim, shunt_build, "dead-leaver",
+                                              r"read_ms=(\d+) read=(-?\d+) errno=(\d+) got=(\S+)", left)
+    assert (read, err, got) == want, out
     assert int(ms) < 2000, out

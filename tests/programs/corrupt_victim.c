@@ -38,11 +38,14 @@
  * Prints "clone_ms=M read=N" (the clone's time, and what a read then
  * returned: 0, the end).
  *
- * "dead-leaver": the same connection, the killed child's side marked as
- * in the middle of its move back to TCP (DOWN_SET, its side, not ready:
- * as a leaver killed there leaves it); a read here must not wait for the
- * leaver's records, whose writer is gone.  Prints "read_ms=M read=N
- * errno=E".
+ * "dead-leaver [read|sent|unread] [kernel]": the same connection, the
+ * killed child's side marked as in the middle of its move back to TCP
+ * (DOWN_SET, its side, not ready: as a leaver killed there leaves it); a
+ * read here must not wait for the leaver's records, whose writer is gone,
+ * and meets what a killed peer leaves: the bytes it sent, then EOF, or a
+ * reset if it had not read all we sent.  Reads to the end and prints
+ * "read_ms=M read=N errno=E got=BYTES" (the last read's answer).  kernel:
+ * without shunt, marking nothing.
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -238,8 +241,13 @@ static int offer_sending(void)
     return 0;
 }
 
-static int dead_peer(bool leaver)
+/* What the killed child left: "read" (it read all it was sent), "sent"
+ * (it sent "zz" more, unread here), "unread" (we sent "w", it never read
+ * it).  kernel: the same without shunt (no segment to mark), the answer
+ * shunt must give. */
+static int dead_peer(bool leaver, const char *left, bool kernel)
 {
+    bool sent = strcmp(left, "sent") == 0, unread = strcmp(left, "unread") == 0;
     int l = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof a;
@@ -249,7 +257,8 @@ static int dead_peer(bool leaver)
     if (child == 0) {
         int c = socket(AF_INET, SOCK_STREAM, 0);
         char b;
-        if (connect(c, (struct sockaddr *)&a, sizeof a) || write(c, "x", 1) != 1 || read(c, &b, 1) != 1)
+        if (connect(c, (struct sockaddr *)&a, sizeof a) || write(c, "x", 1) != 1 || read(c, &b, 1) != 1 ||
+            (sent && write(c, "zz", 2) != 2))
             _exit(1);
         for (;;)
             pause();
@@ -257,16 +266,21 @@ static int dead_peer(bool leaver)
     int s = accept(l, NULL, NULL);
     char b;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
-    if (s < 0 || read(s, &b, 1) != 1 || write(s, "y", 1) != 1 || !accelerated || !accelerated(s)) {
+    if (s < 0 || read(s, &b, 1) != 1 || write(s, "y", 1) != 1)
+        return 1;
+    if (!kernel && (!accelerated || !accelerated(s))) {
         printf("not accelerated\n");
         return 77;
     }
-    usleep(100000);   /* the child has read its byte */
+    usleep(100000);   /* the child has read its byte (and sent its own) */
+    if (unread && write(s, "w", 1) != 1)
+        return 1;
+    usleep(unread ? 100000 : 0);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     /* the child's side of the segment (side 0, the client's): mid-drain */
     char seg[512] = "", line[1024];
-    FILE *maps = fopen("/proc/self/maps", "r");
+    FILE *maps = kernel ? NULL : fopen("/proc/self/maps", "r");
     while (maps && fgets(line, sizeof line, maps)) {
         char *p = strstr(line, "/dev/shm/shunt-");
         if (p && strstr(p, "-c")) {
@@ -279,15 +293,21 @@ static int dead_peer(bool leaver)
     FILE *f = seg[0] ? fopen(seg, "r+b") : NULL;
     unsigned mark = leaver ? DOWN_SET : 1;   /* the client's side: 0 */
     long at = leaver ? (long)offsetof(struct chan_hdr, down) : (long)offsetof(struct chan_hdr, side[0].draining);
-    if (!f || fseek(f, at, SEEK_SET) || fwrite(&mark, sizeof mark, 1, f) != 1 || fclose(f)) {
+    if (!kernel && (!f || fseek(f, at, SEEK_SET) || fwrite(&mark, sizeof mark, 1, f) != 1 || fclose(f))) {
         printf("no segment to mark (%s)\n", seg);
         return 1;
     }
     long t0 = now_ms();
     if (leaver) {
-        ssize_t r = read(s, &b, 1);
+        /* every read until the end: the bytes the child sent, then 0 or
+         * an error */
+        char got[16] = "";
+        size_t n = 0;
+        ssize_t r;
+        while ((r = read(s, got + n, sizeof got - 1 - n)) > 0)
+            n += (size_t)r;
         int err = r < 0 ? errno : 0;
-        printf("read_ms=%ld read=%zd errno=%d\n", now_ms() - t0, r, err);
+        printf("read_ms=%ld read=%zd errno=%d got=%s\n", now_ms() - t0, r, err, n ? got : "-");
         return 0;
     }
     long pid = syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
@@ -308,7 +328,8 @@ int main(int argc, char **argv)
     int lenient = argc > 1 && strcmp(argv[1], "lenient") == 0;
     int (*accelerated)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "shunt_fd_accelerated");
     if (argc > 1 && (strcmp(argv[1], "dead-drainer") == 0 || strcmp(argv[1], "dead-leaver") == 0))
-        return dead_peer(strcmp(argv[1], "dead-leaver") == 0);
+        return dead_peer(strcmp(argv[1], "dead-leaver") == 0, argc > 2 ? argv[2] : "read",
+                         argc > 3 && strcmp(argv[3], "kernel") == 0);
     if (argc > 1 && strcmp(argv[1], "offer-sending") == 0)
         return offer_sending();
     if (argc > 1 && strcmp(argv[1], "shared-lock") == 0) {

@@ -106,6 +106,11 @@
  * needs the tx lock).  A peer that makes no call on the socket (and sleeps
  * in no wait on it) delays step a: the new program waits for those bytes as
  * it would for a slow sender.
+ *
+ * A leaver killed before DOWN_READY (its socket closes while the other end
+ * waits) has sent nothing by TCP: the other end sets the word back to 0
+ * and reads its ring to the end, as from any killed peer
+ * (dg_forget_dead_leaver).
  */
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -383,21 +388,42 @@ void dg_shut_on_tcp(struct tcp_sock *t, int fd)
 }
 
 /* The other end waits for the leaver's records (a few system calls away,
- * or at most the leaver's bounded waits); false if they never come, or the
- * leaver's socket closed first (a leaver holds it to the end of its steps:
- * one killed in the middle never finishes). */
-bool dg_wait_ready(struct tcp_sock *t, int fd)
+ * or at most the leaver's bounded waits): DG_NEVER if they never come,
+ * DG_DEAD if the leaver's socket closed first (a leaver holds it to the
+ * end of its steps: one killed in the middle never finishes). */
+int dg_wait_ready(struct tcp_sock *t, int fd)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (int i = 0; !(atomic_load(&t->ch.hdr->down) & DOWN_READY); i++) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > READY_MS)
-            return false;
-        if (peer_socket_closed(fd, i))
-            return (atomic_load(&t->ch.hdr->down) & DOWN_READY) != 0;
+            return DG_NEVER;
+        if (peer_socket_closed(fd, i) || !atomic_load(&t->ch.hdr->down))   /* (0: another holder forgot it) */
+            return (atomic_load(&t->ch.hdr->down) & DOWN_READY) ? DG_READY : DG_DEAD;
         dg_pause_briefly();
     }
+    return DG_READY;
+}
+
+/* The leaver was killed before DOWN_READY (its socket closed first).  Up
+ * to there its steps took things only off its own socket and wrote only
+ * records: nothing of the stream went by TCP yet (its re-send is step 8),
+ * so the rings are still the whole of it.  The word goes back to 0, from
+ * the value seen (under t->lock), and the connection ends as any killed
+ * peer's does (stream.c, end_of_stream): what the dead end sent is read,
+ * then EOF, or ECONNRESET if it left bytes of ours unread, as in the
+ * kernel.  Once a connection: a word set again after that is no leaver's,
+ * and resets it.  False: not done (reset, as for a leaver that never
+ * finished). */
+bool dg_forget_dead_leaver(struct tcp_sock *t, int fd)
+{
+    unsigned seen = atomic_load(&t->ch.hdr->down);
+    if (atomic_exchange(&t->leaver_forgotten, true) || (seen & DOWN_READY) || downgrade_word(t) == DOWN_CORRUPT ||
+        (!atomic_compare_exchange_strong(&t->ch.hdr->down, &seen, 0) && seen != 0))
+        return false;   /* (seen 0: another holder of our end did it) */
+    atomic_store(&t->peer_gone, true);
+    shunt_log(LOG_INFO, "fd %d: the peer was killed while it left for kernel TCP: its end, as a killed peer's", fd);
     return true;
 }
 
@@ -535,7 +561,7 @@ void downgrade_close_copy(struct tcp_sock *t, int fd)
         return;   /* a scribbled word starts no re-send, and waits for no leaver */
     if (d) {
         atomic_store(&self->closed_copy, COPY_RESENDS);
-        if (!downgrade_leaving_side(t) && dg_wait_ready(t, fd))
+        if (!downgrade_leaving_side(t) && dg_wait_ready(t, fd) == DG_READY)
             dg_resend_closing(t, fd);
         return;
     }

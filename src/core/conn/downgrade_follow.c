@@ -27,6 +27,14 @@ enum observer { LOOKS, SENDS, SENDS_NOW, CLOSES, LEAVES };
 
 static int observe(struct tcp_sock *t, int fd, enum observer who);
 
+/* The move did not happen after all (a leaver killed in the middle of
+ * it: dg_forget_dead_leaver): the ring is the connection's again. */
+static bool back_on_ring(struct tcp_sock *t)
+{
+    return atomic_load(&t->path) == PATH_SHM && t->ch.hdr && !atomic_load(&t->broken) &&
+           !atomic_load(&t->ch.hdr->down);
+}
+
 /* The other end re-sends the prefix handed back to it from offset at, what
  * the kernel takes now, through a fixed buffer: back_len comes from the
  * segment, and must be the file's size.  Adds what went to *sent. */
@@ -207,10 +215,12 @@ static int observe(struct tcp_sock *t, int fd, enum observer who)
         stream_corrupt(t, fd);
     if (atomic_load(&t->broken) && atomic_load(&t->path) == PATH_SHM)
         return PATH_SHM;
-    bool ready = true, other_end = false;
+    bool ready = true, dead = false, other_end = false;
     if (atomic_load(&t->path) == PATH_SHM && t->ch.hdr && (atomic_load(&t->ch.hdr->down) & DOWN_SET) &&
         !downgrade_leaving_side(t)) {
-        ready = dg_wait_ready(t, fd);
+        int r = dg_wait_ready(t, fd);
+        ready = r == DG_READY;
+        dead = r == DG_DEAD;
         other_end = true;
     }
     /* A call that sends re-sends first (step a), unless step c can come
@@ -235,9 +245,13 @@ static int observe(struct tcp_sock *t, int fd, enum observer who)
                 dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, tx);
             dg_settle_on_tcp(t, fd);
         } else if (!ready) {
-            shunt_log(LOG_ERROR, "fd %d: downgrade: the peer started to leave and never finished; connection reset", fd);
-            atomic_store(&t->broken, true);
-            dg_settle_on_tcp(t, fd);
+            /* a leaver killed in the middle ends as a killed peer does */
+            if (!(dead && dg_forget_dead_leaver(t, fd))) {
+                shunt_log(LOG_ERROR, "fd %d: downgrade: the peer started to leave and never finished; connection reset",
+                          fd);
+                atomic_store(&t->broken, true);
+                dg_settle_on_tcp(t, fd);
+            }
         } else {
             /* A second leaver re-sends first, as the leaver did: its exec
              * must find both done.  Otherwise step a waits for step c:
@@ -274,6 +288,8 @@ int downgrade_look(struct tcp_sock *t, int fd)
 bool downgrade_before_send(struct tcp_sock *t, int fd, bool wait)
 {
     observe(t, fd, wait ? SENDS : SENDS_NOW);
+    if (back_on_ring(t))
+        return false;   /* nothing goes by TCP */
     return atomic_load(&t->path) != PATH_SHM || !t->ch.hdr || atomic_load(&t->broken) ||
            !channel_resend_pending(&t->ch);
 }
@@ -286,7 +302,7 @@ int downgrade_closing(struct tcp_sock *t, int fd)
 int downgrade_until_tcp(struct tcp_sock *t, int fd)
 {
     int path;
-    while ((path = downgrade_look(t, fd)) == PATH_SHM && !atomic_load(&t->broken))
+    while ((path = downgrade_look(t, fd)) == PATH_SHM && !atomic_load(&t->broken) && !back_on_ring(t))
         dg_pause_briefly();
     return path;
 }
@@ -309,6 +325,12 @@ ssize_t downgrade_recv(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return stream_broken_recv(t, f->fd);   /* never the socket: it may hold doorbells */
         if (path != PATH_SHM)
             return pt_recv(f, c);
+        if (back_on_ring(t)) {
+            ssize_t r = stream_recv(t, f, c);
+            if (r != STREAM_DOWNGRADED)
+                return r;
+            continue;
+        }
         if (downgrade_ring_done(t) && !downgrade_leaving_side(t)) {
             /* Steps b and c are done, only our re-send is not (the kernel
              * has no room for it yet): the next byte in the socket is the
@@ -339,6 +361,10 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
     /* the unread bytes are re-sent first, our own sends follow; a call
      * that must not wait finds the kernel full until they are all in */
     bool ready = downgrade_before_send(t, f->fd, !stream_nonblocking(t, f->fd, c->flags));
+    if (back_on_ring(t)) {
+        ssize_t r = stream_send(t, f, c);
+        return r == STREAM_DOWNGRADED ? downgrade_send(t, f, c) : r;   /* set again: a reset now */
+    }
     if (atomic_load(&t->broken))
         return stream_broken_send(t, f->fd, c);
     if (!ready && (tcp_sock_own_state(t) & SIDE_SHUT_WR))
@@ -348,7 +374,14 @@ ssize_t downgrade_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
 
 int downgrade_shutdown(struct tcp_sock *t, struct fdref *f, int how)
 {
-    if (how == SHUT_RD || downgrade_before_send(t, f->fd, false) || atomic_load(&t->broken))
+    bool sent = how != SHUT_RD && downgrade_before_send(t, f->fd, false);
+    if (how != SHUT_RD && back_on_ring(t)) {
+        int r = stream_shutdown(t, f->fd, how);
+        if (r != STREAM_DOWNGRADED)
+            return r;
+        sent = downgrade_before_send(t, f->fd, false);   /* set again: a reset now */
+    }
+    if (how == SHUT_RD || sent || atomic_load(&t->broken))
         return pt_shutdown(f, how);
     /* Under the tx lock, against the re-send's last piece (resend_some):
      * either it is in and the FIN goes now, or that piece sends it. */

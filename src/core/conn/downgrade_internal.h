@@ -30,7 +30,9 @@ int dg_send_ring_span(int fd, const struct ring_view *r, uint64_t from, uint64_t
 void dg_back_path(const struct tcp_sock *t, char *out, size_t len);
 void dg_settle_on_tcp(struct tcp_sock *t, int fd);
 void dg_shut_on_tcp(struct tcp_sock *t, int fd);
-bool dg_wait_ready(struct tcp_sock *t, int fd);
+enum { DG_READY, DG_NEVER, DG_DEAD };
+int dg_wait_ready(struct tcp_sock *t, int fd);
+bool dg_forget_dead_leaver(struct tcp_sock *t, int fd);
 
 /* downgrade_follow.c: a second leaver's part (the other end's, reading
  * nothing more), and a closing end's whole re-send. */

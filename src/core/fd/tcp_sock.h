@@ -137,6 +137,7 @@ struct tcp_sock {
      * every word of the segment may have been scribbled on since. */
     atomic_bool end_shared;             /* another process may hold this end (counted in, or inherited) */
     atomic_bool leaving;                /* this process is moving the connection back to TCP (downgrade.c) */
+    atomic_bool leaver_forgotten;       /* the peer died leaving, and its word was undone (dg_forget_dead_leaver) */
     atomic_uint own_state;              /* SIDE_* this process set on its end (the segment's is a copy) */
     _Atomic uint64_t prefix_left;       /* server: the client's TCP bytes before the claim not read yet */
     _Atomic uint64_t prefix_sent;       /* client: bytes it sent by TCP before the claim (UINT64_MAX: unknown) */
