@@ -146,7 +146,7 @@ static int spin_phase(int epfd, struct epoll_obj *ep, struct epoll_event *evs, i
                     return n;
                 next_kernel = now + KERNEL_LOOK_NS;
             }
-            if (wait_spin_yield(now) == YIELD_LONG && !here && known) {
+            if (wait_spin_yield_long(now) && !here && known) {
                 wait_crowded_found();   /* the CPU is wanted by others (core/wait/spin.c) */
                 if ((n = ep_collect_hot(epfd, ep, evs, max, false)) > 0) {
                     ep->spin_fails = 0;

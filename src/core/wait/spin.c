@@ -178,6 +178,12 @@ int wait_spin_yield(uint64_t now)
     return clock_now_ns() - now < CROWDED_AWAY_NS ? YIELD_SHORT : YIELD_LONG;
 }
 
+bool wait_spin_yield_long(uint64_t now)
+{
+    turn_spin_yield(now);
+    return clock_now_ns() - now >= CROWDED_AWAY_NS;
+}
+
 void wait_crowded_briefly(void)
 {
     uint64_t until = clock_now_ns() + CROWDED_NS;

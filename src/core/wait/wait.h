@@ -145,6 +145,11 @@ void wait_cpu_relax(void);
  * See spin.c. */
 enum { YIELD_KEPT, YIELD_SHORT, YIELD_LONG };
 int wait_spin_yield(uint64_t now);
+/* The same, asking only whether it was a long one: by the clock alone (a
+ * yield away for milliseconds gave the CPU to another thread), without
+ * wait_spin_yield's two getrusage calls, for a spin that yields at every
+ * look (epoll_wait's). */
+bool wait_spin_yield_long(uint64_t now);
 void wait_crowded_found(void);
 void wait_crowded_briefly(void);
 bool wait_crowded(uint64_t now);
