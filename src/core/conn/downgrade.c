@@ -514,7 +514,7 @@ void downgrade_leave(struct tcp_sock *t, int fd)
          * bytes (the tx lock it waits for) */
         xwake_send(t);
         dg_settle_on_tcp(t, fd);
-        shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (handed to a program without shunt)", fd);
+        shunt_log(LOG_INFO, "fd %d: moved back to kernel TCP (this end left the ring)", fd);
     }
     crit_unlock(&t->lock);
     if (!first && atomic_load(&t->path) == PATH_SHM) {

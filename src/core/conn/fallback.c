@@ -51,6 +51,7 @@ static const char *const reason_names[] = {
     [FB_FABRIC_NO_ROOM] = "fabric: no room above the process's fd limit for the engine's fds (its soft RLIMIT_NOFILE "
                           "is its hard one)",
     [FB_RAW_CLONE] = "moved back: a process made by the raw clone system call, which shunt does not follow, got it",
+    [FB_BOTH_FULL] = "moved back: both ends waited to send into full rings, neither reading (kernel TCP's buffers hold more)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -94,6 +95,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_FORK_BUSY] = "fabric_fork_busy",
     [FB_FABRIC_NO_ROOM] = "fabric_no_room",
     [FB_RAW_CLONE] = "raw_clone",
+    [FB_BOTH_FULL] = "both_full",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -168,6 +168,8 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
         if (sock_nb)
             return done ? (ssize_t)done : -EAGAIN;
         int w = stream_wait_writable(t, out);
+        if (w == STREAM_DOWNGRADED)
+            return done ? (ssize_t)done : bounce_to_socket(t, out, in_fd, off, count);
         if (w < 0)
             return done ? (ssize_t)done : w;
     }

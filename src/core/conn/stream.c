@@ -523,6 +523,8 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
         if (stream_nonblocking(t, f->fd, flags))
             return sent ? (ssize_t)sent : -EAGAIN;
         int w = stream_wait_writable(t, f);
+        if (w == STREAM_DOWNGRADED)
+            return sent ? send_rest_by_tcp(t, f->fd, &b, sent, flags) : STREAM_DOWNGRADED;
         if (w < 0)
             return sent ? (ssize_t)sent : w;
     }
@@ -532,6 +534,12 @@ int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
 {
     int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked, &f->wait_until, &f->sig);
     f->fd = tcp_call_fd(t, f->fd);
+    if (w == WAIT_BOTH_FULL) {
+        /* each end waits for the other to read: kernel TCP holds more */
+        shunt_log_sock(LOG_INFO, t, f->fd, "both ends wait to send into full rings: moving to kernel TCP");
+        downgrade_leave_because(t, f->fd, FB_BOTH_FULL);
+        return STREAM_DOWNGRADED;
+    }
     return w;
 }
 

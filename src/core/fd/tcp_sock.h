@@ -72,6 +72,7 @@ enum fallback_reason {
     FB_FABRIC_FORK_BUSY,    /* forked while the parent's engine, on UCX's TCP lanes, was in use */
     FB_FABRIC_NO_ROOM,      /* no room above the fd limit for the engine's fds (soft == hard, a small limit) */
     FB_RAW_CLONE,           /* a process made by a raw clone got it (core/process/raw_clone.c) */
+    FB_BOTH_FULL,           /* both ends waited to send into full rings, neither reading (core/conn/stream.c) */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):

@@ -250,6 +250,31 @@ int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const st
     return r == -ETIMEDOUT && cut ? 0 : 1;
 }
 
+/*
+ * A writer that slept FUTEX_SLEEP_NS for room and got none, while the
+ * peer's ring to us is full and none of it was read meanwhile, and the
+ * peer asks to be woken for room too: each waits for the other to read.
+ * Kernel TCP's buffers would have held more (a few MB each way here: two
+ * programs that both send 4 MB before they read finish on kernel TCP, and
+ * hung on 1 MiB rings), so the writer moves the connection there
+ * (WAIT_BOTH_FULL).  The peer's words are hints: a scribble can only move
+ * a connection to kernel TCP, which loses nothing.  rx_tail: our tail
+ * before the sleep.
+ */
+static uint64_t rx_tail_now(struct tcp_sock *t)
+{
+    uint64_t tail = 0;
+    return ring_tail_mine(&t->ch.rx, &tail) == 0 ? tail : UINT64_MAX;
+}
+
+static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
+{
+    const struct chan_side *peer = t->ch.peer;
+    return ring_writable(&t->ch.tx) == 0 && ring_readable(&t->ch.rx) >= (int64_t)ring_size_now(&t->ch.rx) &&
+           rx_tail_now(t) == rx_tail &&
+           (atomic_load(&peer->space_sleepers) || atomic_load(&peer->fspace_sleepers));
+}
+
 /* The one thread of this process that sleeps in the kernel for this
  * endpoint: it asks for a doorbell, looks at the rings a last time and
  * waits in the kernel until a doorbell is queued, the peer goes away,
@@ -262,9 +287,12 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     int result = 0;
     if (futex_sleep_fits(t)) {
         bool moved_on = false;
+        uint64_t rx_tail = rx_tail_now(t);
         result = futex_sleep(t, fd, ready, for_write, until, &moved_on, sig);
         if (result || !moved_on || ready(t))
             return result;
+        if (for_write && both_full(t, rx_tail))
+            return WAIT_BOTH_FULL;
     }
     int what = for_write ? WANT_SPACE : WANT_DATA;
     int efd = -1, xfd = -1;

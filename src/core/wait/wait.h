@@ -29,6 +29,11 @@ enum { WANT_DATA = 1, WANT_SPACE = 2, WANT_ANY = 3 };
  * (call_sig_start at its start). */
 int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, bool *blocked, uint64_t *until,
                  struct call_sig *sig);
+/* What wait_channel returns to a writer when neither end can go on: this
+ * end's ring to the peer has had no room for a while, the peer's to us is
+ * full and unread, and the peer waits for room too (sleep.c).  The caller
+ * moves the connection to kernel TCP, whose buffers hold more. */
+#define WAIT_BOTH_FULL (-4098)
 
 /* A poll of one accelerated socket, held by this process alone, about to
  * sleep (core/kinds/readiness.c): spins as a blocking call does, then sleeps

@@ -1,0 +1,99 @@
+/* both_send_first: two processes that each send more than a ring holds before either reads
+ * (each end writes 2.5 MiB, then reads the other's). Kernel TCP's buffers hold that much on
+ * loopback (a few MB each way), so both sends finish and every byte arrives. Under shunt the
+ * rings (1 MiB) fill both ways and each end waits for the other to read: before, both hung
+ * for ever. Now an end that waited for room while the other's ring to it stayed full and the
+ * other waited for room too moves the connection to kernel TCP (reason "both_full"; the other
+ * end's "downgraded", or "both_full" if it found the same at the same moment), losing nothing.
+ * Accelerated: the connection was accelerated first, and at least one end says both_full.
+ * Rounds: the client's end in a forked child; then with the whole of each write in one call,
+ * and in 64 KiB writes. Across namespaces (crossns, fabric modes) kernel TCP over the veth
+ * holds less than a ring (about 500 KB each way measured here; 1 MB hung without shunt), so
+ * there each end sends 400 KiB, which the kernel holds: every byte arrives, on whichever path
+ * (a ring grown to the 64 KiB writes is full sooner: then both_full as on loopback; the
+ * fabric modes' forked child leaves the engine). */
+#include "check.h"
+#include "net.h"
+
+#include <sys/wait.h>
+
+#define EACH (2560 * 1024)
+#define EACH_CROSS (400 * 1024)
+#define SEED_UP 71     /* child to parent */
+#define SEED_DOWN 72   /* parent to child */
+
+static char out[EACH], in[EACH];
+
+static void send_in(int fd, const char *buf, size_t len, size_t piece)
+{
+	if (piece > len)
+		piece = len;
+	for (size_t at = 0; at < len; at += piece)
+		xwrite_all(fd, buf + at, len - at < piece ? len - at : piece);
+}
+
+/* Sends each bytes (seed mine) in pieces, then reads and checks each (seed theirs). */
+static void send_then_read(int fd, uint64_t mine, uint64_t theirs, size_t each, size_t piece)
+{
+	pattern_fill(mine, 0, out, each);
+	send_in(fd, out, each, piece);
+	xread_exact(fd, in, each);
+	CHECK_PATTERN(theirs, 0, in, each);
+}
+
+/* 1 if this end's reason is both_full, 0 if it is downgraded (or not accelerated mode). */
+static int own_reason(int fd)
+{
+	const char *why;
+
+	if (!test_mode_accelerated() || test_crossns())
+		return 0;
+	why = fallback_of(fd);
+	if (why && strcmp(why, "both_full") == 0) {
+		expect_fallback(fd, "both_full");
+		return 1;
+	}
+	expect_fallback(fd, "downgraded");
+	return 0;
+}
+
+static void round_of(size_t piece)
+{
+	size_t each = test_crossns() ? EACH_CROSS : EACH;
+	int c, s, tell[2];
+	pid_t pid;
+	char child_said = 0;
+
+	tcp_pair(AF_INET, &c, &s);
+	expect_accelerated(c);
+	expect_accelerated(s);
+	CHECK_OK(pipe(tell));
+	pid = CHECK_OK(fork());
+	if (pid == 0) {
+		char r;
+
+		close(s);
+		close(tell[0]);
+		send_then_read(c, SEED_UP, SEED_DOWN, each, piece);
+		r = (char)('0' + own_reason(c));
+		xwrite_all(tell[1], &r, 1);
+		CHECK(read(c, in, 1), ==, 0);   /* the parent's close, nothing stray before it */
+		_exit(0);
+	}
+	close(c);
+	close(tell[1]);
+	send_then_read(s, SEED_DOWN, SEED_UP, each, piece);
+	xread_exact(tell[0], &child_said, 1);
+	if (test_mode_accelerated() && !test_crossns())
+		CHECK(own_reason(s) + (child_said == '1'), >=, 1);
+	CHECK_OK(close(s));
+	xwait_child_ok(pid);
+	close(tell[0]);
+}
+
+int main(void)
+{
+	round_of(SIZE_MAX);
+	round_of(64 * 1024);
+	PASS();
+}
