@@ -216,7 +216,7 @@ UNIT_LDFLAGS_test_fabric_stream_leave := -rdynamic
 unit_objs = $(if $(UNIT_LAYERS_$(1)),$(call layer_objs,$(UNIT_LAYERS_$(1))),$(UNIT_DEPS))
 
 .SECONDEXPANSION:
-$(BUILD)/tests/unit/%: tests/unit/%.c $$(call unit_objs,$$*) $(wildcard tests/lib/*.h)
+$(BUILD)/tests/unit/%: tests/unit/%.c $$(call unit_objs,$$*) $(wildcard tests/lib/*.h) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAGS) -Wno-missing-prototypes -Itests/lib $< $(call unit_objs,$*) -o $@ -ldl $(UNIT_LDFLAGS_$*)
 

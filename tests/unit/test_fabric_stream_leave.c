@@ -233,7 +233,10 @@ static void run_refused(struct fabric_engine *e, int sock, int i, const char *tl
                 sent += (uint64_t)r;
                 progress = true;
             }
-        } else if (!shut) {
+        } else if (!shut && (i == 0 || stream.moved)) {
+            /* the client's end comes after its move: a client that sent all
+             * and shut before the hello came (a server slow to send it) had
+             * nothing to hand over, and the server nothing to refuse */
             int r = fabric_stream_shutdown(&stream);
             if (r == -ENOTCONN && fabric_stream_return(&stream) == 0)   /* never attached: TCP's FIN */
                 r = fabric_stream_shutdown(&stream);
