@@ -6,8 +6,8 @@
  * other waited for room too moves the connection to kernel TCP (reason "both_full"; the other
  * end's "downgraded", or "both_full" if it found the same at the same moment), losing nothing.
  * Accelerated: the connection was accelerated first, and at least one end says both_full.
- * Rounds: the client's end in a forked child; then with the whole of each write in one call,
- * and in 64 KiB writes. Across namespaces (crossns, fabric modes) kernel TCP over the veth
+ * Rounds: the client's end in a forked child, with the whole of each write in one call, and in
+ * 64 KiB writes; then both ends in one process, a thread each (one write each). Across namespaces (crossns, fabric modes) kernel TCP over the veth
  * holds less than a ring (about 500 KB each way measured here; 1 MB hung without shunt), so
  * there each end sends 400 KiB, which the kernel holds: every byte arrives, on whichever path
  * (a ring grown to the 64 KiB writes is full sooner: then both_full as on loopback; the
@@ -15,6 +15,7 @@
 #include "check.h"
 #include "net.h"
 
+#include <pthread.h>
 #include <sys/wait.h>
 
 #define EACH (2560 * 1024)
@@ -22,7 +23,7 @@
 #define SEED_UP 71     /* child to parent */
 #define SEED_DOWN 72   /* parent to child */
 
-static char out[EACH], in[EACH];
+static char out[EACH], in[EACH], out2[EACH], in2[EACH];
 
 static void send_in(int fd, const char *buf, size_t len, size_t piece)
 {
@@ -32,13 +33,19 @@ static void send_in(int fd, const char *buf, size_t len, size_t piece)
 		xwrite_all(fd, buf + at, len - at < piece ? len - at : piece);
 }
 
-/* Sends each bytes (seed mine) in pieces, then reads and checks each (seed theirs). */
+/* Sends each bytes (seed mine) in pieces, then reads and checks each (seed theirs), with the
+ * buffers given. */
+static void send_then_read_in(int fd, uint64_t mine, uint64_t theirs, size_t each, size_t piece, char *o, char *i)
+{
+	pattern_fill(mine, 0, o, each);
+	send_in(fd, o, each, piece);
+	xread_exact(fd, i, each);
+	CHECK_PATTERN(theirs, 0, i, each);
+}
+
 static void send_then_read(int fd, uint64_t mine, uint64_t theirs, size_t each, size_t piece)
 {
-	pattern_fill(mine, 0, out, each);
-	send_in(fd, out, each, piece);
-	xread_exact(fd, in, each);
-	CHECK_PATTERN(theirs, 0, in, each);
+	send_then_read_in(fd, mine, theirs, each, piece, out, in);
 }
 
 /* 1 if this end's reason is both_full, 0 if it is downgraded (or not accelerated mode). */
@@ -91,9 +98,44 @@ static void round_of(size_t piece)
 	close(tell[0]);
 }
 
+struct side {
+	int fd;
+	size_t each;
+};
+
+static void *client_thread(void *arg)
+{
+	struct side *c = arg;
+
+	send_then_read_in(c->fd, SEED_UP, SEED_DOWN, c->each, c->each, out2, in2);
+	return NULL;
+}
+
+/* Both ends in this process, the client's in a thread of its own. */
+static void threads_round(void)
+{
+	struct side cs;
+	pthread_t th;
+	int c, s;
+
+	tcp_pair(AF_INET, &c, &s);
+	expect_accelerated(c);
+	expect_accelerated(s);
+	cs.fd = c;
+	cs.each = test_crossns() ? EACH_CROSS : EACH;
+	CHECK(pthread_create(&th, NULL, client_thread, &cs), ==, 0);
+	send_then_read(s, SEED_DOWN, SEED_UP, cs.each, cs.each);
+	CHECK(pthread_join(th, NULL), ==, 0);
+	if (test_mode_accelerated() && !test_crossns())
+		CHECK(own_reason(s) + own_reason(c), >=, 1);
+	CHECK_OK(close(c));
+	CHECK_OK(close(s));
+}
+
 int main(void)
 {
 	round_of(SIZE_MAX);
 	round_of(64 * 1024);
+	threads_round();
 	PASS();
 }

@@ -261,10 +261,11 @@ int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const st
  * a connection to kernel TCP, which loses nothing.  rx_tail: our tail
  * before the sleep.
  */
+/* Our tail as the segment has it (a writer thread looks, without the rx
+ * lock: shared words only, not the reader's own record). */
 static uint64_t rx_tail_now(struct tcp_sock *t)
 {
-    uint64_t tail = 0;
-    return ring_tail_mine(&t->ch.rx, &tail) == 0 ? tail : UINT64_MAX;
+    return ring_tail_seen(&t->ch.rx, 0);
 }
 
 static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
