@@ -7,7 +7,9 @@
  * end's "downgraded", or "both_full" if it found the same at the same moment), losing nothing.
  * Accelerated: the connection was accelerated first, and at least one end says both_full.
  * Rounds: the client's end in a forked child, with the whole of each write in one call, and in
- * 64 KiB writes; then both ends in one process, a thread each (one write each). Across namespaces (crossns, fabric modes) kernel TCP over the veth
+ * 64 KiB writes; the same with each end held by another process too (an end several processes
+ * hold sleeps on the companion, not the futex: before, it hung there even after the first
+ * fix); then both ends in one process, a thread each (one write each). Across namespaces (crossns, fabric modes) kernel TCP over the veth
  * holds less than a ring (about 500 KB each way measured here; 1 MB hung without shunt), so
  * there each end sends 400 KiB, which the kernel holds: every byte arrives, on whichever path
  * (a ring grown to the 64 KiB writes is full sooner: then both_full as on loopback; the
@@ -64,11 +66,38 @@ static int own_reason(int fd)
 	return 0;
 }
 
-static void round_of(size_t piece)
+/* A process that holds fd too, doing nothing with it, until *release is closed: the end is
+ * shared (its waits are not the futex's). */
+static pid_t hold_too(int fd, int release[2])
+{
+	pid_t pid;
+
+	CHECK_OK(pipe(release));
+	pid = CHECK_OK(fork());
+	if (pid == 0) {
+		char b;
+
+		close(release[1]);
+		(void)read(release[0], &b, 1);
+		close(fd);
+		_exit(0);
+	}
+	close(release[0]);
+	return pid;
+}
+
+static void let_go(pid_t holder, int release[2])
+{
+	close(release[1]);
+	xwait_child_ok(holder);
+}
+
+/* shared: each end also held by another process of its side. */
+static void round_of(size_t piece, int shared)
 {
 	size_t each = test_crossns() ? EACH_CROSS : EACH;
-	int c, s, tell[2];
-	pid_t pid;
+	int c, s, tell[2], rel[2];
+	pid_t pid, holder = 0;
 	char child_said = 0;
 
 	tcp_pair(AF_INET, &c, &s);
@@ -81,19 +110,27 @@ static void round_of(size_t piece)
 
 		close(s);
 		close(tell[0]);
+		if (shared)
+			holder = hold_too(c, rel);
 		send_then_read(c, SEED_UP, SEED_DOWN, each, piece);
 		r = (char)('0' + own_reason(c));
 		xwrite_all(tell[1], &r, 1);
 		CHECK(read(c, in, 1), ==, 0);   /* the parent's close, nothing stray before it */
+		if (shared)
+			let_go(holder, rel);
 		_exit(0);
 	}
 	close(c);
 	close(tell[1]);
+	if (shared)
+		holder = hold_too(s, rel);
 	send_then_read(s, SEED_DOWN, SEED_UP, each, piece);
 	xread_exact(tell[0], &child_said, 1);
 	if (test_mode_accelerated() && !test_crossns())
 		CHECK(own_reason(s) + (child_said == '1'), >=, 1);
 	CHECK_OK(close(s));
+	if (shared)
+		let_go(holder, rel);
 	xwait_child_ok(pid);
 	close(tell[0]);
 }
@@ -134,8 +171,9 @@ static void threads_round(void)
 
 int main(void)
 {
-	round_of(SIZE_MAX);
-	round_of(64 * 1024);
+	round_of(SIZE_MAX, 0);
+	round_of(64 * 1024, 0);
+	round_of(SIZE_MAX, 1);
 	threads_round();
 	PASS();
 }

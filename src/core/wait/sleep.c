@@ -112,9 +112,12 @@ static int ppoll_without_rlimit(struct pollfd *p, int n, bool timed, struct time
 
 /* The kernel wait itself: the companion (a doorbell, the peer's death),
  * the local wake and the end's wake from other processes, with what is left
- * of the socket's timeout for this direction. */
+ * of the socket's timeout for this direction.  first: cut the sleep to
+ * FUTEX_SLEEP_NS, as a futex sleep is, and say whether that time ran out
+ * with nothing come (*ran_out). */
+#define FUTEX_SLEEP_NS 20000000u
 static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until,
-                       struct call_sig *sig)
+                       struct call_sig *sig, bool first, bool *ran_out)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
@@ -131,10 +134,13 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     int timed = call_timeout(t, fd, for_write, until, &tmo);
     if (timed < 0)
         return timed;
-    bool capped = false;
+    bool capped = false, cut = false;
     if ((lw == LW_BUSY || channel_resend_pending(&t->ch)) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
         tmo = cap;   /* a wake is being emptied, or a re-send waits for room: look again soon */
         capped = true;
+    } else if (first && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS)) {
+        tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
+        capped = cut = true;
     }
     struct pollfd p[3] = {
         { .fd = fd, .events = POLLIN | POLLRDHUP },
@@ -152,8 +158,10 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
         atomic_store(&t->peer_gone, true);
         return 0;
     }
-    if (n == 0)
+    if (n == 0) {
+        *ran_out = cut;
         return capped ? 0 : -EAGAIN;   /* the socket's timeout */
+    }
     if (p[1].revents & POLLNVAL)
         wait_local_lost(efd);
     if (p[0].revents & POLLNVAL) {
@@ -185,8 +193,6 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
  * (xwake_send) add one to it and wake it too.  0: look again (woken, or
  * the time is up: *moved_on); -EAGAIN, -EINTR as kernel_wait.
  */
-#define FUTEX_SLEEP_NS 20000000u
-
 static bool futex_sleep_fits(struct tcp_sock *t)
 {
     return !tcp_sock_end_shared(t) && !atomic_load_explicit(&t->peer_gone, memory_order_relaxed) &&
@@ -257,9 +263,11 @@ int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const st
  * Kernel TCP's buffers would have held more (a few MB each way here: two
  * programs that both send 4 MB before they read finish on kernel TCP, and
  * hung on 1 MiB rings), so the writer moves the connection there
- * (WAIT_BOTH_FULL).  The peer's words are hints: a scribble can only move
- * a connection to kernel TCP, which loses nothing.  rx_tail: our tail
- * before the sleep.
+ * (WAIT_BOTH_FULL).  An end held by several processes has no futex
+ * sleep: its first sleep on the companion is cut to as long for the same
+ * look, when the peer's ring to us is full.  The peer's words are hints: a
+ * scribble can only move a connection to kernel TCP, which loses nothing.
+ * rx_tail: our tail before the sleep.
  */
 /* Our tail as the segment has it (a writer thread looks, without the rx
  * lock: shared words only, not the reader's own record). */
@@ -268,11 +276,15 @@ static uint64_t rx_tail_now(struct tcp_sock *t)
     return ring_tail_seen(&t->ch.rx, 0);
 }
 
+static bool rx_full(struct tcp_sock *t)
+{
+    return ring_readable(&t->ch.rx) >= (int64_t)ring_size_now(&t->ch.rx);
+}
+
 static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
 {
     const struct chan_side *peer = t->ch.peer;
-    return ring_writable(&t->ch.tx) == 0 && ring_readable(&t->ch.rx) >= (int64_t)ring_size_now(&t->ch.rx) &&
-           rx_tail_now(t) == rx_tail &&
+    return ring_writable(&t->ch.tx) == 0 && rx_full(t) && rx_tail_now(t) == rx_tail &&
            (atomic_load(&peer->space_sleepers) || atomic_load(&peer->fspace_sleepers));
 }
 
@@ -286,7 +298,8 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
                            struct call_sig *sig)
 {
     int result = 0;
-    if (futex_sleep_fits(t)) {
+    bool futexed = futex_sleep_fits(t);
+    if (futexed) {
         bool moved_on = false;
         uint64_t rx_tail = rx_tail_now(t);
         result = futex_sleep(t, fd, ready, for_write, until, &moved_on, sig);
@@ -301,11 +314,17 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
+    /* An end without the futex sleep (held by several processes) looks for
+     * both ends full after as long, when the peer's ring to us is full. */
+    bool watch = for_write && !futexed && rx_full(t), ran_out = false;
+    uint64_t rx_tail = watch ? rx_tail_now(t) : 0;
     if (!ready(t)) {
-        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until, sig);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until, sig, watch, &ran_out);
         turn_gave_way(clock_now_ns());
     }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
+    if (ran_out && !ready(t) && both_full(t, rx_tail))
+        return WAIT_BOTH_FULL;
     return result;
 }
 
