@@ -499,6 +499,37 @@ bool channel_file_parse(const char *file_name, struct channel_file *out)
 /* Grows by at least 8 times, and to the whole send when that is more. */
 #define GROW_FACTOR 8
 
+/* Backs [cur, next) of the outgoing ring within the user's budget: false
+ * (and no more growth asked for) when there is no memory for it. */
+static bool back_growth(struct channel *ch, uint64_t cur, uint64_t next, uint64_t shm_limit)
+{
+    int saved = errno;
+    uint64_t more = next - cur;
+    bool ok = shm_budget_take(more, shm_limit) == 0;
+    /* Back the new pages now: on tmpfs a page that cannot be had later is a
+     * SIGBUS in the middle of a copy.  MADV_POPULATE_WRITE fails cleanly
+     * instead (an older kernel without it keeps the ring as it is). */
+    if (ok && madvise(ch->tx.data + cur, (size_t)more, MADV_POPULATE_WRITE) < 0) {
+        shm_budget_give(more);
+        ok = false;
+    }
+    if (!ok)
+        ch->grow_refused = true;
+    errno = saved;
+    return ok;
+}
+
+/* The new size is in the ring: its pages counted as the segment's. */
+static void grown(struct channel *ch, uint64_t cur, uint64_t next, int r)
+{
+    if (r == 0) {
+        atomic_fetch_add(&ch->hdr->reserved, next - cur);
+        ch->tx_was_full = false;
+    } else {
+        shm_budget_give(next - cur);   /* pages stay backed; the next try finds them */
+    }
+}
+
 void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit)
 {
     uint64_t cur = ring_size_now(&ch->tx);
@@ -512,29 +543,25 @@ void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit)
         next *= 2;
     if (next > cap)
         next = cap;
-    int saved = errno;
-    uint64_t more = next - cur;
-    if (shm_budget_take(more, shm_limit) < 0) {
-        ch->grow_refused = true;
-        errno = saved;
-        return;
-    }
-    /* Back the new pages now: on tmpfs a page that cannot be had later is a
-     * SIGBUS in the middle of a copy.  MADV_POPULATE_WRITE fails cleanly
-     * instead (an older kernel without it keeps the ring as it is). */
-    if (madvise(ch->tx.data + cur, (size_t)more, MADV_POPULATE_WRITE) < 0) {
-        shm_budget_give(more);
-        ch->grow_refused = true;
-        errno = saved;
-        return;
-    }
-    errno = saved;
-    if (ring_resize(&ch->tx, next) == 0) {
-        atomic_fetch_add(&ch->hdr->reserved, more);
-        ch->tx_was_full = false;
-    } else {
-        shm_budget_give(more);   /* pages stay backed; the next try finds them */
-    }
+    if (back_growth(ch, cur, next, shm_limit))
+        grown(ch, cur, next, ring_resize(&ch->tx, next));
+}
+
+bool channel_tx_may_grow_in_place(const struct channel *ch)
+{
+    uint64_t cur = ring_size_now(&ch->tx);
+    return cur != 0 && cur < ch->tx.size && !atomic_load_explicit(&ch->grow_refused, memory_order_relaxed) &&
+           ring_may_grow_in_place(&ch->tx, 2 * cur) == 0;
+}
+
+bool channel_tx_grow_in_place(struct channel *ch, uint64_t shm_limit)
+{
+    uint64_t cur = ring_size_now(&ch->tx);
+    if (cur == 0 || cur >= ch->tx.size || ch->grow_refused || !back_growth(ch, cur, 2 * cur, shm_limit))
+        return false;
+    int r = ring_grow_in_place(&ch->tx, 2 * cur);
+    grown(ch, cur, 2 * cur, r);
+    return r == 0;
 }
 
 uint64_t channel_reserved(const struct channel *ch)

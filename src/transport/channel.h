@@ -278,7 +278,7 @@ struct channel {
     struct chan_side *peer;
     int side;                   /* 0 client, 1 server */
     bool tx_was_full;           /* the outgoing ring filled up since it last grew */
-    bool grow_refused;          /* no memory to grow it: do not ask again */
+    atomic_bool grow_refused;   /* no memory to grow it: do not ask again (a waiting writer asks too) */
     uint64_t aux_key;           /* the header's, read once at create or attach */
     char name[CHANNEL_NAME_MAX];
 };
@@ -331,6 +331,14 @@ int channel_create(struct channel *ch, uint32_t ring_size, uint32_t start_size, 
  * is empty and either filled up since it last grew or is smaller than want
  * (up to the capacity, as memory and the limit allow). */
 void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit);
+
+/* Producer, its ring full and its reader behind: doubles the ring in place
+ * (ring_grow_in_place) when no unread byte would move, up to the capacity,
+ * as a kernel socket's buffer takes more from a sender whose reader has
+ * not started (a send larger than the ring, then a close, before the peer
+ * reads).  channel_tx_may_grow_in_place only asks (any thread, no lock). */
+bool channel_tx_grow_in_place(struct channel *ch, uint64_t shm_limit);
+bool channel_tx_may_grow_in_place(const struct channel *ch);
 
 /* Bytes of /dev/shm this channel's segment holds. */
 uint64_t channel_reserved(const struct channel *ch);

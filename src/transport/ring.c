@@ -15,10 +15,12 @@
  * offset into data is masked by the private size.
  *
  * Size.  The ring's size now (hdr->size, 0 meaning the whole capacity) is
- * loaded after head by the consumer and changed by the producer only while
- * the ring is empty and before its next W1: a consumer that sees the new
- * head therefore sees the new size, and one that sees the old head has
- * nothing to read.  Every size loaded is checked against the private
+ * loaded after head by the consumer and changed by the producer before its
+ * next W1, only while the ring is empty (ring_resize) or while every unread
+ * byte keeps its place under both sizes (ring_grow_in_place): a consumer
+ * that sees the new head therefore sees the new size, and one that sees
+ * the old head either has nothing to read or reads the same bytes by
+ * either size (read_size).  Every size loaded is checked against the private
  * capacity, so a scribbled one is -EIO, never a wider copy.
  *
  * Copies.  A check of bounds cannot tell a scribbled head one byte ahead
@@ -110,6 +112,24 @@ static uint64_t live_size(const struct ring_view *r)
     uint64_t s = atomic_load_explicit(&r->hdr->size, memory_order_relaxed);
     uint64_t c = atomic_load_explicit(&r->hdr->size_copy, memory_order_relaxed);
     return s == c ? size_of(r, s) : 0;
+}
+
+/* The consumer's size for the bytes [tail, tail + avail) it is about to
+ * read: both copies alike; or, while the producer grows the ring in place
+ * (ring_grow_in_place: the copy first, then the word), two sizes under
+ * which every one of those bytes has the same place, so that either gives
+ * the same offsets (the smaller is used, and bounds the read).  Anything
+ * else is 0, a corrupt header: one scribbled size word can thus make a read
+ * use the other size only where both name the same bytes. */
+static uint64_t read_size(const struct ring_view *r, uint64_t tail, uint64_t avail)
+{
+    uint64_t s = size_of(r, atomic_load_explicit(&r->hdr->size, memory_order_relaxed));
+    uint64_t c = size_of(r, atomic_load_explicit(&r->hdr->size_copy, memory_order_relaxed));
+    if (s == c || s == 0 || c == 0)
+        return s == c ? s : 0;
+    uint64_t lo = s < c ? s : c, hi = s < c ? c : s;
+    uint64_t base = tail & ~(hi - 1);
+    return tail - base + avail <= lo ? lo : 0;
 }
 
 /* For the advisory counts and an empty ring's answer, which may come while
@@ -395,7 +415,7 @@ ssize_t ring_read(struct ring_view *r, const struct iovec *iov, int iovcnt, size
     if (avail == 0)
         return loose_size(r) ? 0 : -EIO;   /* nothing to read, and no size needed but a sane one */
     struct ring_view v = *r;
-    v.size = live_size(r);
+    v.size = read_size(r, tail, avail);
     if (v.size == 0 || avail > v.size)
         return -EIO;
     size_t want = avail < max ? (size_t)avail : max;
@@ -490,7 +510,7 @@ ssize_t ring_filled(const struct ring_view *r, struct iovec out[2], size_t max, 
     uint64_t avail = ring_head_seen(r, tail) - tail;
     if (avail == 0)
         return loose_size(r) ? 0 : -EIO;
-    v.size = live_size(r);
+    v.size = read_size(r, tail, avail);
     if (v.size == 0 || avail > v.size)
         return -EIO;
     size_t n = avail < max ? (size_t)avail : max;
@@ -540,6 +560,50 @@ int ring_resize(const struct ring_view *r, uint64_t new_size)
     uint64_t v = new_size == r->size ? 0 : new_size;
     atomic_store_explicit(&h->size_copy, v, memory_order_relaxed);
     atomic_store_explicit(&h->size, v, memory_order_relaxed);
+    return 0;
+}
+
+/* Whether growing to new_size keeps every unread byte in place: [tail,
+ * head) within the first cur bytes of a window of new_size (offsets are
+ * positions masked by the size, and there both masks agree). */
+static int grow_check(const struct ring_view *r, uint64_t new_size, uint64_t *cur, bool ask)
+{
+    if (!view_ok(r) || !tag_ok(r))
+        return -EINVAL;
+    *cur = ask ? loose_size(r) : live_size(r);
+    if (*cur == 0)
+        return -EIO;
+    if (new_size <= *cur || new_size > r->size || (new_size & (new_size - 1)))
+        return -EINVAL;
+    uint64_t head;
+    if (ask)
+        head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);   /* any thread: the shared word */
+    else if (ring_head_mine(r, &head) < 0)
+        return -EIO;
+    /* acquire (W2), as for a write: a tail further on only narrows it */
+    uint64_t tail = ring_tail_seen(r, head);
+    if (head - tail > *cur)
+        return -EIO;
+    return head - (tail & ~(new_size - 1)) <= *cur ? 0 : -EBUSY;
+}
+
+int ring_may_grow_in_place(const struct ring_view *r, uint64_t new_size)
+{
+    uint64_t cur;
+    return grow_check(r, new_size, &cur, true);
+}
+
+int ring_grow_in_place(const struct ring_view *r, uint64_t new_size)
+{
+    uint64_t cur;
+    int err = grow_check(r, new_size, &cur, false);
+    if (err)
+        return err;
+    /* relaxed, the copy first, published by our next W1 as ring_resize's;
+     * a consumer that meets the two apart reads by read_size's rule */
+    uint64_t v = new_size == r->size ? 0 : new_size;
+    atomic_store_explicit(&r->hdr->size_copy, v, memory_order_relaxed);
+    atomic_store_explicit(&r->hdr->size, v, memory_order_relaxed);
     return 0;
 }
 

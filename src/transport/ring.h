@@ -144,6 +144,15 @@ uint64_t ring_size_now(const struct ring_view *r);
  * must be backed before (the channel reserves it). */
 int ring_resize(const struct ring_view *r, uint64_t new_size);
 
+/* Producer only: makes the ring new_size bytes although it holds unread
+ * bytes, when every one of them keeps its place (they lie in the first
+ * size-now bytes of a window of new_size: a ring that has not wrapped
+ * since it was last empty at such a boundary, as a fresh one whose reader
+ * has not caught up).  0, -EBUSY (some byte would move), -EINVAL or -EIO;
+ * ring_may_grow_in_place only asks.  The memory must be backed before. */
+int ring_grow_in_place(const struct ring_view *r, uint64_t new_size);
+int ring_may_grow_in_place(const struct ring_view *r, uint64_t new_size);
+
 /* Records the producer's shut down at the current head. */
 void ring_set_fin(const struct ring_view *r);
 

@@ -467,6 +467,73 @@ static void test_resize_and_pieces(void)
     printf("ok: resize and pieces\n");
 }
 
+/* A ring that holds unread bytes grows in place only where none of them
+ * would move, and a reader that meets the two size words apart (the
+ * producer stores the copy, then the word) reads the same bytes by either
+ * size, or refuses. */
+static void test_grow_in_place(void)
+{
+    struct test_ring t;
+    test_ring_new(&t, 65536);
+    unsigned char in[20000], out[20000];
+    CHECK(ring_resize(&t.v, 4096), ==, 0);
+    /* fresh, full, nothing read: grows, then takes 4096 more */
+    fill_pattern(in, 0, 8192);
+    CHECK(write1(&t.v, in, 8192), ==, 4096);
+    CHECK(ring_may_grow_in_place(&t.v, 8192), ==, 0);
+    CHECK(ring_grow_in_place(&t.v, 12288), ==, -EINVAL);
+    CHECK(ring_grow_in_place(&t.v, 131072), ==, -EINVAL);
+    CHECK(ring_grow_in_place(&t.v, 8192), ==, 0);
+    CHECK(ring_size_now(&t.v), ==, 8192);
+    CHECK(write1(&t.v, in + 4096, 4096), ==, 4096);
+    CHECK(read1(&t.v, out, 3000, false), ==, 3000);
+    /* [3000, 8192) in the first half of a 16 KiB window: grows again */
+    CHECK(ring_grow_in_place(&t.v, 16384), ==, 0);
+    fill_pattern(in, 8192, 8192);
+    CHECK(write1(&t.v, in, 8192), ==, 8192);
+    CHECK(read1(&t.v, out + 3000, 13384, false), ==, 13384);
+    check_pattern(out, 0, 16384);
+    /* it wrapped since: [20000, 30000) spans the 16 KiB boundary of a 32 KiB
+     * window at 0, so a byte would move; refused, nothing changed */
+    fill_pattern(in, 16384, 3616);
+    CHECK(write1(&t.v, in, 3616), ==, 3616);
+    CHECK(read1(&t.v, out, 3616, false), ==, 3616);
+    fill_pattern(in, 20000, 10000);
+    CHECK(write1(&t.v, in, 10000), ==, 10000);
+    CHECK(ring_may_grow_in_place(&t.v, 32768), ==, -EBUSY);
+    CHECK(ring_grow_in_place(&t.v, 32768), ==, -EBUSY);
+    CHECK(ring_size_now(&t.v), ==, 16384);
+    CHECK(read1(&t.v, out, 10000, false), ==, 10000);
+    check_pattern(out, 20000, 10000);
+    /* the reader between the producer's two stores: [30000, 32768) lies in
+     * the first 16 KiB of neither... of a 32 KiB window at 0 it is the second
+     * half: refused (-EIO), as for a scribble */
+    fill_pattern(in, 30000, 2000);
+    CHECK(write1(&t.v, in, 2000), ==, 2000);
+    atomic_store(&t.hdr->size_copy, 32768);
+    CHECK(read1(&t.v, out, 2000, false), ==, -EIO);
+    atomic_store(&t.hdr->size_copy, 16384);
+    CHECK(read1(&t.v, out, 2000, false), ==, 2000);
+    check_pattern(out, 30000, 2000);
+    /* at 32000: [32000, 33000) is in the second 16 KiB of the window at 0
+     * of 32 KiB, and [32768, ...) starts the next; position 33000 to 34000
+     * lies in the first 16 KiB of the window at 32768: either size, the
+     * same bytes */
+    fill_pattern(in, 32000, 2000);
+    CHECK(write1(&t.v, in, 1000), ==, 1000);
+    CHECK(read1(&t.v, out, 1000, false), ==, 1000);
+    check_pattern(out, 32000, 1000);
+    CHECK(write1(&t.v, in + 1000, 1000), ==, 1000);
+    atomic_store(&t.hdr->size_copy, 32768);   /* the copy first, as the producer stores them */
+    CHECK(read1(&t.v, out, 1000, true), ==, 1000);
+    check_pattern(out, 33000, 1000);
+    atomic_store(&t.hdr->size, 32768);
+    CHECK(read1(&t.v, out, 1000, false), ==, 1000);
+    check_pattern(out, 33000, 1000);
+    test_ring_free(&t);
+    printf("ok: grow in place\n");
+}
+
 
 int main(void)
 {
@@ -478,6 +545,7 @@ int main(void)
     test_fin();
     test_degenerate_iov();
     test_resize_and_pieces();
+    test_grow_in_place();
     test_stress();
     printf("test_ring: ok\n");
     PASS();

@@ -534,6 +534,18 @@ int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
 {
     int w = wait_channel(t, f->fd, tx_ready, true, &f->blocked, &f->wait_until, &f->sig);
     f->fd = tcp_call_fd(t, f->fd);
+    if (w == WAIT_GROW) {
+        /* the reader has not caught up: more room, as the kernel's buffer
+         * would take more (not while the connection leaves the ring) */
+        int lk = dir_lock(t, &t->tx_lock, &t->ch.self->tx_lock);
+        if (lk >= 0 && !atomic_load_explicit(&t->ch.hdr->down, memory_order_acquire) &&
+            channel_tx_grow_in_place(&t->ch, shunt_settings.shm_limit))
+            shunt_log_sock(LOG_DEBUG, t, f->fd, "ring grown in place to %llu (its reader behind)",
+                           (unsigned long long)ring_size_now(&t->ch.tx));
+        if (lk >= 0)
+            dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
+        return 0;
+    }
     if (w == WAIT_BOTH_FULL) {
         /* each end waits for the other to read: kernel TCP holds more */
         shunt_log_sock(LOG_INFO, t, f->fd, "both ends wait to send into full rings: moving to kernel TCP");

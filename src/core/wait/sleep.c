@@ -278,7 +278,8 @@ static uint64_t rx_tail_now(struct tcp_sock *t)
 
 static bool rx_full(struct tcp_sock *t)
 {
-    return ring_readable(&t->ch.rx) >= (int64_t)ring_size_now(&t->ch.rx);
+    uint64_t size = ring_size_now(&t->ch.rx);   /* (0: the peer is growing it, or scribbled) */
+    return size != 0 && ring_readable(&t->ch.rx) >= (int64_t)size;
 }
 
 static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
@@ -305,6 +306,8 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
         result = futex_sleep(t, fd, ready, for_write, until, &moved_on, sig);
         if (result || !moved_on || ready(t))
             return result;
+        if (for_write && channel_tx_may_grow_in_place(&t->ch))
+            return WAIT_GROW;
         if (for_write && both_full(t, rx_tail))
             return WAIT_BOTH_FULL;
     }

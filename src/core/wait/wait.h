@@ -34,6 +34,10 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
  * full and unread, and the peer waits for room too (sleep.c).  The caller
  * moves the connection to kernel TCP, whose buffers hold more. */
 #define WAIT_BOTH_FULL (-4098)
+/* ... or when its ring may grow in place (its reader has not caught up and
+ * no unread byte would move: channel_tx_grow_in_place): the caller grows
+ * it under its tx lock and writes on. */
+#define WAIT_GROW (-4099)
 
 /* A poll of one accelerated socket, held by this process alone, about to
  * sleep (core/kinds/readiness.c): spins as a blocking call does, then sleeps
