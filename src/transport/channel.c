@@ -550,14 +550,17 @@ void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit)
 bool channel_tx_may_grow_in_place(const struct channel *ch)
 {
     uint64_t cur = ring_size_now(&ch->tx);
+    /* full, once a program was told so (EAGAIN or a short send), stays full
+     * until the reader reads, as the kernel's answer promised */
     return cur != 0 && cur < ch->tx.size && !atomic_load_explicit(&ch->grow_refused, memory_order_relaxed) &&
+           !atomic_load_explicit(&ch->tx_told_full, memory_order_relaxed) &&
            ring_may_grow_in_place(&ch->tx, 2 * cur) == 0;
 }
 
 bool channel_tx_grow_in_place(struct channel *ch, uint64_t shm_limit)
 {
     uint64_t cur = ring_size_now(&ch->tx);
-    if (cur == 0 || cur >= ch->tx.size || ch->grow_refused || !back_growth(ch, cur, 2 * cur, shm_limit))
+    if (!channel_tx_may_grow_in_place(ch) || !back_growth(ch, cur, 2 * cur, shm_limit))
         return false;
     int r = ring_grow_in_place(&ch->tx, 2 * cur);
     grown(ch, cur, 2 * cur, r);

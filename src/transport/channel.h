@@ -279,6 +279,7 @@ struct channel {
     int side;                   /* 0 client, 1 server */
     bool tx_was_full;           /* the outgoing ring filled up since it last grew */
     atomic_bool grow_refused;   /* no memory to grow it: do not ask again (a waiting writer asks too) */
+    atomic_bool tx_told_full;   /* a non-blocking send was told the ring is full: it grows in place no more */
     uint64_t aux_key;           /* the header's, read once at create or attach */
     char name[CHANNEL_NAME_MAX];
 };
@@ -336,7 +337,7 @@ void channel_tx_grow(struct channel *ch, uint64_t want, uint64_t shm_limit);
  * (ring_grow_in_place) when no unread byte would move, up to the capacity,
  * as a kernel socket's buffer takes more from a sender whose reader has
  * not started (a send larger than the ring, then a close, before the peer
- * reads).  channel_tx_may_grow_in_place only asks (any thread, no lock). */
+ * reads); never once a non-blocking send was told it is full.  channel_tx_may_grow_in_place only asks (any thread, no lock). */
 bool channel_tx_grow_in_place(struct channel *ch, uint64_t shm_limit);
 bool channel_tx_may_grow_in_place(const struct channel *ch);
 

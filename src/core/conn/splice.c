@@ -165,8 +165,10 @@ static ssize_t fd_to_ring(struct tcp_sock *t, struct fdref *out, int in_fd, off6
             return done ? (ssize_t)done : -ECONNRESET;
         t->ch.tx_was_full = true;
         doorbell_wake_peer(t, out->fd, WANT_DATA);
-        if (sock_nb)
+        if (sock_nb) {
+            atomic_store_explicit(&t->ch.tx_told_full, true, memory_order_relaxed);
             return done ? (ssize_t)done : -EAGAIN;
+        }
         int w = stream_wait_writable(t, out);
         if (w == STREAM_DOWNGRADED)
             return done ? (ssize_t)done : bounce_to_socket(t, out, in_fd, off, count);

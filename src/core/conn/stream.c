@@ -520,8 +520,10 @@ ssize_t stream_send(struct tcp_sock *t, struct fdref *f, struct io_call *c)
             return sent ? (ssize_t)sent : stream_broken_send(t, f->fd, c);
         if (peer_finished(t))
             return sent ? (ssize_t)sent : stream_send_failed(flags);
-        if (stream_nonblocking(t, f->fd, flags))
+        if (stream_nonblocking(t, f->fd, flags)) {
+            atomic_store_explicit(&t->ch.tx_told_full, true, memory_order_relaxed);
             return sent ? (ssize_t)sent : -EAGAIN;
+        }
         int w = stream_wait_writable(t, f);
         if (w == STREAM_DOWNGRADED)
             return sent ? send_rest_by_tcp(t, f->fd, &b, sent, flags) : STREAM_DOWNGRADED;
