@@ -256,19 +256,6 @@ int wait_poll_one(struct tcp_sock *t, int fd, ready_fn ready, int what, const st
     return r == -ETIMEDOUT && cut ? 0 : 1;
 }
 
-/*
- * A writer that slept FUTEX_SLEEP_NS for room and got none, while the
- * peer's ring to us is full and none of it was read meanwhile, and the
- * peer asks to be woken for room too: each waits for the other to read.
- * Kernel TCP's buffers would have held more (a few MB each way here: two
- * programs that both send 4 MB before they read finish on kernel TCP, and
- * hung on 1 MiB rings), so the writer moves the connection there
- * (WAIT_BOTH_FULL).  An end held by several processes has no futex
- * sleep: its first sleep on the companion is cut to as long for the same
- * look, when the peer's ring to us is full.  The peer's words are hints: a
- * scribble can only move a connection to kernel TCP, which loses nothing.
- * rx_tail: our tail before the sleep.
- */
 /* Our tail as the segment has it (a writer thread looks, without the rx
  * lock: shared words only, not the reader's own record). */
 static uint64_t rx_tail_now(struct tcp_sock *t)
@@ -282,6 +269,19 @@ static bool rx_full(struct tcp_sock *t)
     return size != 0 && ring_readable(&t->ch.rx) >= (int64_t)size;
 }
 
+/*
+ * A writer that slept FUTEX_SLEEP_NS for room and got none, while the
+ * peer's ring to us is full and none of it was read meanwhile, and the
+ * peer asks to be woken for room too: each waits for the other to read.
+ * Kernel TCP's buffers would have held more (a few MB each way here: two
+ * programs that both send 4 MB before they read finish on kernel TCP, and
+ * hung on 1 MiB rings), so the writer moves the connection there
+ * (WAIT_BOTH_FULL).  An end held by several processes has no futex
+ * sleep: its first sleep on the companion is cut to as long for the same
+ * look, when the peer's ring to us is full.  The peer's words are hints: a
+ * scribble can only move a connection to kernel TCP, which loses nothing.
+ * rx_tail: our tail before the sleep.
+ */
 static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
 {
     const struct chan_side *peer = t->ch.peer;
@@ -302,7 +302,7 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     bool futexed = futex_sleep_fits(t);
     if (futexed) {
         bool moved_on = false;
-        uint64_t rx_tail = rx_tail_now(t);
+        uint64_t rx_tail = for_write ? rx_tail_now(t) : 0;
         result = futex_sleep(t, fd, ready, for_write, until, &moved_on, sig);
         if (result || !moved_on || ready(t))
             return result;

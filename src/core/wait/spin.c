@@ -169,19 +169,26 @@ bool wait_crowded(uint64_t now)
     return now < crowded_until;
 }
 
+/* Whether the yield just made (the spin's last look at the clock: now)
+ * kept this thread away for long. */
+static bool away_long(uint64_t now)
+{
+    return clock_now_ns() - now >= CROWDED_AWAY_NS;
+}
+
 int wait_spin_yield(uint64_t now)
 {
     long before = switches_taken();
     turn_spin_yield(now);
     if (before < 0 || switches_taken() == before)
         return YIELD_KEPT;
-    return clock_now_ns() - now < CROWDED_AWAY_NS ? YIELD_SHORT : YIELD_LONG;
+    return away_long(now) ? YIELD_LONG : YIELD_SHORT;
 }
 
 bool wait_spin_yield_long(uint64_t now)
 {
     turn_spin_yield(now);
-    return clock_now_ns() - now >= CROWDED_AWAY_NS;
+    return away_long(now);
 }
 
 void wait_crowded_briefly(void)
