@@ -17,16 +17,17 @@
  *     something else over it, close), the program's own FILE is put back.
  *     What a stream holds at a swap goes where it would have gone: pending
  *     output into the other stream (its next flush writes it to the fd, as
- *     it would have), unread input ahead of what the new stream reads.
+ *     it would have), unread input (bytes pushed back with ungetc too)
+ *     ahead of what the new stream reads.
  *     The cookie of a standard stream is never freed: a pointer to it that
  *     somebody kept still writes to its fd number.  The FILE that was
  *     swapped out gets fd -1 meanwhile: a pointer to it kept elsewhere fails
  *     with EBADF instead of writing doorbells.
  *   - what cannot be carried that way falls back: the connection moves back
  *     to kernel TCP (downgrade.c) with the reason FB_STDIO, and the native
- *     stream stays (a wide-oriented standard stream, bytes pushed back with
- *     ungetc, libstdc++'s standard streams, which keep the FILE pointer they
- *     saw at start-up, or no memory for a stream).
+ *     stream stays (a wide-oriented standard stream, libstdc++'s standard
+ *     streams, which keep the FILE pointer they saw at start-up, or no
+ *     memory for a stream).
  *   - at exit every cookie stream is flushed before the channels are let go
  *     of (exit flushes stdio only after every library's destructors).
  */
@@ -413,18 +414,32 @@ static FILE **std_var(int fd)
     return fd == 0 ? &stdin : fd == 1 ? &stdout : &stderr;
 }
 
-/* Appends the unread input of fp (its read buffer) to *buf. */
-static void take_unread(FILE *fp, char **buf, size_t *len)
+static void append(char **buf, size_t *len, const char *from, const char *to)
 {
-    if (!fp->_IO_read_ptr || fp->_IO_read_ptr >= fp->_IO_read_end)
+    if (!from || from >= to)
         return;
-    size_t n = (size_t)(fp->_IO_read_end - fp->_IO_read_ptr);
+    size_t n = (size_t)(to - from);
     char *nb = realloc(*buf, *len + n);
     if (!nb)
         return;
-    memcpy(nb + *len, fp->_IO_read_ptr, n);
+    memcpy(nb + *len, from, n);
     *buf = nb;
     *len += n;
+}
+
+/* Appends the unread input of fp to *buf, in the order fp would give it.
+ * Bytes pushed back with ungetc that were not the last ones read put glibc's
+ * FILE in its backup area: those are the read area then, and the main
+ * area's unread bytes wait in [save_base, save_end) (glibc's
+ * _IO_switch_to_backup_area; gnulib's freadahead counts them so too).
+ * __fpurge afterwards frees the backup area.  Until 2026-11-30 a standard
+ * stream in its backup area fell back to kernel TCP instead, and a cookie
+ * in it lost its main area's bytes when swapped out. */
+static void take_unread(FILE *fp, char **buf, size_t *len)
+{
+    append(buf, len, fp->_IO_read_ptr, fp->_IO_read_end);
+    if (fp->_flags & IO_IN_BACKUP)
+        append(buf, len, fp->_IO_save_base, fp->_IO_save_end);
 }
 
 static int bufmode_of(const FILE *fp)
@@ -455,8 +470,6 @@ static void swap_in(int fd)
     flockfile(o);
     if (!why && o->_mode > 0)
         why = "the standard stream is wide-oriented";
-    if (!why && (o->_flags & IO_IN_BACKUP))
-        why = "bytes pushed back with ungetc on the standard stream";
     if (!why && (!c || c->closed)) {
         c = make_cookie(fd, fd, std_mode[fd]);   /* a closed one stays closed for who holds it */
         if (c)

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -159,6 +160,31 @@ static int ports_by_copy(uint64_t pid, uint64_t pfd, uint64_t inode, unsigned *p
     return 1;
 }
 
+/* The fd by which process pid holds the socket whose link reads want
+ * ("socket:[INODE]"), found by a walk of its fd table; -1 if none (or it
+ * cannot be read). */
+static long fd_holding(uint64_t pid, const char *want)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/proc/%llu/fd", (unsigned long long)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    long found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d))) {
+        char link[64], *end;
+        long n = strtol(e->d_name, &end, 10);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || n > 0x7fffffff)
+            continue;
+        ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (len > 0 && (link[len] = 0, !strcmp(link, want)))
+            found = n;
+    }
+    closedir(d);
+    return found;
+}
+
 int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric_peer_id *id, char *why,
                        size_t whylen)
 {
@@ -175,17 +201,27 @@ int fabric_proof_check(const uint8_t in[FABRIC_PROOF_LEN], int fd, struct fabric
     /* the process holds that socket (readable only by its own user, or root) */
     char path[64], link[64], want[40];
     snprintf(path, sizeof path, "/proc/%llu/fd/%llu", (unsigned long long)pid, (unsigned long long)pfd);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n < 0) {
-        int e = errno;
-        snprintf(why, whylen, "%s: %s", path, strerror(e));
-        return e == ENOENT ? -ENOENT : -EPERM;   /* ENOENT: that process, or its fd, is gone */
-    }
-    link[n] = 0;
     snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)inode);
-    if (strcmp(link, want)) {
-        snprintf(why, whylen, "%s is %s, not %s", path, link, want);
-        return -EPERM;
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    int e = n < 0 ? errno : 0;
+    if (n >= 0)
+        link[n] = 0;
+    if (n < 0 || strcmp(link, want)) {
+        /* The fd it named may be closed or another file by now while the
+         * process still holds the socket by another: a client that read its
+         * hello on a copy on fd 0 (stdio's) and then put a file there.  It
+         * is the socket that proves, not its number: look for it (before
+         * 2026-11-29 that client was refused, its bytes already in the ring,
+         * and a program holding both ends in one thread hung). */
+        long other = e == ENOENT || e == 0 ? fd_holding(pid, want) : -1;
+        if (other < 0) {
+            if (n < 0)
+                snprintf(why, whylen, "%s: %s", path, strerror(e));
+            else
+                snprintf(why, whylen, "%s is %s, not %s", path, link, want);
+            return e == ENOENT ? -ENOENT : -EPERM;   /* ENOENT: that process, or its fd, is gone */
+        }
+        pfd = (uint64_t)other;
     }
     /* the socket is this connection's other end, and this user's */
     int lp = port_of(fd, 0), rp = port_of(fd, 1);
