@@ -195,6 +195,11 @@ static int parse_poll_kernel_us(const char *v, struct shunt_settings *s, char *e
     return parse_us(v, &s->poll_kernel_us, err, errlen);
 }
 
+static int parse_send_stall(const char *v, struct shunt_settings *s, char *err, size_t errlen)
+{
+    return parse_count(v, &s->send_stall_ms, "milliseconds", err, errlen);
+}
+
 static int parse_poll_kernel_calls(const char *v, struct shunt_settings *s, char *err, size_t errlen)
 {
     return parse_count(v, &s->poll_kernel_calls, "calls", err, errlen);
@@ -257,6 +262,13 @@ const struct setting_def shunt_setting_defs[] = {
       "threads queued on its CPU run (sched_yield) at its next epoll, poll or select that may block (a zero "
       "timeout never yields); 0: never",
       parse_yield },
+    { "SHUNT_SEND_STALL_MS", "1000", "0..1000000",
+      "A blocking send that found its ring full (at SHUNT_RING_SIZE, or unable to grow) and waited this "
+      "long while the reader read nothing at all moves the connection to kernel TCP (reason "
+      "stalled_reader), whose buffers hold a few MB more, and goes on there: a program that sends more "
+      "than a ring to a peer that reads only after something else happens (the sender's exit) finishes "
+      "as on kernel TCP. Not once a non-blocking send on the connection was told the ring is full. 0: "
+      "never", parse_send_stall },
     { "SHUNT_SHORT_CONNS", "1", "0 or 1",
       "A process whose last connections to a destination were too short to pay for a channel (under 8 "
       "data calls and 512 KiB at its end) makes the next ones on kernel TCP (reason short), but for "

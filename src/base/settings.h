@@ -23,6 +23,7 @@ struct shunt_settings {
     unsigned yield_us;      /* how long a thread runs on the fast path before it lets others have the CPU; 0: never */
     unsigned poll_kernel_calls; /* a zero-timeout wait over a mixed set asks the kernel at least once in this many; 0, 1: always */
     unsigned poll_kernel_us;    /* ...and at least once this long after its last question; 0: always */
+    unsigned send_stall_ms; /* a blocking send whose reader read nothing this long moves to kernel TCP; 0: never */
     unsigned chunk_size;    /* a large send is published to the ring this many bytes at a time */
     size_t zcopy_threshold; /* blocking sends of at least this many bytes go by single copy; 0: never */
     bool short_conns;       /* destinations whose connections proved short get kernel TCP (core/conn/short_conns.c) */

@@ -52,6 +52,7 @@ static const char *const reason_names[] = {
                           "is its hard one)",
     [FB_RAW_CLONE] = "moved back: a process made by the raw clone system call, which shunt does not follow, got it",
     [FB_BOTH_FULL] = "moved back: both ends waited to send into full rings, neither reading (kernel TCP's buffers hold more)",
+    [FB_STALLED_READER] = "moved back: a blocking send waited SHUNT_SEND_STALL_MS for a reader that read nothing (kernel TCP's buffers hold more)",
 };
 
 /* The same, as short keys for `shunt stat --json` and scripts. */
@@ -96,6 +97,7 @@ static const char *const reason_keys[] = {
     [FB_FABRIC_NO_ROOM] = "fabric_no_room",
     [FB_RAW_CLONE] = "raw_clone",
     [FB_BOTH_FULL] = "both_full",
+    [FB_STALLED_READER] = "stalled_reader",
 };
 _Static_assert(sizeof reason_keys / sizeof reason_keys[0] == sizeof reason_names / sizeof reason_names[0],
                "every fallback reason has a key");

@@ -548,10 +548,13 @@ int stream_wait_writable(struct tcp_sock *t, struct fdref *f)
             dir_unlock(&t->tx_lock, &t->ch.self->tx_lock, lk);
         return 0;
     }
-    if (w == WAIT_BOTH_FULL) {
-        /* each end waits for the other to read: kernel TCP holds more */
-        shunt_log_sock(LOG_INFO, t, f->fd, "both ends wait to send into full rings: moving to kernel TCP");
-        downgrade_leave_because(t, f->fd, FB_BOTH_FULL);
+    if (w == WAIT_BOTH_FULL || w == WAIT_STALLED) {
+        /* each end waits for the other to read, or the reader reads nothing
+         * at all: kernel TCP's buffers hold more */
+        shunt_log_sock(LOG_INFO, t, f->fd, "%s: moving to kernel TCP",
+                       w == WAIT_BOTH_FULL ? "both ends wait to send into full rings"
+                                           : "the reader read nothing while a send waited for room");
+        downgrade_leave_because(t, f->fd, w == WAIT_BOTH_FULL ? FB_BOTH_FULL : FB_STALLED_READER);
         return STREAM_DOWNGRADED;
     }
     return w;

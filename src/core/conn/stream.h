@@ -58,8 +58,9 @@ void stream_flush_held(struct tcp_sock *t, int fd);
 
 /* A blocking writer's wait for ring space (or the peer's end): 0, or
  * -EAGAIN (SO_SNDTIMEO), -EINTR, or STREAM_DOWNGRADED when both ends
- * waited to send into full rings and this one moved the connection to
- * kernel TCP (reason both_full): the caller goes on there.  Counted in f->blocked as a send's wait
+ * waited to send into full rings, or the reader read nothing for
+ * SHUNT_SEND_STALL_MS, and this one moved the connection to kernel TCP
+ * (reason both_full, stalled_reader): the caller goes on there.  Counted in f->blocked as a send's wait
  * (the caller ends with deferred_close_call_done); f->fd becomes shunt's copy of the
  * socket if the program closed it meanwhile. */
 int stream_wait_writable(struct tcp_sock *t, struct fdref *f);

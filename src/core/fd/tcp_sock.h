@@ -73,6 +73,7 @@ enum fallback_reason {
     FB_FABRIC_NO_ROOM,      /* no room above the fd limit for the engine's fds (soft == hard, a small limit) */
     FB_RAW_CLONE,           /* a process made by a raw clone got it (core/process/raw_clone.c) */
     FB_BOTH_FULL,           /* both ends waited to send into full rings, neither reading (core/conn/stream.c) */
+    FB_STALLED_READER,      /* a blocking send waited SHUNT_SEND_STALL_MS for a reader that read nothing (core/conn/stream.c) */
 };
 
 /* The paths whose readiness is shunt's to tell (an epoll set's members):
@@ -161,6 +162,9 @@ struct tcp_sock {
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
     atomic_uint waiters_here;           /* threads of ours inside a wait: the end's count while it is ours alone (doorbell.c) */
+    _Atomic uint64_t stall_tail;        /* a blocked writer's look at its reader (sleep.c, reader_stalled): */
+    _Atomic uint64_t stall_since;       /* the tail it saw, since when, and when it last looked; */
+    _Atomic uint64_t stall_seen;        /* written by the thread sleeping in the kernel only */
 
     /* a close while calls wait (core/wait/blocked_calls.c, core/conn/deferred_close.c) */
     unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */

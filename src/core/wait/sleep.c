@@ -112,12 +112,13 @@ static int ppoll_without_rlimit(struct pollfd *p, int n, bool timed, struct time
 
 /* The kernel wait itself: the companion (a doorbell, the peer's death),
  * the local wake and the end's wake from other processes, with what is left
- * of the socket's timeout for this direction.  first: cut the sleep to
- * FUTEX_SLEEP_NS, as a futex sleep is, and say whether that time ran out
- * with nothing come (*ran_out). */
+ * of the socket's timeout for this direction.  cut_ns (0: none): cut the
+ * sleep to that (FUTEX_SLEEP_NS, as a futex sleep is; or what is left
+ * until a stalled reader is given up on), and say whether that time ran
+ * out with nothing come (*ran_out). */
 #define FUTEX_SLEEP_NS 20000000u
 static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until,
-                       struct call_sig *sig, bool first, bool *ran_out)
+                       struct call_sig *sig, uint64_t cut_ns, bool *ran_out)
 {
     if (atomic_load_explicit(&t->nonblock, memory_order_relaxed) == 1)
         return -EAGAIN;   /* O_NONBLOCK set meanwhile (fcntl or FIONBIO of this process) */
@@ -138,8 +139,8 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     if ((lw == LW_BUSY || channel_resend_pending(&t->ch)) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
         tmo = cap;   /* a wake is being emptied, or a re-send waits for room: look again soon */
         capped = true;
-    } else if (first && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > (long)FUTEX_SLEEP_NS)) {
-        tmo = (struct timespec){ 0, FUTEX_SLEEP_NS };
+    } else if (cut_ns && (!timed || (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec > cut_ns)) {
+        tmo = (struct timespec){ (time_t)(cut_ns / 1000000000u), (long)(cut_ns % 1000000000u) };
         capped = cut = true;
     }
     struct pollfd p[3] = {
@@ -289,6 +290,59 @@ static bool both_full(struct tcp_sock *t, uint64_t rx_tail)
            (atomic_load(&peer->space_sleepers) || atomic_load(&peer->fspace_sleepers));
 }
 
+/*
+ * A reader that reads nothing while a blocking send waits for room.  Kernel
+ * TCP over loopback takes about 4 MB from a sender whose reader has not
+ * read (measured here), a ring at most SHUNT_RING_SIZE (1 MiB): a program
+ * that sends more and whose peer reads only after something else happens
+ * (the sender's exit, a signal, another connection) finishes on the kernel
+ * and hung under shunt.  A slow reader looks the same for a while, so the
+ * writer waits SHUNT_SEND_STALL_MS (1 s) with its ring full and unable to
+ * grow, its reader's tail not moving at all, and then moves the connection
+ * to kernel TCP (WAIT_STALLED): the bytes in the ring are re-sent there, the
+ * send goes on there, and a merely slow reader costs only the ring's speed
+ * from then on.  Not once a non-blocking send was told the ring is full:
+ * after the kernel's EAGAIN a blocking send waits for the reader.
+ *
+ * The kernel sleeper looks at the tail before and after each sleep; a look
+ * before a sleep more than STALL_GAP_NS after the last one starts a new
+ * count (another send's wait, not this one's).  The tail is the peer's word:
+ * a scribble can only move the connection to kernel TCP, or keep it waiting
+ * as before.  Returns how long the tail has stood still, in ns.
+ */
+#define STALL_GAP_NS 50000000u
+static bool stall_watched(struct tcp_sock *t)
+{
+    return shunt_settings.send_stall_ms && ring_writable(&t->ch.tx) == 0 &&
+           !atomic_load_explicit(&t->ch.tx_told_full, memory_order_relaxed) && !channel_tx_may_grow_in_place(&t->ch);
+}
+
+static uint64_t reader_still(struct tcp_sock *t, bool after_sleep)
+{
+    uint64_t now = clock_now_ns(), head = 0;
+    if (ring_head_mine(&t->ch.tx, &head) < 0)
+        return 0;
+    uint64_t tail = ring_tail_seen(&t->ch.tx, head);
+    uint64_t seen = atomic_load_explicit(&t->stall_seen, memory_order_relaxed);
+    if (tail != atomic_load_explicit(&t->stall_tail, memory_order_relaxed) || seen == 0 ||
+        (!after_sleep && now - seen > STALL_GAP_NS)) {
+        atomic_store_explicit(&t->stall_tail, tail, memory_order_relaxed);
+        atomic_store_explicit(&t->stall_since, now, memory_order_relaxed);
+    }
+    atomic_store_explicit(&t->stall_seen, now, memory_order_relaxed);
+    return now - atomic_load_explicit(&t->stall_since, memory_order_relaxed);
+}
+
+/* What is left, in ns, of the wait for a stalled reader (0: it is over;
+ * UINT64_MAX: not watched). */
+static uint64_t stall_left(struct tcp_sock *t, bool after_sleep)
+{
+    if (!stall_watched(t))
+        return UINT64_MAX;
+    uint64_t limit = (uint64_t)shunt_settings.send_stall_ms * 1000000u, still = reader_still(t, after_sleep);
+    return still >= limit ? 0 : limit - still;
+}
+
 /* The one thread of this process that sleeps in the kernel for this
  * endpoint: it asks for a doorbell, looks at the rings a last time and
  * waits in the kernel until a doorbell is queued, the peer goes away,
@@ -299,6 +353,9 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
                            struct call_sig *sig)
 {
     int result = 0;
+    uint64_t stall = for_write ? stall_left(t, false) : UINT64_MAX;
+    if (stall == 0 && !ready(t))
+        return WAIT_STALLED;
     bool futexed = futex_sleep_fits(t);
     if (futexed) {
         bool moved_on = false;
@@ -310,6 +367,8 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
             return WAIT_GROW;
         if (for_write && both_full(t, rx_tail))
             return WAIT_BOTH_FULL;
+        if (stall != UINT64_MAX && (stall = stall_left(t, true)) == 0)
+            return WAIT_STALLED;
     }
     int what = for_write ? WANT_SPACE : WANT_DATA;
     int efd = -1, xfd = -1;
@@ -317,17 +376,26 @@ static int sleep_in_kernel(struct tcp_sock *t, int fd, ready_fn ready, bool for_
     /* counted when the doorbell is asked for: the peer may ring for it even
      * if the last look below finds the bytes and the sleep never happens */
     atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
-    /* An end without the futex sleep (held by several processes) looks for
-     * both ends full after as long, when the peer's ring to us is full. */
-    bool watch = for_write && !futexed && rx_full(t), ran_out = false;
+    /* With the peer's ring to us full, the sleep is cut to the futex's 20 ms
+     * to look for both ends full again: an end without the futex sleep (held
+     * by several processes) looks only here, and a look after the futex
+     * sleep may have met the peer between its two sleeps, no sleeper flag
+     * up; both ends then slept on their companions for ever, no byte read
+     * (both_send_first under load: 3 runs in 30 hung). */
+    bool watch = for_write && rx_full(t), ran_out = false;
     uint64_t rx_tail = watch ? rx_tail_now(t) : 0;
+    uint64_t cut = watch ? FUTEX_SLEEP_NS : 0;
+    if (stall != UINT64_MAX && (!cut || stall < cut))
+        cut = stall ? stall : 1;
     if (!ready(t)) {
-        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until, sig, watch, &ran_out);
+        result = kernel_wait(t, fd, for_write, lw, efd, xfd, until, sig, cut, &ran_out);
         turn_gave_way(clock_now_ns());
     }
     doorbell_leave_local(t, tcp_call_fd(t, fd), what, lw, xfd);
-    if (ran_out && !ready(t) && both_full(t, rx_tail))
+    if (ran_out && !ready(t) && watch && both_full(t, rx_tail))
         return WAIT_BOTH_FULL;
+    if (stall != UINT64_MAX && !result && !ready(t) && stall_left(t, true) == 0)
+        return WAIT_STALLED;
     return result;
 }
 

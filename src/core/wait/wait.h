@@ -38,6 +38,10 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
  * no unread byte would move: channel_tx_grow_in_place): the caller grows
  * it under its tx lock and writes on. */
 #define WAIT_GROW (-4099)
+/* ... or when its ring is full and cannot grow, and its reader has read
+ * nothing for SHUNT_SEND_STALL_MS while it waited (sleep.c,
+ * reader_stalled): the caller moves the connection to kernel TCP. */
+#define WAIT_STALLED (-4100)
 
 /* A poll of one accelerated socket, held by this process alone, about to
  * sleep (core/kinds/readiness.c): spins as a blocking call does, then sleeps

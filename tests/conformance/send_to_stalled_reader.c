@@ -1,0 +1,158 @@
+/* send_to_stalled_reader: a client sends more than a ring holds (2.5 MiB, in 64 KiB blocking
+ * sends) to a server that reads nothing until the client has exited: the server waits for the
+ * client's exit first. Kernel TCP over loopback takes about 4 MB from such a sender, so the
+ * client finishes and exits, and the server then reads every byte, in order, and the end.
+ * Under shunt the ring holds at most SHUNT_RING_SIZE (1 MiB): the client's send waits
+ * SHUNT_SEND_STALL_MS (1 s) with the reader reading nothing, then moves the connection to
+ * kernel TCP (reason stalled_reader; the server's end says downgraded) and goes on there.
+ * Before 2026-11-29 the client waited for ever, and so did the server. Between namespaces
+ * kernel TCP over the veth holds only about 500 KB, so there 400 KiB are sent (no stall: the
+ * ring takes them). A second round (6 MiB, more than the kernel takes at once): non-blocking
+ * sends until one is told the socket is full (EAGAIN), then blocking sends, which wait for the
+ * reader as after the kernel's EAGAIN (the client has not exited after 1.5 s), and the
+ * connection stays accelerated. */
+#include "check.h"
+#include "net.h"
+
+#include <sys/wait.h>
+
+#define BLOCK 65536
+
+static unsigned char pattern(uint64_t i)
+{
+	return (unsigned char)(i * 7 + (i >> 13));
+}
+
+/* Blocking sends of the pattern's bytes from off to total. */
+static void send_pattern(int fd, uint64_t off, uint64_t total)
+{
+	unsigned char buf[BLOCK];
+
+	while (off < total) {
+		size_t n = total - off < BLOCK ? (size_t)(total - off) : BLOCK;
+
+		for (size_t k = 0; k < n; k++)
+			buf[k] = pattern(off + k);
+		xwrite_all(fd, buf, n);
+		off += n;
+	}
+}
+
+static void read_pattern(int fd, uint64_t total)
+{
+	unsigned char buf[BLOCK];
+
+	for (uint64_t off = 0; off < total;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		CHECK(n, >, 0);
+		for (ssize_t k = 0; k < n; k++)
+			if (buf[k] != pattern(off + (uint64_t)k))
+				FAIL("byte %llu is 0x%02x, expected 0x%02x", (unsigned long long)(off + (uint64_t)k),
+				     buf[k], pattern(off + (uint64_t)k));
+		off += (uint64_t)n;
+		CHECK(off <= total, ==, 1);
+	}
+}
+
+/* The child: connects, waits for the accept, sends total bytes (first filling the ring
+ * without blocking, when told_full), writes its end's fallback reason to report and exits. */
+static void client(int port, int go, int report, uint64_t total, int told_full)
+{
+	char b, why[64] = "";
+	int c = tcp_connect(AF_INET, port);
+	uint64_t sent = 0;
+
+	CHECK(read(go, &b, 1), ==, 1);
+	if (told_full) {
+		unsigned char buf[BLOCK];
+
+		set_nonblocking(c, 1);
+		while (sent < total) {
+			size_t n = total - sent < BLOCK ? (size_t)(total - sent) : BLOCK;
+
+			for (size_t k = 0; k < n; k++)
+				buf[k] = pattern(sent + k);
+			ssize_t r = send(c, buf, n, 0);
+
+			if (r < 0) {
+				CHECK(errno == EAGAIN || errno == EWOULDBLOCK, ==, 1);
+				break;
+			}
+			sent += (uint64_t)r;
+			if ((size_t)r < n)
+				break;
+		}
+		set_nonblocking(c, 0);
+	}
+	send_pattern(c, sent, total);
+	const char *r = fallback_of(c);
+
+	if (r)
+		snprintf(why, sizeof(why), "%s", r);
+	xwrite_all(report, why, sizeof(why));
+	CHECK_OK(close(c));
+	_exit(0);
+}
+
+static void round_trip(uint64_t total, int told_full)
+{
+	int port, go[2], report[2], status;
+	int lfd = tcp_listen(AF_INET, &port);
+	char why[64];
+
+	CHECK_OK(pipe(go));
+	CHECK_OK(pipe(report));
+	pid_t pid = CHECK_OK(fork());
+
+	if (pid == 0) {
+		alarm(30);
+		CHECK_OK(close(lfd));
+		client(port, go[0], report[1], total, told_full);
+	}
+	int s = CHECK_OK(accept(lfd, NULL, NULL));
+
+	CHECK_OK(close(lfd));
+	expect_accelerated(s);
+	CHECK(write(go[1], "g", 1), ==, 1);
+	if (told_full) {
+		/* the client blocks in its send until this end reads */
+		sleep_ms(1500);
+		CHECK(waitpid(pid, &status, WNOHANG), ==, 0);
+		read_pattern(s, total);
+		CHECK(waitpid(pid, &status, 0), ==, pid);
+	} else {
+		alarm(30);   /* a client that never finishes fails the test, not the runner's timeout */
+		CHECK(waitpid(pid, &status, 0), ==, pid);
+		alarm(0);
+	}
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
+	xread_exact(report[0], why, sizeof(why));
+	if (!told_full)
+		read_pattern(s, total);
+	char b;
+
+	CHECK(read(s, &b, 1), ==, 0);
+	if (test_mode_accelerated() && !test_crossns()) {
+		/* the client's ring held less than it sent: it moved, or (told full) waited */
+		const char *want = told_full ? "" : "stalled_reader";
+
+		if (strcmp(why, want) != 0)
+			FAIL("the client's fallback reason is \"%s\", expected \"%s\"", why, want);
+		if (!told_full)
+			expect_fallback(s, "downgraded");
+	}
+	CHECK_OK(close(s));
+	CHECK_OK(close(go[0]));
+	CHECK_OK(close(go[1]));
+	CHECK_OK(close(report[0]));
+	CHECK_OK(close(report[1]));
+}
+
+int main(void)
+{
+	round_trip(test_crossns() ? 400u << 10 : 5u << 19, 0);
+	/* more than kernel TCP takes at once, so that its EAGAIN comes too */
+	round_trip(6u << 20, 1);
+	PASS();
+}
