@@ -93,6 +93,7 @@ static void test_table(void)
         "SHUNT_ZCOPY_THRESHOLD", "SHUNT_CHUNK_SIZE", "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_LOG",
         "SHUNT_LOG_FILE", "SHUNT_SANDBOX_PROBE", "SHUNT_POLL_KERNEL_CALLS", "SHUNT_POLL_KERNEL_US",
         "SHUNT_SHORT_CONNS", "SHUNT_FABRIC", "SHUNT_FABRIC_FORKED", "SHUNT_FABRIC_LANES",
+        "SHUNT_SEND_STALL_MS",
     };
     CHECK(shunt_setting_count, ==, sizeof names / sizeof names[0]);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -133,6 +134,7 @@ static void test_defaults(void)
     CHECK(s.sandbox_probe, ==, true);
     CHECK(s.poll_kernel_calls, ==, 16);
     CHECK(s.poll_kernel_us, ==, 50);
+    CHECK(s.send_stall_ms, ==, 1000);
     /* the table's defaults, as --help shows them, are these */
     CHECK(strcmp(def_of("SHUNT_ACCEL")->def, "1"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_STRICT")->def, "0"), ==, 0);
@@ -148,6 +150,7 @@ static void test_defaults(void)
     CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_CALLS")->def, "16"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_POLL_KERNEL_US")->def, "50"), ==, 0);
     CHECK(strcmp(def_of("SHUNT_SHORT_CONNS")->def, "1"), ==, 0);
+    CHECK(strcmp(def_of("SHUNT_SEND_STALL_MS")->def, "1000"), ==, 0);
     CHECK(s.short_conns, ==, true);
     CHECK(strcmp(def_of("SHUNT_FABRIC")->def, "1"), ==, 0);
     CHECK(s.fabric, ==, true);
@@ -379,14 +382,16 @@ static void test_microseconds(void)
     static const char *const bad[] = {
         "", "1000001", "2000000", "-1", "1K", "1k", "50us", "1.5", "fast", "99999999999999999999999",
     };
-    /* and SHUNT_POLL_KERNEL_CALLS, a number of calls with the same bounds */
-    const char *names[] = { "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_POLL_KERNEL_US", "SHUNT_POLL_KERNEL_CALLS" };
-    for (size_t n = 0; n < 4; n++) {
+    /* and SHUNT_POLL_KERNEL_CALLS, a number of calls, and SHUNT_SEND_STALL_MS, of
+     * milliseconds, with the same bounds */
+    const char *names[] = { "SHUNT_SPIN_US", "SHUNT_YIELD_US", "SHUNT_POLL_KERNEL_US", "SHUNT_POLL_KERNEL_CALLS",
+                            "SHUNT_SEND_STALL_MS" };
+    for (size_t n = 0; n < 5; n++) {
         for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
             load_ok(names[n], ok[i].v);
-            unsigned got[] = { s.spin_us, s.yield_us, s.poll_kernel_us, s.poll_kernel_calls };
-            unsigned def[] = { 50, 100, 50, 16 };
-            for (size_t k = 0; k < 4; k++)
+            unsigned got[] = { s.spin_us, s.yield_us, s.poll_kernel_us, s.poll_kernel_calls, s.send_stall_ms };
+            unsigned def[] = { 50, 100, 50, 16, 1000 };
+            for (size_t k = 0; k < 5; k++)
                 CHECK(got[k], ==, k == n ? ok[i].want : def[k]);   /* the others keep their defaults */
         }
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
