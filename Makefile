@@ -267,7 +267,7 @@ test-stress: lib tests
 # The threaded conformance tests with libshunt.so built with ThreadSanitizer,
 # accelerated: a report fails the test (tests/run_programs.py --sanitizer
 # thread says how the runtime is preloaded, tests/tsan/ what it needs).
-TSAN_TESTS := threads_,procs_,epoll_,fork_child_close,fork_concurrent_send,downgrade_both_full,both_send_first
+TSAN_TESTS := threads_,procs_,epoll_,fork_child_close,fork_concurrent_send,downgrade_both_full,both_send_first,send_to_stalled_reader
 test-tsan:
 	$(MAKE) SANITIZE=thread all tsan-shim
 	python3 tests/run_programs.py --build build-tsan --modes accelerated --sanitizer thread \

@@ -10,10 +10,15 @@
  * ring takes them). A second round (6 MiB, more than the kernel takes at once): non-blocking
  * sends until one is told the socket is full (EAGAIN), then blocking sends, which wait for the
  * reader as after the kernel's EAGAIN (the client has not exited after 1.5 s), and the
- * connection stays accelerated. */
+ * connection stays accelerated. A third round: the sender's process has a thread asleep in
+ * recv on the same connection (under shunt the one that sleeps in the kernel for the end: the
+ * sender waits on it, and grows its ring and looks for a stalled reader there too), its peer
+ * reading only once told the send returned: 400 KiB (the ring grows in place; before
+ * 2026-11-29 it stayed at 16 KiB and the send hung), then 2.5 MiB (stalled_reader). */
 #include "check.h"
 #include "net.h"
 
+#include <pthread.h>
 #include <sys/wait.h>
 
 #define BLOCK 65536
@@ -149,10 +154,71 @@ static void round_trip(uint64_t total, int told_full)
 	CHECK_OK(close(report[1]));
 }
 
+/* The threads round's reader thread: asleep in recv on the connection before the sender
+ * blocks (so under shunt it, not the sender, sleeps in the kernel for the end), woken at the
+ * end by the peer's one byte. */
+static void *reader_thread(void *arg)
+{
+	int fd = *(int *)arg;
+	char b;
+
+	CHECK(recv(fd, &b, 1, 0), ==, 1);
+	CHECK(b, ==, 'z');
+	return NULL;
+}
+
+/* A thread of this process reads the connection (nothing comes) while another sends total
+ * bytes; the peer, a child, reads only once told the send returned, then sends one byte. */
+static void threads_round(uint64_t total)
+{
+	int c, s, done[2], status;
+	pthread_t th;
+
+	tcp_pair_checked(AF_INET, &c, &s);
+	CHECK_OK(pipe(done));
+	pid_t pid = CHECK_OK(fork());
+
+	if (pid == 0) {
+		char b;
+
+		alarm(30);
+		CHECK_OK(close(c));
+		CHECK(read(done[0], &b, 1), ==, 1);
+		read_pattern(s, total);
+		if (test_mode_accelerated() && !test_crossns() && total > (1u << 20))
+			expect_fallback(s, "downgraded");
+		else
+			expect_accelerated(s);
+		xwrite_all(s, "z", 1);
+		CHECK(read(s, &b, 1), ==, 0);
+		_exit(0);
+	}
+	CHECK_OK(close(s));
+	CHECK(pthread_create(&th, NULL, reader_thread, &c), ==, 0);
+	sleep_ms(50);
+	alarm(30);
+	send_pattern(c, 0, total);
+	alarm(0);
+	CHECK(write(done[1], "d", 1), ==, 1);
+	CHECK(pthread_join(th, NULL), ==, 0);
+	if (test_mode_accelerated() && !test_crossns() && total > (1u << 20))
+		expect_fallback(c, "stalled_reader");
+	else
+		expect_accelerated(c);
+	CHECK_OK(close(c));
+	CHECK(waitpid(pid, &status, 0), ==, pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
+	CHECK_OK(close(done[0]));
+	CHECK_OK(close(done[1]));
+}
+
 int main(void)
 {
 	round_trip(test_crossns() ? 400u << 10 : 5u << 19, 0);
 	/* more than kernel TCP takes at once, so that its EAGAIN comes too */
 	round_trip(6u << 20, 1);
+	threads_round(400u << 10);   /* the ring grows to take it, the sender not the one asleep */
+	if (!test_crossns())
+		threads_round(5u << 19);
 	PASS();
 }

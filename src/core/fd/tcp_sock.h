@@ -162,9 +162,9 @@ struct tcp_sock {
     unsigned futex_waiters;             /* threads of ours on wait_gen (wait_lock) */
     unsigned local_sleepers;            /* kernel sleeps of ours that watch the local wake (wait_lock) */
     atomic_uint waiters_here;           /* threads of ours inside a wait: the end's count while it is ours alone (doorbell.c) */
-    _Atomic uint64_t stall_tail;        /* a blocked writer's look at its reader (sleep.c, reader_stalled): */
-    _Atomic uint64_t stall_since;       /* the tail it saw, since when, and when it last looked; */
-    _Atomic uint64_t stall_seen;        /* written by the thread sleeping in the kernel only */
+    _Atomic uint64_t stall_tail;        /* blocked writers' look at their reader (sleep.c, reader_still): */
+    _Atomic uint64_t stall_since;       /* the tail seen, since when, and when last looked (relaxed: */
+    _Atomic uint64_t stall_seen;        /* two writer threads at once may lose a look, no more) */
 
     /* a close while calls wait (core/wait/blocked_calls.c, core/conn/deferred_close.c) */
     unsigned blocked_calls;             /* calls of ours that waited and have not returned (wait_lock) */

@@ -488,23 +488,39 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
         int what = for_write ? WANT_SPACE : WANT_DATA;
         doorbell_enter(t, what);
         atomic_fetch_add_explicit(&t->ch.self->sleeps, 1, memory_order_relaxed);
-        struct timespec tmo;
+        struct timespec tmo = { 0, 0 };
         int timed = ready(t) ? 0 : call_timeout(t, fd, for_write, until, &tmo);
+        /* A writer grows its ring, and looks for a stalled reader, here too,
+         * after as long as the kernel sleeper would: that one may be a reader
+         * thread, which does neither, and wakes only for the peer's bytes
+         * (send_to_stalled_reader's threads round hung at a 16 KiB ring). */
+        bool grow = for_write && timed >= 0 && channel_tx_may_grow_in_place(&t->ch);
+        uint64_t cut = grow ? FUTEX_SLEEP_NS : for_write && timed >= 0 ? stall_left(t, false) : UINT64_MAX;
+        bool cut_short = cut != UINT64_MAX &&
+                         (!timed || (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec > cut);
+        struct timespec wait_tmo = tmo;
+        if (cut_short)
+            wait_tmo = (struct timespec){ (time_t)(cut / 1000000000u), (long)(cut % 1000000000u) };
         if (timed < 0) {
             result = -EAGAIN;
+        } else if (!grow && cut == 0 && !ready(t)) {
+            result = WAIT_STALLED;
         } else if (call_sig_new(sig)) {
             result = call_sig_interrupts(sig, timed != 0);
         } else if (!ready(t)) {
             crit_lock(&wait_lock);
             t->futex_waiters++;
             crit_unlock(&wait_lock);
-            int r = futex_wait(&t->wait_gen, gen, timed ? &tmo : NULL);
+            int r = futex_wait(&t->wait_gen, gen, timed || cut_short ? &wait_tmo : NULL);
             turn_gave_way(clock_now_ns());
             crit_lock(&wait_lock);
             t->futex_waiters--;
             crit_unlock(&wait_lock);
-            if (r == -ETIMEDOUT)
+            if (r == -ETIMEDOUT && !cut_short)
                 result = -EAGAIN;
+            else if (r == -ETIMEDOUT && !ready(t))
+                result = grow ? (channel_tx_may_grow_in_place(&t->ch) ? WAIT_GROW : 0)
+                              : stall_left(t, true) == 0 ? WAIT_STALLED : 0;
             else if (r == -EINTR)
                 result = !call_sig_new(sig) ? -EINTR : call_sig_interrupts(sig, timed != 0);
         }
