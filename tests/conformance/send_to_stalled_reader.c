@@ -14,7 +14,8 @@
  * recv on the same connection (under shunt the one that sleeps in the kernel for the end: the
  * sender waits on it, and grows its ring and looks for a stalled reader there too), its peer
  * reading only once told the send returned: 400 KiB (the ring grows in place; before
- * 2026-11-29 it stayed at 16 KiB and the send hung), then 2.5 MiB (stalled_reader). */
+ * 2026-11-29 it stayed at 16 KiB and the send hung), then 2.5 MiB (stalled_reader). And one
+ * whose ring wrapped before it filled (wrapped_round: 900 KiB, less than a whole ring). */
 #include "check.h"
 #include "net.h"
 
@@ -43,11 +44,12 @@ static void send_pattern(int fd, uint64_t off, uint64_t total)
 	}
 }
 
-static void read_pattern(int fd, uint64_t total)
+/* Reads the pattern's bytes from off to total, checking each. */
+static void read_pattern(int fd, uint64_t off, uint64_t total)
 {
 	unsigned char buf[BLOCK];
 
-	for (uint64_t off = 0; off < total;) {
+	while (off < total) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 
 		CHECK(n, >, 0);
@@ -124,7 +126,7 @@ static void round_trip(uint64_t total, int told_full)
 		/* the client blocks in its send until this end reads */
 		sleep_ms(1500);
 		CHECK(waitpid(pid, &status, WNOHANG), ==, 0);
-		read_pattern(s, total);
+		read_pattern(s, 0, total);
 		CHECK(waitpid(pid, &status, 0), ==, pid);
 	} else {
 		alarm(30);   /* a client that never finishes fails the test, not the runner's timeout */
@@ -134,7 +136,7 @@ static void round_trip(uint64_t total, int told_full)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
 	xread_exact(report[0], why, sizeof(why));
 	if (!told_full)
-		read_pattern(s, total);
+		read_pattern(s, 0, total);
 	char b;
 
 	CHECK(read(s, &b, 1), ==, 0);
@@ -184,7 +186,7 @@ static void threads_round(uint64_t total)
 		alarm(30);
 		CHECK_OK(close(c));
 		CHECK(read(done[0], &b, 1), ==, 1);
-		read_pattern(s, total);
+		read_pattern(s, 0, total);
 		if (test_mode_accelerated() && !test_crossns() && total > (1u << 20))
 			expect_fallback(s, "downgraded");
 		else
@@ -212,11 +214,58 @@ static void threads_round(uint64_t total)
 	CHECK_OK(close(done[1]));
 }
 
+/* The sender's ring wrapped before the stall: 10 KiB sent and read (the reader's tail is past
+ * the ring's start), then total more in 64 KiB sends and the sender's exit, read only after
+ * it. The ring fills holding bytes that wrapped, so it cannot grow in place (its bytes would
+ * move under the reader): before 2026-11-29 such a send waited for the reader for ever. */
+static void wrapped_round(uint64_t total)
+{
+	int c, s, report[2], status;
+	char why[64] = "", b;
+
+	tcp_pair_checked(AF_INET, &c, &s);
+	CHECK_OK(pipe(report));
+	pid_t pid = CHECK_OK(fork());
+
+	if (pid == 0) {
+		alarm(30);
+		CHECK_OK(close(s));
+		send_pattern(c, 0, 10240);
+		CHECK(read(c, &b, 1), ==, 1);
+		send_pattern(c, 10240, 10240 + total);
+		const char *r = fallback_of(c);
+
+		if (r)
+			snprintf(why, sizeof(why), "%s", r);
+		xwrite_all(report[1], why, sizeof(why));
+		_exit(0);
+	}
+	CHECK_OK(close(c));
+	read_pattern(s, 0, 10240);
+	xwrite_all(s, "k", 1);
+	alarm(30);
+	CHECK(waitpid(pid, &status, 0), ==, pid);
+	alarm(0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
+	xread_exact(report[0], why, sizeof(why));
+	read_pattern(s, 10240, 10240 + total);
+	CHECK(read(s, &b, 1), ==, 0);
+	if (test_mode_accelerated() && !test_crossns()) {
+		if (strcmp(why, "stalled_reader") != 0)
+			FAIL("the client's fallback reason is \"%s\", expected stalled_reader", why);
+		expect_fallback(s, "downgraded");
+	}
+	CHECK_OK(close(s));
+	CHECK_OK(close(report[0]));
+	CHECK_OK(close(report[1]));
+}
+
 int main(void)
 {
 	round_trip(test_crossns() ? 400u << 10 : 5u << 19, 0);
 	/* more than kernel TCP takes at once, so that its EAGAIN comes too */
 	round_trip(6u << 20, 1);
+	wrapped_round(test_crossns() ? 300u << 10 : 900u << 10);
 	threads_round(400u << 10);   /* the ring grows to take it, the sender not the one asleep */
 	if (!test_crossns())
 		threads_round(5u << 19);
