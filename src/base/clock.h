@@ -15,4 +15,14 @@ static inline uint64_t clock_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t timespec_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
+static inline struct timespec ns_timespec(uint64_t ns)
+{
+    return (struct timespec){ (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+}
+
 #endif

@@ -53,12 +53,10 @@ static int call_timeout(struct tcp_sock *t, int fd, bool for_write, uint64_t *un
         return 0;
     uint64_t now = clock_now_ns();
     if (*until == 0)
-        *until = now + (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec;
+        *until = now + timespec_ns(&tmo);
     if (now >= *until)
         return -EAGAIN;
-    uint64_t l = *until - now;
-    left->tv_sec = (time_t)(l / 1000000000u);
-    left->tv_nsec = (long)(l % 1000000000u);
+    *left = ns_timespec(*until - now);
     return 1;
 }
 
@@ -117,6 +115,17 @@ static int ppoll_without_rlimit(struct pollfd *p, int n, bool timed, struct time
  * until a stalled reader is given up on), and say whether that time ran
  * out with nothing come (*ran_out). */
 #define FUTEX_SLEEP_NS 20000000u
+
+/* Whether a sleep of *tmo (no bound unless timed) is longer than cut_ns:
+ * then *tmo becomes cut_ns. */
+static bool cut_sleep(bool timed, struct timespec *tmo, uint64_t cut_ns)
+{
+    if (timed && timespec_ns(tmo) <= cut_ns)
+        return false;
+    *tmo = ns_timespec(cut_ns);
+    return true;
+}
+
 static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int efd, int xfd, uint64_t *until,
                        struct call_sig *sig, uint64_t cut_ns, bool *ran_out)
 {
@@ -139,8 +148,7 @@ static int kernel_wait(struct tcp_sock *t, int fd, bool for_write, int lw, int e
     if ((lw == LW_BUSY || channel_resend_pending(&t->ch)) && (!timed || tmo.tv_sec > 0 || tmo.tv_nsec > cap.tv_nsec)) {
         tmo = cap;   /* a wake is being emptied, or a re-send waits for room: look again soon */
         capped = true;
-    } else if (cut_ns && (!timed || (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec > cut_ns)) {
-        tmo = (struct timespec){ (time_t)(cut_ns / 1000000000u), (long)(cut_ns % 1000000000u) };
+    } else if (cut_ns && cut_sleep(timed, &tmo, cut_ns)) {
         capped = cut = true;
     }
     struct pollfd p[3] = {
@@ -496,11 +504,8 @@ int wait_channel(struct tcp_sock *t, int fd, ready_fn ready, bool for_write, boo
          * (send_to_stalled_reader's threads round hung at a 16 KiB ring). */
         bool grow = for_write && timed >= 0 && channel_tx_may_grow_in_place(&t->ch);
         uint64_t cut = grow ? FUTEX_SLEEP_NS : for_write && timed >= 0 ? stall_left(t, false) : UINT64_MAX;
-        bool cut_short = cut != UINT64_MAX &&
-                         (!timed || (uint64_t)tmo.tv_sec * 1000000000u + (uint64_t)tmo.tv_nsec > cut);
         struct timespec wait_tmo = tmo;
-        if (cut_short)
-            wait_tmo = (struct timespec){ (time_t)(cut / 1000000000u), (long)(cut % 1000000000u) };
+        bool cut_short = cut != UINT64_MAX && cut_sleep(timed > 0, &wait_tmo, cut);
         if (timed < 0) {
             result = -EAGAIN;
         } else if (!grow && cut == 0 && !ready(t)) {
