@@ -79,16 +79,32 @@ FABRIC_FAILED = re.compile(r"kernel TCP: fabric: the peer runs shunt out of the 
 KNOWN_FAILURES = Path(__file__).resolve().parent / "conformance" / "fabric_known_failures.txt"
 
 
-def known_failures(path=KNOWN_FAILURES):
+def known_failures(ucx, path=KNOWN_FAILURES):
     """{(mode, test)} of the fabric modes' known failures: what the fabric does not do right
-    yet (docs/compatibility.md), one line each, "test mode[,mode] why"."""
+    yet (docs/compatibility.md), one line each, "test mode[,mode] why"; a mode written
+    "mode@ucxM.N" is one only when the tests load UCX M.N (ucx, "M.N.R")."""
     known = set()
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, modes = line.split()[:2]
-            known |= {(m, name) for m in modes.split(",")}
+            for m in modes.split(","):
+                mode, _, only = m.partition("@ucx")
+                if not only or ucx.startswith(only + "."):
+                    known.add((mode, name))
     return known
+
+
+def ucx_version(env):
+    """The version ("M.N.R") of the UCX that a program run with env loads (libucp.so.0, as
+    the library's dlopen finds it), or "" when there is none; asked of a child Python,
+    with UCX's memory hooks off, so that this runner never loads UCX itself."""
+    code = ("import ctypes\nu = ctypes.CDLL('libucp.so.0')\nv = [ctypes.c_uint() for _ in range(3)]\n"
+            "u.ucp_get_version(*[ctypes.byref(x) for x in v])\nprint('.'.join(str(x.value) for x in v))")
+    env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    env.update(UCX_MEM_EVENTS="no", UCX_MEM_MALLOC_HOOKS="no", UCX_LOG_LEVEL="fatal")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    return r.stdout.strip() if r.returncode == 0 else ""
 UNIT_MODE = "unit"
 DEFAULT_TIMEOUT = {"conformance": 30.0, "unit": 120.0}
 EXIT_SKIP = 77
@@ -120,7 +136,12 @@ def parse_args(argv):
                         "UBSAN_OPTIONS) or with TSan (thread)")
     p.add_argument("--tail", type=int, default=20,
                    help="lines of output shown for a failing test (default: 20)")
+    p.add_argument("--ucx", default=None, metavar="LIBDIR",
+                   help="the fabric modes' tests load the UCX in this directory (its libucp.so.0; "
+                        "LD_LIBRARY_PATH) instead of the system's")
     args = p.parse_args(argv)
+    if args.ucx is not None and not os.path.isfile(os.path.join(args.ucx, "libucp.so.0")):
+        p.error("--ucx: no libucp.so.0 in %s" % args.ucx)
     if args.suite == "unit":
         valid = (UNIT_MODE,)
         args.modes = args.modes if args.modes is not None else UNIT_MODE
@@ -487,11 +508,21 @@ def main(argv):
             tsan = (runtime, shim)
 
     envs = {m: mode_env(m, lib, asan, args.sanitizer == "address", tsan) for m in args.modes}
+    if args.ucx:
+        for m in args.modes:
+            if m in FABRIC_MODES:
+                envs[m]["LD_LIBRARY_PATH"] = os.pathsep.join(
+                    [os.path.abspath(args.ucx)] + [d for d in [envs[m].get("LD_LIBRARY_PATH")] if d])
+    ucx = ""
+    if any(m in FABRIC_MODES for m in args.modes):
+        ucx = ucx_version(next(envs[m] for m in args.modes if m in FABRIC_MODES))
+        print("the fabric modes load UCX %s%s" % (ucx or "(none found)",
+                                                 " from " + args.ucx if args.ucx else ""))
     runner = Runner(args.timeout, args.tail,
                     "shunt-unit-" if args.suite == "unit" else "shunt-conf-")
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0, "KNOWN": 0, "FIXED?": 0}
     failed = []
-    known = known_failures() if any(m in FABRIC_MODES for m in args.modes) else set()
+    known = known_failures(ucx) if any(m in FABRIC_MODES for m in args.modes) else set()
 
     def report(result):
         mode, name, status, elapsed, detail = result

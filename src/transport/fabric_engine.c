@@ -58,6 +58,17 @@
 
 struct ucx_calls ucx;
 
+/* The UCX versions the conformance suite passes on, both lane settings:
+ * Debian 12's 1.13.1 and 1.14.1.  Others are refused (the connection stays
+ * kernel TCP, the reason in the log): with 1.15 a put into a region its
+ * owner in the same process had given back crashed the process, from 1.16
+ * the worker's fence waits for every peer (a dead one: for ever), and the
+ * hooks' options below are a structure whose layout this build takes from
+ * 1.13's headers (docs/compatibility.md, "UCX versions"). */
+#define UCX_TESTED_MAJOR 1
+#define UCX_TESTED_MINOR_FIRST 13
+#define UCX_TESTED_MINOR_LAST 14
+
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_err;
 static char load_why[160];
@@ -97,6 +108,15 @@ static void load(void)
     }
     UCX_CALLS(FIND)
 #undef FIND
+    unsigned major = 0, minor = 0, release = 0;
+    ucx.ucp_get_version(&major, &minor, &release);
+    if (major != UCX_TESTED_MAJOR || minor < UCX_TESTED_MINOR_FIRST || minor > UCX_TESTED_MINOR_LAST) {
+        load_err = -ENOTSUP;
+        snprintf(load_why, sizeof load_why, "UCX %u.%u.%u is not a version shunt was tested with (%d.%d to %d.%d)",
+                 major, minor, release, UCX_TESTED_MAJOR, UCX_TESTED_MINOR_FIRST, UCX_TESTED_MAJOR,
+                 UCX_TESTED_MINOR_LAST);
+        return;   /* (before anything below reads UCX's structures by this build's layout) */
+    }
     /* the options UCX read from the environment, but for the hooks */
     const ucm_global_config_t *now = dlsym(h, "ucm_global_opts");
     if (!had && now) {

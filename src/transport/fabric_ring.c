@@ -32,7 +32,13 @@
  * read this region's blob (a region reused, a stray put).
  *
  * Order of puts.  A writer puts the bytes, a fence, then the index (the
- * engine's fence: the peer sees no index before the bytes it covers).  A
+ * peer sees no index before the bytes it covers).  Where puts land as they
+ * return (shared-memory lanes) the fence is a store fence of our own: UCX's
+ * worker fence became a flush of every endpoint of the worker once its new
+ * protocols were on (UCX 1.16 and later, FENCE_MODE "auto"), which costs a
+ * round of every peer's lanes and waits without bound for a peer that died
+ * on those lanes (found with UCX 1.22: procs_epoll_peer_killed hung in the
+ * fabric mode).  Other lanes keep the engine's fence.  A
  * reader copies the bytes out before it puts the consumed count back, so
  * the writer never overwrites a byte still being read.  FIN is a bit of
  * the written count, in the same put, so it can never be seen ahead of or

@@ -216,7 +216,7 @@ ssize_t fabric_ring_write(struct fabric_ring *f, const struct iovec *iov, int io
         return fring_broke(f, r);
     if (done == 0)
         return 0;
-    r = fabric_fence(f->peer);   /* the bytes before the index that publishes them */
+    r = fring_order(f);   /* the bytes before the index that publishes them */
     if (r == 0)
         r = fring_put_slot(f, SLOT_WRITTEN, before + done);
     if (r != 0)

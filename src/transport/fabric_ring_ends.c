@@ -25,7 +25,7 @@ static int end_with(struct fabric_ring *f, uint64_t bit)
     if (f->tx_shut)
         return -EPIPE;
     f->tx_shut = true;
-    r = fabric_fence(f->peer);   /* after every byte */
+    r = fring_order(f);   /* after every byte */
     if (r == 0)
         r = fring_put_slot(f, SLOT_WRITTEN, f->tx_written | bit);
     return r ? (int)fring_broke(f, r) : 0;
@@ -170,7 +170,9 @@ int fabric_ring_sleep(struct fabric_ring *f)
     r = fring_put_slot(f, SLOT_CONSUMED, fring_consumed_word(f) | SLEEP_BIT);
     if (r == 0)
         r = fring_landed(f);
-    return r ? (int)fring_broke(f, r) : 0;
+    if (r)
+        r = (int)fring_broke(f, r);
+    return r == -EPIPE ? 0 : r;   /* the peer lost now: as above (the caller's socket says how it ended) */
 }
 
 int fabric_ring_bell(struct fabric_ring *f)

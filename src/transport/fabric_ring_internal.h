@@ -109,6 +109,17 @@ static inline int fring_attached(const struct fabric_ring *f)
     return f->broken ? -EIO : !f->peer ? -ENOTCONN : 0;
 }
 
+/* The puts so far reach the peer before the next ones (fabric_ring.c,
+ * "Order of puts"): 0 or -EIO. */
+static inline int fring_order(const struct fabric_ring *f)
+{
+    if (f->puts_land) {
+        atomic_thread_fence(memory_order_release);   /* they are there: only the CPU's stores to order */
+        return 0;
+    }
+    return fabric_fence(f->peer);
+}
+
 /* fabric_ring_data.c: what fabric_ring.c and fabric_ring_ends.c use of it. */
 uint64_t fring_consumed_word(const struct fabric_ring *f);   /* our consumed count as the peer gets it */
 ssize_t fring_broke(struct fabric_ring *f, int err);          /* err; the end broken, or the peer lost (-EPIPE) */

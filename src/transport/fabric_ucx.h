@@ -17,6 +17,7 @@
 /* The functions shunt calls, by the names libucp, libucs and libucm export
  * (ucp_init is an inline calling ucp_init_version). */
 #define UCX_CALLS(X)                                                                                          \
+    X(ucp_get_version, void, (unsigned *, unsigned *, unsigned *))                                           \
     X(ucp_config_read, ucs_status_t, (const char *, const char *, ucp_config_t **))                          \
     X(ucp_config_modify, ucs_status_t, (ucp_config_t *, const char *, const char *))                         \
     X(ucp_config_release, void, (ucp_config_t *))                                                            \

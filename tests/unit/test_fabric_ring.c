@@ -26,7 +26,14 @@
  *            with a ring size not a power of two is refused (-EPROTO);
  *   stalled  (TCP lanes) a write and a flush while the peer sleeps without
  *            driving its worker: the first that waits for the peer ends
- *            with -ETIMEDOUT after the engine's 5 s.
+ *            with -ETIMEDOUT after the engine's 5 s;
+ *   gone     (TCP lanes) the peer's process ends without a FIN after its
+ *            bytes landed: a reader about to sleep is told 0, not an
+ *            error (the socket says how the peer ended), as often as it
+ *            asks, and the bytes stay readable; a write is -EPIPE.
+ *            Before, the sleep's failed put said -EPIPE, which the stream
+ *            took for a broken lane (a reset where the kernel gives the
+ *            bytes, then the peer's end).
  * Once on the default lanes (which must be shared memory here) and once
  * with UCX's TCP lanes forced (which must be TCP); each side checks the
  * lanes its end used.  Nothing may reach stdout or stderr.
@@ -275,6 +282,35 @@ static void test_stalled_peer(struct fabric_engine *e, int sock, int i, const ch
     finish_pair(f, sock, e);
 }
 
+/* Side 1 puts 100 bytes, and its process ends (no FIN, no close of the
+ * engine) once they landed; side 0 then sleeps and reads. */
+static void test_peer_gone(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    struct fabric_ring *f = connect_pair(e, sock, i, tls);
+    if (i == 1) {
+        CHECK(write_n(f, 100, NULL), ==, 100);
+        CHECK(fabric_ring_flush(f), ==, 0);
+        meet(sock, e);
+        _exit(0);   /* as a killed process: nothing more of ours */
+    }
+    meet(sock, e);
+    fabric_ring_watch(f, sock, 0);   /* the stream's socket: here the socketpair */
+    char c;
+    struct pollfd pf = { .fd = sock, .events = POLLIN };
+    CHECK(poll(&pf, 1, 20 * 1000), ==, 1);
+    CHECK(read(sock, &c, 1), ==, 0);   /* the peer's process is gone */
+    for (int k = 0; k < 5; k++) {
+        CHECK(fabric_ring_sleep(f), ==, 0);
+        fabric_engine_progress(e);
+        usleep(10 * 1000);   /* the engine's socket to the peer meets its end meanwhile */
+    }
+    CHECK(fabric_ring_readable(f), ==, 100);
+    CHECK(read_n(f, 1000, NULL), ==, 100);
+    CHECK(read_n(f, 1000, NULL), ==, -EAGAIN);   /* no FIN came: the socket tells the end */
+    CHECK(write_n(f, 1, NULL), ==, -EPIPE);
+    fabric_ring_close(f);
+}
+
 enum garbage { BEYOND, BACK, ALL_ONES, AFTER_FIN, TORN, CONSUMED_BEYOND, NGARBAGE };
 static const char *const garbage_names[] = { "beyond", "back", "all_ones", "after_fin", "torn", "consumed_beyond" };
 
@@ -445,6 +481,8 @@ static void side(int sock, int i, const void *arg)
     if (tls) {   /* shared-memory puts land without the peer */
         phase = "stalled_peer";
         test_stalled_peer(e, sock, i, tls);
+        phase = "peer_gone";   /* the last: side 1 ends in it */
+        test_peer_gone(e, sock, i, tls);
     }
     fabric_engine_close(e);
 }
