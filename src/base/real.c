@@ -97,6 +97,14 @@ static int boot_fileno(FILE *f)
 #define boot_fileno_unlocked boot_fileno
 static FILE *boot_freopen(const char *p, const char *m, FILE *f) { (void)p; (void)m; (void)f; nosys(); return NULL; }
 #define boot_freopen64 boot_freopen
+static wint_t boot_fgetwc(FILE *f) { (void)f; nosys(); return WEOF; }
+#define boot_getwc boot_fgetwc
+#define boot_fgetwc_unlocked boot_fgetwc
+#define boot_getwc_unlocked boot_fgetwc
+static wint_t boot_getwchar(void) { nosys(); return WEOF; }
+#define boot_getwchar_unlocked boot_getwchar
+static wchar_t *boot_fgetws(wchar_t *restrict w, int n, FILE *restrict f) { (void)w; (void)n; (void)f; nosys(); return NULL; }
+#define boot_fgetws_unlocked boot_fgetws
 static int boot_fcntl(int fd, int cmd, ...)
 {
     va_list ap;

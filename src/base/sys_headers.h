@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 /*
  * Under _GNU_SOURCE glibc passes socket addresses as a transparent union;

@@ -1,0 +1,93 @@
+/*
+ * wide_stdio_calls.c: wide-oriented reads of a FILE (fgetwc, getwc,
+ * getwchar, fgetws and their _unlocked forms).
+ *
+ * A wide stream is not one shunt's cookie streams can stand in for
+ * (stdio_calls.c moves such a connection to kernel TCP), and libc reads its
+ * fd through its own internal read, which shunt never sees.  On the fabric a
+ * client may still await its server's hello then, which comes before the
+ * server's first byte however late that is: libc would read it as the
+ * program's bytes (stdio_wide_late_hello).  So before a wide read that finds
+ * the stream's buffers empty, and whose next step is therefore the kernel's
+ * read, the hello is taken off (fabric_conn_before_kernel_read, as a splice
+ * out of the socket does).  Anything else goes to libc as it is.
+ */
+#include <stdatomic.h>
+#include <wchar.h>
+
+#include "core/conn/deferred_close.h"
+#include "core/conn/fabric_conn.h"
+#include "core/fd/tcp_sock.h"
+#include "interpose/wrap.h"
+
+/* glibc's struct _IO_wide_data (opaque in its public headers) begins, as
+ * FILE does, with its read pointers (libio.h, unchanged since glibc 2.2). */
+struct wide_head {
+    wchar_t *read_ptr;
+    wchar_t *read_end;
+};
+
+/* libc's next read of fp goes to the kernel: nothing buffered, wide or not. */
+static bool buffers_empty(const FILE *fp)
+{
+    const struct wide_head *w = (const struct wide_head *)(const void *)fp->_wide_data;
+    return fp->_IO_read_ptr >= fp->_IO_read_end && (!w || w->read_ptr >= w->read_end) &&
+           !(fp->_flags & 0x100);   /* _IO_IN_BACKUP: pushed-back bytes first */
+}
+
+/* Before a wide read of fp: a hello still to come on its socket is taken off
+ * first (a wait as long as the read's own would be: a non-blocking socket
+ * does not wait, and the read then says what the kernel says). */
+static void before_wide_read(FILE *fp)
+{
+    shunt_ensure_init();
+    if (!fp || __builtin_expect(shunt_sandboxed(), 0) || fp->_fileno < 0 || !buffers_empty(fp))
+        return;
+    int saved_errno = errno;
+    struct fdref f = fdt_get(fp->_fileno);
+    if (f.sock && f.sock->kind == SOCK_TCP) {
+        struct tcp_sock *t = tcp_of(f.sock);
+        if (atomic_load(&t->path) == PATH_FABRIC) {
+            (void)fabric_conn_before_kernel_read(t, &f);
+            if (f.blocked)
+                deferred_close_call_done(t, &f);
+        }
+    }
+    fdt_put(&f);
+    errno = saved_errno;
+}
+
+#define WIDE_GET(name)                         \
+    wint_t name(FILE *stream)                  \
+    {                                          \
+        before_wide_read(stream);              \
+        return shunt_real.name(stream);        \
+    }
+WIDE_GET(fgetwc)
+WIDE_GET(getwc)
+WIDE_GET(fgetwc_unlocked)
+WIDE_GET(getwc_unlocked)
+
+wint_t getwchar(void)
+{
+    before_wide_read(stdin);
+    return shunt_real.getwchar();
+}
+
+wint_t getwchar_unlocked(void)
+{
+    before_wide_read(stdin);
+    return shunt_real.getwchar_unlocked();
+}
+
+wchar_t *fgetws(wchar_t *restrict ws, int n, FILE *restrict stream)
+{
+    before_wide_read(stream);
+    return shunt_real.fgetws(ws, n, stream);
+}
+
+wchar_t *fgetws_unlocked(wchar_t *restrict ws, int n, FILE *restrict stream)
+{
+    before_wide_read(stream);
+    return shunt_real.fgetws_unlocked(ws, n, stream);
+}
