@@ -52,14 +52,6 @@
  * below BUFSIZ.  Full buffering (no tty), stderr unbuffered. */
 #define STREAM_BUF 4096
 
-/* glibc's FILE flag bits that <stdio.h> does not name (libio/libio.h). */
-#define IO_UNBUFFERED 0x0002
-#define IO_NO_READS 0x0004
-#define IO_NO_WRITES 0x0008
-#define IO_LINE_BUF 0x0200
-#define IO_IN_BACKUP 0x0100
-#define IO_IS_APPENDING 0x1000
-#define IO_FLAGS_SEEN (_IO_EOF_SEEN | _IO_ERR_SEEN)
 
 struct cstream {
     FILE *fp;

@@ -12,12 +12,12 @@
  * read, the hello is taken off (fabric_conn_before_kernel_read, as a splice
  * out of the socket does).  Anything else goes to libc as it is.
  */
-#include <stdatomic.h>
 #include <wchar.h>
 
 #include "core/conn/deferred_close.h"
 #include "core/conn/fabric_conn.h"
 #include "core/fd/tcp_sock.h"
+#include "interpose/stdio_calls.h"
 #include "interpose/wrap.h"
 
 /* glibc's struct _IO_wide_data (opaque in its public headers) begins, as
@@ -32,7 +32,7 @@ static bool buffers_empty(const FILE *fp)
 {
     const struct wide_head *w = (const struct wide_head *)(const void *)fp->_wide_data;
     return fp->_IO_read_ptr >= fp->_IO_read_end && (!w || w->read_ptr >= w->read_end) &&
-           !(fp->_flags & 0x100);   /* _IO_IN_BACKUP: pushed-back bytes first */
+           !(fp->_flags & IO_IN_BACKUP);   /* pushed-back bytes first */
 }
 
 /* Before a wide read of fp: a hello still to come on its socket is taken off
@@ -45,13 +45,11 @@ static void before_wide_read(FILE *fp)
         return;
     int saved_errno = errno;
     struct fdref f = fdt_get(fp->_fileno);
-    if (f.sock && f.sock->kind == SOCK_TCP) {
-        struct tcp_sock *t = tcp_of(f.sock);
-        if (atomic_load(&t->path) == PATH_FABRIC) {
-            (void)fabric_conn_before_kernel_read(t, &f);
-            if (f.blocked)
-                deferred_close_call_done(t, &f);
-        }
+    struct tcp_sock *t = fabric_conn_on(&f);
+    if (t) {
+        (void)fabric_conn_before_kernel_read(t, &f);
+        if (f.blocked)
+            deferred_close_call_done(t, &f);
     }
     fdt_put(&f);
     errno = saved_errno;

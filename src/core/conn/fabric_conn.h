@@ -105,6 +105,16 @@ void fabric_conn_leave_no_wait(struct tcp_sock *t, int fd, const char *why);
  * -EINTR, or another -errno. */
 int fabric_conn_before_kernel_read(struct tcp_sock *t, struct fdref *f);
 
+/* f's connection when it is on the fabric (awaiting its hello, or on the
+ * engine), else NULL. */
+static inline struct tcp_sock *fabric_conn_on(const struct fdref *f)
+{
+    if (!f->sock || f->sock->kind != SOCK_TCP)
+        return NULL;
+    struct tcp_sock *t = tcp_of(f->sock);
+    return atomic_load(&t->path) == PATH_FABRIC ? t : NULL;
+}
+
 /* Every fabric connection of the process, before exec, spawn, a sandbox,
  * io_uring (exec true).  A server's hello still pending goes never: the
  * socket is kernel TCP for every holder. */

@@ -269,14 +269,6 @@ static ssize_t ring_to_pipe(struct tcp_sock *t, struct fdref *in, int out_fd, si
     }
 }
 
-static struct tcp_sock *on_fabric(struct fdref *f)
-{
-    if (!f->sock || f->sock->kind != SOCK_TCP)
-        return NULL;
-    struct tcp_sock *t = tcp_of(f->sock);
-    return atomic_load(&t->path) == PATH_FABRIC ? t : NULL;
-}
-
 /* A socket on the fabric at either end: the fabric carries no splice, so
  * the connection leaves it first and the kernel's splice follows (before,
  * the kernel's splice wrote by TCP beside the ring, or read a socket the
@@ -286,7 +278,7 @@ static struct tcp_sock *on_fabric(struct fdref *f)
 static bool fabric_splice(struct fdref *in, off64_t *off_in, struct fdref *out, off64_t *off_out, size_t len,
                           unsigned int flags, ssize_t *result)
 {
-    struct tcp_sock *src = on_fabric(in), *dst = on_fabric(out);
+    struct tcp_sock *src = fabric_conn_on(in), *dst = fabric_conn_on(out);
     if (!src && !dst)
         return false;
     if (dst)
