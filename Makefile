@@ -243,12 +243,15 @@ test: all
 	$(MAKE) test-fabric-ucx
 	python3 -m pytest -q tests/integration
 
-# The fabric modes again on a UCX other than Debian's (scripts/install-deps
-# puts PyPI's 1.14.1 there): the versions the engine accepts must all pass
-# (docs/compatibility.md, "UCX versions").
-UCX_OTHER ?= /var/cache/shunt-ucx/1.14.1/libucx/lib
+# The fabric modes again on UCX versions other than Debian's (scripts/install-deps
+# puts PyPI's there): the versions the engine accepts must all pass
+# (docs/compatibility.md, "UCX versions").  1.15 (the first whose `self` lanes
+# read a region itself), 1.18 (Debian 13's) and 1.21 (the newest taken).
+UCX_OTHER ?= 1.15.0 1.18.1 1.21.0
 test-fabric-ucx: all
-	python3 tests/run_programs.py --build $(BUILD) --modes fabric,fabric-tcp --ucx $(UCX_OTHER)
+	set -e; for v in $(UCX_OTHER); do \
+	    python3 tests/run_programs.py --build $(BUILD) --modes fabric,fabric-tcp --ucx /var/cache/shunt-ucx/$$v/libucx/lib; \
+	done
 
 test-conformance: all
 	python3 tests/run_programs.py --build $(BUILD) --modes $(CONFORMANCE_MODES)

@@ -31,12 +31,10 @@
  * after the peer handled every put before the flush.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "base/pid_gone.h"
 #include "base/real.h"
 #include "transport/fabric_engine.h"
 #include "transport/fabric_ucx.h"
@@ -349,25 +347,6 @@ int am_peer_region(struct fabric_peer *p, const void *key, size_t key_len)
     return 0;
 }
 
-/* Whether the connection's socket says the peer shut down or went, now
- * or within wait_ms. */
-static bool peer_closing(const struct fabric_peer *p, int wait_ms)
-{
-    struct pollfd q = { .fd = p->watch_fd, .events = POLLRDHUP };
-    return p->watch_fd >= 0 && shunt_real.poll(&q, 1, wait_ms) > 0 &&
-           (q.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-/* How often a wait for an answer looks at the peer's process. */
-#define PID_LOOK_NS (10ull * 1000 * 1000)
-
-/* Whether the peer's process has ended (a look at /proc: only after a
- * wait has lasted, and now and then). */
-static bool peer_ended(const struct fabric_peer *p)
-{
-    return p->watch_pid && pid_gone(p->watch_pid);
-}
-
 /* Sends one message of ours on the peer's endpoint and waits until header
  * and data may be reused (UCX reads both until then).  A send that fails
  * while the connection's socket says the peer shut down or went is -EPIPE:
@@ -379,7 +358,8 @@ static int send_am(struct fabric_peer *p, unsigned id, const void *header, size_
 {
     ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_AM_SEND_FLAG_EAGER };
     int r = fabric_ucx_finish(p->e, ucx.ucp_am_send_nbx(p->ep, id, header, header_len, data, len, &rp));
-    return r < 0 && (peer_closing(p, (int)(FABRIC_CLOSING_NS / 1000000)) || peer_ended(p)) ? -EPIPE : r;
+    return r < 0 && (fabric_peer_closing(p, (int)(FABRIC_CLOSING_NS / 1000000)) || fabric_peer_ended(p)) ? -EPIPE
+                                                                                                  : r;
 }
 
 int am_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len)
@@ -401,7 +381,8 @@ static int ask(struct fabric_peer *p, unsigned id, const void *header, size_t he
         return 0;   /* (a peer gone waits for nothing of ours) */
     if (r < 0)
         return r;
-    uint64_t start = fabric_ucx_now_ns(), closing = 0, looked = start;
+    uint64_t start = fabric_ucx_now_ns();
+    struct fabric_peer_wait w = { .looked = start };
     for (unsigned spins = 1; !e->am.answered; spins++) {
         ucx.ucp_worker_progress(e->worker);
         if (spins % 1024)
@@ -410,14 +391,7 @@ static int ask(struct fabric_peer *p, unsigned id, const void *header, size_t he
         uint64_t now = fabric_ucx_now_ns();
         if (now - start > FABRIC_FINISH_NS)
             return -ETIMEDOUT;
-        if (!closing && peer_closing(p, 0))
-            closing = now;
-        if (!closing && now - looked > PID_LOOK_NS) {
-            looked = now;
-            if (peer_ended(p))
-                closing = now - FABRIC_CLOSING_NS;   /* its answers, if any, came already */
-        }
-        if (closing && now - closing >= FABRIC_CLOSING_NS)
+        if (fabric_peer_wait_over(p, &w, now))
             return id == FLUSH_AM_ID ? 0 : -EPIPE;
     }
     return e->am.gone ? -ENOENT : e->am.bad ? -EIO : 0;

@@ -12,7 +12,7 @@
  * program's environment (another thread may read it meanwhile, a child
  * would inherit it), so the loading thread's getenv answers "no" for them
  * during the dlopen (base/env_override.h), and after it, before ucp_init,
- * shunt turns them off with ucm_set_global_opts too (events off: no handler can be
+ * shunt turns them off in UCM's options too, in place (events off: no handler can be
  * set, so nothing is hooked; the hook mode itself must stay, or UCM's own
  * mmap wrapper, which the events would have used, calls itself), and asks
  * for no registration cache: shunt's regions are made by UCX itself
@@ -27,6 +27,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 
 #include "base/env_override.h"
 #include "base/fsize.h"
+#include "base/pid_gone.h"
 #include "base/real.h"
 #include "transport/fabric_engine.h"
 #include "transport/fabric_ucx.h"
@@ -59,15 +61,26 @@
 struct ucx_calls ucx;
 
 /* The UCX versions the conformance suite passes on, both lane settings:
- * Debian 12's 1.13.1 and 1.14.1.  Others are refused (the connection stays
- * kernel TCP, the reason in the log): with 1.15 a put into a region its
- * owner in the same process had given back crashed the process, from 1.16
- * the worker's fence waits for every peer (a dead one: for ever), and the
- * hooks' options below are a structure whose layout this build takes from
- * 1.13's headers (docs/compatibility.md, "UCX versions"). */
+ * Debian 12's 1.13.1, and PyPI's 1.14.1 to 1.21.0.  Others are refused
+ * (the connection stays kernel TCP, the reason in the log): each minor
+ * version changed something the engine depends on (1.15: `self` lanes
+ * read a region itself; 1.16: new protocols on by default; 1.18: the
+ * layout of UCM's options; 1.22: puts of 16 KiB fail with the former
+ * protocols), so one not tried is not taken (docs/compatibility.md, "UCX
+ * versions"). */
 #define UCX_TESTED_MAJOR 1
 #define UCX_TESTED_MINOR_FIRST 13
-#define UCX_TESTED_MINOR_LAST 14
+#define UCX_TESTED_MINOR_LAST 21
+
+/* The head of ucm_global_config_t (ucm/api/ucm.h), the same in every
+ * version shunt takes. */
+struct ucm_opts_head {
+    ucs_log_level_t log_level;
+    int enable_events;
+    ucm_mmap_hook_mode_t mmap_hook_mode;
+    int enable_malloc_hooks;
+    int enable_malloc_reloc;
+};
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_err;
@@ -117,16 +130,16 @@ static void load(void)
                  UCX_TESTED_MINOR_LAST);
         return;   /* (before anything below reads UCX's structures by this build's layout) */
     }
-    /* the options UCX read from the environment, but for the hooks */
-    const ucm_global_config_t *now = dlsym(h, "ucm_global_opts");
+    /* the options UCX read from the environment, but for the hooks: set in
+     * place, in the head of UCM's structure, whose layout is the same from
+     * 1.13 to 1.22 at least (the fields after it moved: cuda_hook_modes became 64
+     * bits in 1.18); the rest (the dynamic mmap threshold) came from the
+     * environment the load saw */
+    struct ucm_opts_head *now = dlsym(h, "ucm_global_opts");
     if (!had && now) {
-        ucm_global_config_t off = *now;
-        off.enable_events = 0;   /* no handler can be set: nothing is ever hooked */
-        off.enable_malloc_hooks = 0;
-        off.enable_malloc_reloc = 0;
-        off.enable_dynamic_mmap_thresh = 0;
-        off.cuda_hook_modes = 0;
-        ucx.ucm_set_global_opts(&off);
+        now->enable_events = 0;   /* no handler can be set: nothing is ever hooked */
+        now->enable_malloc_hooks = 0;
+        now->enable_malloc_reloc = 0;
     }
 }
 
@@ -187,6 +200,15 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
     s = ucx.ucp_config_modify(cfg, "TLS", lanes);
     if (s == UCS_OK)
         s = ucx.ucp_config_modify(cfg, "RCACHE_ENABLE", "n");
+    /* UCX's former protocols (the default up to 1.15; the setting is there
+     * up to 1.22 at least, whose shared-memory lanes fail a put of 16 KiB
+     * with them).  With the new ones an endpoint's first
+     * put or get waits until the peer's worker answered its wire-up, on the
+     * shared-memory lanes too, and a peer busy outside shunt (a plain
+     * accept, waitpid) never does: emfile_count's client waited for ever
+     * with 1.16 to 1.22; and the worker's fence flushes every endpoint. */
+    if (s == UCS_OK)
+        s = ucx.ucp_config_modify(cfg, "PROTO_ENABLE", "n");
     if (s == UCS_OK) {
         ucp_params_t p = {
             .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
@@ -234,6 +256,13 @@ void fabric_engine_close(struct fabric_engine *e)
         return;
     if (e->am_rma)
         am_rma_close(e);
+    while (e->regions) {   /* (regions kept for peers the program never closed) */
+        struct rma_region *h = e->regions;
+        e->regions = h->next;
+        ucx.ucp_mem_unmap(e->ctx, h->mem);
+        free(h);
+    }
+    free(e->self_addr);
     ucx.ucp_worker_destroy(e->worker);
     ucx.ucp_cleanup(e->ctx);
     free(e);
@@ -306,15 +335,39 @@ int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region 
     bool keyed = ucx.ucp_mem_query(mem, &ma) == UCS_OK && ma.length >= len &&
                  (e->am_rma ? am_region_add(e, ma.address, len, &r->rkey, &r->rkey_len) == 0
                             : ucx.ucp_rkey_pack(e->ctx, mem, &r->rkey, &r->rkey_len) == UCS_OK);
+    struct rma_region *held = NULL;
+    if (keyed && !e->am_rma && !(held = calloc(1, sizeof *held))) {
+        ucx.ucp_rkey_buffer_release(r->rkey);
+        keyed = false;
+    }
     if (!keyed) {
         ucx.ucp_mem_unmap(e->ctx, mem);
         return -EIO;
+    }
+    if (held) {
+        *held = (struct rma_region){ .next = e->regions, .mem = mem, .base = ma.address };
+        e->regions = held;
     }
     r->base = ma.address;
     r->len = len;
     r->mem = mem;
     e->users++;
     return 0;
+}
+
+/* An RMA engine's region goes when it was given back and no endpoint of
+ * this worker's to itself is left to read or write it (struct rma_region). */
+static void rma_region_settle(struct fabric_engine *e, struct rma_region *h)
+{
+    if (!h->given_back || h->self_peers)
+        return;
+    for (struct rma_region **at = &e->regions; *at; at = &(*at)->next)
+        if (*at == h) {
+            *at = h->next;
+            break;
+        }
+    ucx.ucp_mem_unmap(e->ctx, h->mem);
+    free(h);
 }
 
 void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
@@ -325,9 +378,42 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
         ucx.ucp_rkey_buffer_release(r->rkey);
     if (r->mem) {
         e->users--;
-        ucx.ucp_mem_unmap(e->ctx, r->mem);
+        struct rma_region *h = e->regions;
+        while (h && h->mem != r->mem)
+            h = h->next;
+        if (h) {
+            h->given_back = true;
+            rma_region_settle(e, h);
+        } else {
+            ucx.ucp_mem_unmap(e->ctx, r->mem);
+        }
     }
     memset(r, 0, sizeof *r);
+}
+
+/* The region of ours a peer's blob names, if that peer is this very worker
+ * (its address is ours: both ends of the connection are in this process). */
+static struct rma_region *self_region(struct fabric_engine *e, const void *addr, size_t addr_len,
+                                      uint64_t remote_base)
+{
+    if (!e->self_addr) {
+        void *a;
+        size_t len;
+        if (fabric_engine_address(e, &a, &len) < 0)
+            return NULL;
+        e->self_addr = malloc(len);
+        if (e->self_addr) {
+            memcpy(e->self_addr, a, len);
+            e->self_addr_len = len;
+        }
+        fabric_engine_address_free(e, a);
+    }
+    if (!e->self_addr || addr_len != e->self_addr_len || memcmp(addr, e->self_addr, addr_len) != 0)
+        return NULL;
+    for (struct rma_region *h = e->regions; h; h = h->next)
+        if (!h->given_back && (uint64_t)(uintptr_t)h->base == remote_base)
+            return h;
+    return NULL;
 }
 
 /* How long a put or a flush may take: over a lane that needs the peer's
@@ -342,7 +428,36 @@ uint64_t fabric_ucx_now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req)
+/* How often a wait for an answer looks at the peer's process. */
+#define PID_LOOK_NS (10ull * 1000 * 1000)
+
+bool fabric_peer_closing(const struct fabric_peer *p, int wait_ms)
+{
+    struct pollfd q = { .fd = p->watch_fd, .events = POLLRDHUP };
+    return p->watch_fd >= 0 && shunt_real.poll(&q, 1, wait_ms) > 0 &&
+           (q.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+bool fabric_peer_ended(const struct fabric_peer *p)
+{
+    return p->watch_pid && pid_gone(p->watch_pid);
+}
+
+bool fabric_peer_wait_over(const struct fabric_peer *p, struct fabric_peer_wait *w, uint64_t now)
+{
+    if (!w->closing && fabric_peer_closing(p, 0))
+        w->closing = now;
+    if (!w->closing && now - w->looked > PID_LOOK_NS) {
+        w->looked = now;
+        if (fabric_peer_ended(p))
+            w->closing = now - FABRIC_CLOSING_NS;
+    }
+    return w->closing && now - w->closing >= FABRIC_CLOSING_NS;
+}
+
+/* fabric_ucx_finish, and where p is not NULL, ended early with if_gone once
+ * the peer's end says no answer will come (fabric_peer_wait_over). */
+static int finish(struct fabric_engine *e, const struct fabric_peer *p, ucs_status_ptr_t req, int if_gone)
 {
     if (req == NULL)
         return 0;
@@ -350,13 +465,15 @@ int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req)
         return -EIO;
     ucs_status_t s;
     uint64_t start = 0;
+    struct fabric_peer_wait w = { 0 };
     for (unsigned spins = 0; (s = ucx.ucp_request_check_status(req)) == UCS_INPROGRESS; spins++) {
         ucx.ucp_worker_progress(e->worker);
         if (spins % 1024 == 0) {   /* the clock now and then: a put is usually done at once */
             uint64_t now = fabric_ucx_now_ns();
             if (!start)
-                start = now;
-            else if (now - start > FABRIC_FINISH_NS) {
+                start = w.looked = now;
+            bool gone = p && fabric_peer_wait_over(p, &w, now);
+            if (gone || now - start > FABRIC_FINISH_NS) {
                 /* UCX cancels only receives: a put or a flush may stay in
                  * progress (found: a flush to a peer that stopped driving
                  * its worker spun here for minutes).  So a short grace,
@@ -367,12 +484,17 @@ int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req)
                                        fabric_ucx_now_ns() - t < CANCEL_GRACE_NS;)
                     ucx.ucp_worker_progress(e->worker);
                 ucx.ucp_request_free(req);
-                return -ETIMEDOUT;
+                return gone ? if_gone : -ETIMEDOUT;
             }
         }
     }
     ucx.ucp_request_free(req);
     return s == UCS_OK ? 0 : -EIO;
+}
+
+int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req)
+{
+    return finish(e, NULL, req, 0);
 }
 
 int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_len, const void *rkey,
@@ -419,6 +541,8 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
     } else if ((s = ucx.ucp_ep_rkey_unpack(p->ep, rkey, &p->rkey)) != UCS_OK) {
         fabric_peer_close(p);
         return failed(s, "UCX remote key", why, whylen);
+    } else if ((p->self_region = self_region(e, addr, addr_len, remote_base)) != NULL) {
+        p->self_region->self_peers++;
     }
     *out = p;
     return 0;
@@ -435,6 +559,10 @@ void fabric_peer_close(struct fabric_peer *p)
     ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
     fabric_ucx_finish(p->e, ucx.ucp_ep_close_nbx(p->ep, &rp));
     p->e->users--;
+    if (p->self_region) {
+        p->self_region->self_peers--;
+        rma_region_settle(p->e, p->self_region);
+    }
     free(p);
 }
 
@@ -443,7 +571,7 @@ int fabric_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t l
     if (p->e->am_rma)
         return am_put(p, offset, src, len);
     ucp_request_param_t rp = { 0 };
-    return fabric_ucx_finish(p->e, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp));
+    return finish(p->e, p, ucx.ucp_put_nbx(p->ep, src, len, p->remote_base + offset, p->rkey, &rp), -EPIPE);
 }
 
 int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len)
@@ -451,7 +579,7 @@ int fabric_get(struct fabric_peer *p, uint64_t offset, void *dst, size_t len)
     if (p->e->am_rma)
         return am_get(p, offset, dst, len);
     ucp_request_param_t rp = { 0 };
-    return fabric_ucx_finish(p->e, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp));
+    return finish(p->e, p, ucx.ucp_get_nbx(p->ep, dst, len, p->remote_base + offset, p->rkey, &rp), -EPIPE);
 }
 
 void fabric_peer_watch(struct fabric_peer *p, int fd, uint32_t pid)
@@ -486,7 +614,7 @@ int fabric_flush(struct fabric_peer *p)
     if (p->e->am_rma)
         return am_flush(p);
     ucp_request_param_t rp = { 0 };
-    return fabric_ucx_finish(p->e, ucx.ucp_ep_flush_nbx(p->ep, &rp));
+    return finish(p->e, p, ucx.ucp_ep_flush_nbx(p->ep, &rp), 0);   /* (a peer gone waits for nothing of ours) */
 }
 
 /* Whether lane is one of the comma-separated names in list. */

@@ -78,7 +78,10 @@ struct fabric_region {
 int fabric_region_map(struct fabric_engine *e, size_t len, struct fabric_region *r);
 /* Gives the region back.  Where UCX's TCP lanes may be used, a put is an
  * active message naming the region by a random id (fabric_am_rma.c): one
- * that arrives after this finds no region and is dropped. */
+ * that arrives after this finds no region and is dropped.  Elsewhere, while
+ * an endpoint of this process's to the region remains (both ends of a
+ * connection here: UCX's `self` lane reads and writes the address itself),
+ * the memory stays mapped until that endpoint is closed. */
 void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r);
 
 /* A peer: its worker address and the region it mapped for us (its rkey and
@@ -89,7 +92,7 @@ int fabric_peer_connect(struct fabric_engine *e, const void *addr, size_t addr_l
 /* Closes without waiting for a peer that may be dead. */
 void fabric_peer_close(struct fabric_peer *p);
 /* The connection's socket, whose end (the peer's FIN or reset) bounds a
- * wait for the peer's answer (a flush, a get over TCP lanes) to
+ * wait for the peer's answer (a put, a get, a flush, on every lane) to
  * FABRIC_CLOSING_NS: a dead peer's engine may not say so for seconds, and
  * a closing one may never drive its worker again.  Such a flush answers 0
  * (nothing of ours depends on it once the peer goes: a wake decision is

@@ -53,8 +53,7 @@
     X(ucp_request_check_status, ucs_status_t, (void *))                                                      \
     X(ucp_request_free, void, (void *))                                                                      \
     X(ucp_request_cancel, void, (ucp_worker_h, void *))                                                      \
-    X(ucs_status_string, const char *, (ucs_status_t))                                                       \
-    X(ucm_set_global_opts, void, (const ucm_global_config_t *))
+    X(ucs_status_string, const char *, (ucs_status_t))
 
 struct ucx_calls {
 #define FIELD(name, ret, args) ret(*name) args;
@@ -70,6 +69,20 @@ struct am_region {
     uint64_t id;
     uint8_t *base;
     size_t len;
+};
+
+/* A region of an RMA engine's.  An endpoint of the worker to itself (both
+ * ends of a connection in this process) reaches the region through UCX's
+ * `self` lane, which reads and writes the address itself, where the
+ * shared-memory lanes map the region's segment for themselves: so a region
+ * given back while such an endpoint remains is kept mapped until the last
+ * goes (from UCX 1.15 a look at it after its unmap was a SIGSEGV). */
+struct rma_region {
+    struct rma_region *next;
+    ucp_mem_h mem;
+    uint8_t *base;
+    unsigned self_peers;   /* endpoints of this worker's to it */
+    bool given_back;       /* fabric_region_unmap came */
 };
 
 /* An asker this engine answered without a peer of its own to it
@@ -92,6 +105,9 @@ struct fabric_engine {
     /* Lanes that may be UCX's TCP lanes: puts, gets and flushes go as
      * active messages (fabric_am_rma.c). */
     bool am_rma;
+    struct rma_region *regions;   /* RMA engines */
+    void *self_addr;              /* RMA engines: this worker's address, once asked */
+    size_t self_addr_len;
     struct {
         struct am_region *regions;
         size_t n, cap;
@@ -123,6 +139,7 @@ struct fabric_peer {
     ucp_rkey_h rkey;        /* RMA engines: the peer's region, where it is */
     uint64_t remote_base;
     uint64_t region;        /* active-message engines: the peer's region, by its id */
+    struct rma_region *self_region;   /* RMA engines: the peer is this worker, the region ours */
     int watch_fd;           /* the connection's own socket, to see the peer closing (-1: none) */
     uint32_t watch_pid;     /* the peer's process on this host (0: unknown) */
     struct fabric_peer *next;   /* active-message engines: the engine's peers, whose endpoints answer */
@@ -133,6 +150,19 @@ struct fabric_peer {
 /* Waits for a request of the worker to end, driving progress, for at most
  * FABRIC_FINISH_NS: then it is let go and the answer is -ETIMEDOUT. */
 int fabric_ucx_finish(struct fabric_engine *e, ucs_status_ptr_t req);
+
+/* The peer's end, as its connection's socket (shut down or gone, now or
+ * within wait_ms) and its process (ended: a look at /proc) tell it
+ * (fabric_peer_watch). */
+bool fabric_peer_closing(const struct fabric_peer *p, int wait_ms);
+bool fabric_peer_ended(const struct fabric_peer *p);
+/* A wait for the peer's answer, looked at now and then (at now): true once
+ * the peer was seen closing FABRIC_CLOSING_NS ago, or its process ended
+ * (its answers, if any, came already).  looked starts as the wait's start. */
+struct fabric_peer_wait {
+    uint64_t closing, looked;
+};
+bool fabric_peer_wait_over(const struct fabric_peer *p, struct fabric_peer_wait *w, uint64_t now);
 #define FABRIC_FINISH_NS (5ull * 1000 * 1000 * 1000)
 uint64_t fabric_ucx_now_ns(void);
 
