@@ -246,8 +246,9 @@ test: all
 # The fabric modes again on UCX versions other than Debian's (scripts/install-deps
 # puts PyPI's there): the versions the engine accepts must all pass
 # (docs/compatibility.md, "UCX versions").  1.15 (the first whose `self` lanes
-# read a region itself), 1.18 (Debian 13's) and 1.21 (the newest taken).
-UCX_OTHER ?= 1.15.0 1.18.1 1.21.0
+# read a region itself), 1.18 (Debian 13's) and 1.22 (the newest, on UCX's new
+# protocols).
+UCX_OTHER ?= 1.15.0 1.18.1 1.22.0
 test-fabric-ucx: all
 	set -e; for v in $(UCX_OTHER); do \
 	    python3 tests/run_programs.py --build $(BUILD) --modes fabric,fabric-tcp --ucx /var/cache/shunt-ucx/$$v/libucx/lib; \

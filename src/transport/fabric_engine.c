@@ -61,7 +61,7 @@
 struct ucx_calls ucx;
 
 /* The UCX versions the conformance suite passes on, both lane settings:
- * Debian 12's 1.13.1, and PyPI's 1.14.1 to 1.21.0.  Others are refused
+ * Debian 12's 1.13.1, and PyPI's 1.14.1 to 1.22.0.  Others are refused
  * (the connection stays kernel TCP, the reason in the log): each minor
  * version changed something the engine depends on (1.15: `self` lanes
  * read a region itself; 1.16: new protocols on by default; 1.18: the
@@ -70,7 +70,10 @@ struct ucx_calls ucx;
  * versions"). */
 #define UCX_TESTED_MAJOR 1
 #define UCX_TESTED_MINOR_FIRST 13
-#define UCX_TESTED_MINOR_LAST 21
+#define UCX_TESTED_MINOR_LAST 22
+/* The first version whose engine uses UCX's new protocols (see
+ * fabric_engine_open). */
+#define UCX_NEW_PROTOCOLS_MINOR 22
 
 /* The head of ucm_global_config_t (ucm/api/ucm.h), the same in every
  * version shunt takes. */
@@ -84,6 +87,7 @@ struct ucm_opts_head {
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_err;
+static unsigned ucx_minor;   /* the version loaded, 1.ucx_minor */
 static char load_why[160];
 
 static void say(char *why, size_t len, const char *what, const char *detail)
@@ -130,6 +134,7 @@ static void load(void)
                  UCX_TESTED_MINOR_LAST);
         return;   /* (before anything below reads UCX's structures by this build's layout) */
     }
+    ucx_minor = minor;
     /* the options UCX read from the environment, but for the hooks: set in
      * place, in the head of UCM's structure, whose layout is the same from
      * 1.13 to 1.22 at least (the fields after it moved: cuda_hook_modes became 64
@@ -200,14 +205,17 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
     s = ucx.ucp_config_modify(cfg, "TLS", lanes);
     if (s == UCS_OK)
         s = ucx.ucp_config_modify(cfg, "RCACHE_ENABLE", "n");
-    /* UCX's former protocols (the default up to 1.15; the setting is there
-     * up to 1.22 at least, whose shared-memory lanes fail a put of 16 KiB
-     * with them).  With the new ones an endpoint's first
-     * put or get waits until the peer's worker answered its wire-up, on the
-     * shared-memory lanes too, and a peer busy outside shunt (a plain
-     * accept, waitpid) never does: emfile_count's client waited for ever
-     * with 1.16 to 1.22; and the worker's fence flushes every endpoint. */
-    if (s == UCS_OK)
+    /* UCX's former protocols (the default up to 1.15), up to 1.21.  With
+     * the new ones an endpoint's first put or get waits until the peer's
+     * worker answered its wire-up, on the shared-memory lanes too, and a
+     * peer busy outside shunt (a plain accept, waitpid) never does:
+     * emfile_count's client waited for ever with 1.16 to 1.21; and the
+     * worker's fence flushes every endpoint.  From 1.22 the former ones
+     * fail a put of 16 KiB on the shared-memory lanes: the new ones, and
+     * this process's progress thread answers the wire-up of its peers
+     * (fabric_engine_needs_progress). */
+    e->new_protocols = ucx_minor >= UCX_NEW_PROTOCOLS_MINOR;
+    if (s == UCS_OK && !e->new_protocols)
         s = ucx.ucp_config_modify(cfg, "PROTO_ENABLE", "n");
     if (s == UCS_OK) {
         ucp_params_t p = {
@@ -295,7 +303,7 @@ unsigned fabric_engine_progress(struct fabric_engine *e)
 
 bool fabric_engine_needs_progress(const struct fabric_engine *e)
 {
-    return e->am_rma;
+    return e->am_rma || e->new_protocols;
 }
 
 uint64_t fabric_engine_bells_heard(const struct fabric_engine *e)

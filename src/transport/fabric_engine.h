@@ -56,8 +56,9 @@ bool fabric_engine_arm(struct fabric_engine *e);
 unsigned fabric_engine_progress(struct fabric_engine *e);
 /* Whether a peer's writes and reads of this process's regions, and its
  * flushes, are answered only inside this process's progress (UCX's TCP
- * lanes allowed: fabric_am_rma.c), so that a process busy elsewhere keeps
- * its peer waiting unless a thread of its own drives it. */
+ * lanes allowed: fabric_am_rma.c), or a new endpoint's wire-up is (UCX's
+ * new protocols, from 1.22), so that a process busy elsewhere keeps its
+ * peer waiting unless a thread of its own drives it. */
 bool fabric_engine_needs_progress(const struct fabric_engine *e);
 /* Doorbells (fabric_bell) that reached this worker so far. */
 uint64_t fabric_engine_bells_heard(const struct fabric_engine *e);

@@ -105,6 +105,10 @@ struct fabric_engine {
     /* Lanes that may be UCX's TCP lanes: puts, gets and flushes go as
      * active messages (fabric_am_rma.c). */
     bool am_rma;
+    /* UCX's new protocols (1.22 and later): a new endpoint's first put or
+     * get waits for the peer's worker to answer its wire-up, so every
+     * engine needs a progress thread (fabric_engine_needs_progress). */
+    bool new_protocols;
     struct rma_region *regions;   /* RMA engines */
     void *self_addr;              /* RMA engines: this worker's address, once asked */
     size_t self_addr_len;

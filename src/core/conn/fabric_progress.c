@@ -11,8 +11,9 @@
  * the process's own doorbell, which every sleeper in shunt waits on
  * (fabric_process_wake_fd); a sleeper wakes, looks, and sleeps again if
  * that was not its news.  Costs a wake-up per burst of the engine's work,
- * on the lanes that need the thread (UCX's TCP lanes, a setting for tests)
- * and nowhere else.
+ * on the engines that need the thread (UCX's TCP lanes, a setting for
+ * tests; UCX 1.22 and later, whose wire-up needs the peer's progress) and
+ * nowhere else.
  *
  * All signals are blocked in it: the program's handlers run on its own
  * threads.  A forked child has no such thread (its parent's engine is not
