@@ -105,6 +105,36 @@ static wint_t boot_getwchar(void) { nosys(); return WEOF; }
 #define boot_getwchar_unlocked boot_getwchar
 static wchar_t *boot_fgetws(wchar_t *restrict w, int n, FILE *restrict f) { (void)w; (void)n; (void)f; nosys(); return NULL; }
 #define boot_fgetws_unlocked boot_fgetws
+static int boot___isoc99_vfwscanf(FILE *restrict f, const wchar_t *restrict fmt, va_list ap)
+{
+    (void)f, (void)fmt, (void)ap;
+    nosys();
+    return EOF;
+}
+static int boot___isoc99_vwscanf(const wchar_t *restrict fmt, va_list ap)
+{
+    return boot___isoc99_vfwscanf(stdin, fmt, ap);
+}
+static int boot___isoc99_fwscanf(FILE *restrict f, const wchar_t *restrict fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = boot___isoc99_vfwscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
+static int boot___isoc99_wscanf(const wchar_t *restrict fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = boot___isoc99_vfwscanf(stdin, fmt, ap);
+    va_end(ap);
+    return r;
+}
+#define boot___isoc23_vfwscanf boot___isoc99_vfwscanf
+#define boot___isoc23_vwscanf boot___isoc99_vwscanf
+#define boot___isoc23_fwscanf boot___isoc99_fwscanf
+#define boot___isoc23_wscanf boot___isoc99_wscanf
 static int boot_fcntl(int fd, int cmd, ...)
 {
     va_list ap;
