@@ -90,17 +90,17 @@ static void close_during_send(enum how by)
 }
 
 struct splice_out {
-	int sock, pipe;
-	ssize_t ret;
-	int done;
+	struct blocked b;   /* b.fd: the socket */
+	int pipe;
 };
 
 static void *splice_out_thread(void *arg)
 {
 	struct splice_out *o = arg;
 
-	o->ret = splice(o->sock, NULL, o->pipe, NULL, 64, 0);
-	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&o->b.started, 1, __ATOMIC_RELEASE);
+	o->b.ret = splice(o->b.fd, NULL, o->pipe, NULL, 64, 0);
+	__atomic_store_n(&o->b.done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -116,19 +116,20 @@ static void close_during_splice_out(void)
 
 	CHECK_OK(pipe(pipefd));
 	tcp_pair_checked(AF_INET, &c, &s);
-	o.sock = c;
+	o.b.fd = c;
 	o.pipe = pipefd[1];
 	CHECK(pthread_create(&th, NULL, splice_out_thread, &o), ==, 0);
+	wait_started(&o.b);   /* on a busy machine: its splice after the close would be EBADF */
 	sleep_ms(100);   /* accelerated: still in its spin, waiting for data */
-	CHECK(__atomic_load_n(&o.done, __ATOMIC_ACQUIRE), ==, 0);
+	CHECK(finished(&o.b), ==, 0);
 	CHECK_OK(close(c));
 	sleep_ms(100);
-	CHECK(__atomic_load_n(&o.done, __ATOMIC_ACQUIRE), ==, 0);
+	CHECK(finished(&o.b), ==, 0);
 	p = (struct pollfd){ .fd = s, .events = POLLIN | POLLRDHUP };
 	CHECK(poll(&p, 1, 0), ==, 0);   /* still open: no EOF at the peer */
 	xwrite_all(s, "late", 4);
 	CHECK(pthread_join(th, NULL), ==, 0);
-	CHECK(o.ret, ==, 4);
+	CHECK(o.b.ret, ==, 4);
 	CHECK(read(pipefd[0], buf, sizeof buf), ==, 4);
 	CHECK(memcmp(buf, "late", 4), ==, 0);
 	p = (struct pollfd){ .fd = s, .events = POLLIN };
