@@ -250,17 +250,8 @@ ucs_status_t am_rma_handlers(struct fabric_engine *e)
         if (s != UCS_OK)
             return s;
     }
-    ucp_address_t *a;
-    size_t len;
-    ucs_status_t s = ucx.ucp_worker_get_address(e->worker, &a, &len);
-    if (s != UCS_OK)
-        return s;
-    if (len <= AM_ADDR_MAX && (e->am.self = malloc(len)) != NULL) {
-        memcpy(e->am.self, a, len);
-        e->am.self_len = len;
-    }
-    ucx.ucp_worker_release_address(e->worker, a);
-    return e->am.self_len ? UCS_OK : UCS_ERR_NO_MEMORY;
+    /* a request carries the asker's address (the engine's self_addr) */
+    return e->self_addr_len && e->self_addr_len <= AM_ADDR_MAX ? UCS_OK : UCS_ERR_NO_MEMORY;
 }
 
 void am_rma_close(struct fabric_engine *e)
@@ -271,8 +262,6 @@ void am_rma_close(struct fabric_engine *e)
         free(e->am.askers[i]);
     }
     e->am.nas = 0;
-    free(e->am.self);
-    e->am.self = NULL;
     free(e->am.regions);
     e->am.regions = NULL;
 }
@@ -374,9 +363,9 @@ int am_put(struct fabric_peer *p, uint64_t offset, const void *src, size_t len)
 static int ask(struct fabric_peer *p, unsigned id, const void *header, size_t header_len)
 {
     struct fabric_engine *e = p->e;
-    if (!e->am.self_len)
+    if (!e->self_addr_len)
         return -EIO;   /* (no address of ours to be answered at) */
-    int r = send_am(p, id, header, header_len, e->am.self, e->am.self_len);
+    int r = send_am(p, id, header, header_len, e->self_addr, e->self_addr_len);
     if (r == -EPIPE && id == FLUSH_AM_ID)
         return 0;   /* (a peer gone waits for nothing of ours) */
     if (r < 0)

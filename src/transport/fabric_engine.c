@@ -180,6 +180,23 @@ static bool tcp_allowed(const char *lanes)
     return lane_listed(lanes, "tcp") || lane_listed(lanes, "all");
 }
 
+/* The worker's own address, kept: a request of the active-message engines
+ * carries it, and a peer whose address it is is this worker (self_region). */
+static ucs_status_t own_address(struct fabric_engine *e)
+{
+    ucp_address_t *a;
+    size_t len;
+    ucs_status_t s = ucx.ucp_worker_get_address(e->worker, &a, &len);
+    if (s != UCS_OK)
+        return s;
+    if ((e->self_addr = malloc(len)) != NULL) {
+        memcpy(e->self_addr, a, len);
+        e->self_addr_len = len;
+    }
+    ucx.ucp_worker_release_address(e->worker, a);
+    return e->self_addr ? UCS_OK : UCS_ERR_NO_MEMORY;
+}
+
 int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, size_t whylen)
 {
     if (fsize_limited()) {
@@ -234,6 +251,8 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
     ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                .thread_mode = UCS_THREAD_MODE_SERIALIZED };
     s = ucx.ucp_worker_create(e->ctx, &wp, &e->worker);
+    if (s == UCS_OK && (s = own_address(e)) != UCS_OK)
+        ucx.ucp_worker_destroy(e->worker);
     if (s == UCS_OK) {
         ucp_am_handler_param_t hp = {
             .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -251,6 +270,7 @@ int fabric_engine_open(struct fabric_engine **out, const char *tls, char *why, s
     }
     if (s != UCS_OK) {
         ucx.ucp_cleanup(e->ctx);
+        free(e->self_addr);
         free(e);
         return failed(s, "UCX worker", why, whylen);
     }
@@ -404,19 +424,7 @@ void fabric_region_unmap(struct fabric_engine *e, struct fabric_region *r)
 static struct rma_region *self_region(struct fabric_engine *e, const void *addr, size_t addr_len,
                                       uint64_t remote_base)
 {
-    if (!e->self_addr) {
-        void *a;
-        size_t len;
-        if (fabric_engine_address(e, &a, &len) < 0)
-            return NULL;
-        e->self_addr = malloc(len);
-        if (e->self_addr) {
-            memcpy(e->self_addr, a, len);
-            e->self_addr_len = len;
-        }
-        fabric_engine_address_free(e, a);
-    }
-    if (!e->self_addr || addr_len != e->self_addr_len || memcmp(addr, e->self_addr, addr_len) != 0)
+    if (addr_len != e->self_addr_len || memcmp(addr, e->self_addr, addr_len) != 0)
         return NULL;
     for (struct rma_region *h = e->regions; h; h = h->next)
         if (!h->given_back && (uint64_t)(uintptr_t)h->base == remote_base)

@@ -110,7 +110,7 @@ struct fabric_engine {
      * engine needs a progress thread (fabric_engine_needs_progress). */
     bool new_protocols;
     struct rma_region *regions;   /* RMA engines */
-    void *self_addr;              /* RMA engines: this worker's address, once asked */
+    void *self_addr;              /* this worker's address (a request names it; a peer that is us) */
     size_t self_addr_len;
     struct {
         struct am_region *regions;
@@ -119,8 +119,6 @@ struct fabric_engine {
         bool answered, bad, gone;   /* its answer came; of the wrong length; with no bytes (no such region) */
         void *get_dst;
         size_t get_len;
-        void *self;         /* this worker's address, which a request carries */
-        size_t self_len;
         struct am_asker *askers[AM_ASKERS_MAX];
         size_t nas;
         struct fabric_peer *peers;

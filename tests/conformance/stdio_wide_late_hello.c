@@ -10,34 +10,17 @@
  * (src/interpose/wide_stdio_calls.c). */
 #include "check.h"
 #include "net.h"
+#include "late_stdin.h"
 
-#include <pthread.h>
 #include <wchar.h>
-
-#define LATE_MS 300
-
-static void *late_server(void *arg)
-{
-	int s = *(int *)arg;
-
-	sleep_ms(LATE_MS);
-	xwrite_all(s, "late line\n", 10);
-	return NULL;
-}
 
 /* One connection on stdin, read as a line (fgetws) or character by character (getwchar). */
 static void round_on_stdin(int by_char)
 {
-	int c, s, saved;
-	pthread_t th;
 	wchar_t line[32];
+	struct late_stdin l;
 
-	tcp_pair_checked(AF_INET, &c, &s);
-	saved = CHECK_OK(fcntl(0, F_DUPFD_CLOEXEC, 10));
-	CHECK(dup2(c, 0), ==, 0);
-	clearerr(stdin);
-	CHECK(pthread_create(&th, NULL, late_server, &s), ==, 0);
-	alarm(20);
+	late_stdin_begin(&l, "late line\n");
 	if (by_char) {
 		size_t n = 0;
 		wint_t w;
@@ -51,19 +34,10 @@ static void round_on_stdin(int by_char)
 	} else {
 		CHECK(fgetws(line, 32, stdin) != NULL, ==, 1);
 	}
-	alarm(0);
 	if (wcscmp(line, L"late line\n") != 0)
 		FAIL("%s read %zu wide characters that are not the server's line (its first: %#x)",
 		     by_char ? "getwchar" : "fgetws", wcslen(line), (unsigned)line[0]);
-	CHECK(pthread_join(th, NULL), ==, 0);
-	CHECK(dup2(saved, 0), ==, 0);
-	CHECK_OK(close(saved));
-	clearerr(stdin);
-	CHECK_OK(close(c));
-	char b;
-
-	CHECK(recv(s, &b, 1, 0), ==, 0);
-	CHECK_OK(close(s));
+	late_stdin_end(&l);
 }
 
 int main(void)

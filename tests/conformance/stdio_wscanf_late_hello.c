@@ -10,24 +10,13 @@
  * (src/interpose/wide_stdio_calls.c), as before fgetws (stdio_wide_late_hello). */
 #include "check.h"
 #include "net.h"
+#include "late_stdin.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <wchar.h>
 
-#define LATE_MS 300
-
 enum scan { BY_WSCANF, BY_FWSCANF, BY_VWSCANF, BY_VFWSCANF, SCANS };
 static const char *const scan_names[] = { "wscanf", "fwscanf", "vwscanf", "vfwscanf" };
-
-static void *late_server(void *arg)
-{
-	int s = *(int *)arg;
-
-	sleep_ms(LATE_MS);
-	xwrite_all(s, "late 42\n", 8);
-	return NULL;
-}
 
 static int scan_v(enum scan how, const wchar_t *fmt, ...)
 {
@@ -42,16 +31,11 @@ static int scan_v(enum scan how, const wchar_t *fmt, ...)
 
 static void round_on_stdin(enum scan how)
 {
-	int c, s, saved, n = 0, got;
-	pthread_t th;
+	int n = 0, got;
 	wchar_t word[16] = L"";
+	struct late_stdin l;
 
-	tcp_pair_checked(AF_INET, &c, &s);
-	saved = CHECK_OK(fcntl(0, F_DUPFD_CLOEXEC, 10));
-	CHECK(dup2(c, 0), ==, 0);
-	clearerr(stdin);
-	CHECK(pthread_create(&th, NULL, late_server, &s), ==, 0);
-	alarm(20);
+	late_stdin_begin(&l, "late 42\n");
 	switch (how) {
 	case BY_WSCANF:
 		got = wscanf(L"%15ls %d", word, &n);
@@ -63,20 +47,11 @@ static void round_on_stdin(enum scan how)
 		got = scan_v(how, L"%15ls %d", word, &n);
 		break;
 	}
-	alarm(0);
 	if (got != 2 || wcscmp(word, L"late") != 0 || n != 42)
 		FAIL("%s matched %d items (word of %zu wide characters, the first %#x; number %d), not the "
 		     "server's \"late 42\"", scan_names[how], got, wcslen(word), (unsigned)word[0], n);
 	CHECK(fgetwc(stdin), ==, (wint_t)L'\n');   /* the line's end: nothing left buffered */
-	CHECK(pthread_join(th, NULL), ==, 0);
-	CHECK(dup2(saved, 0), ==, 0);
-	CHECK_OK(close(saved));
-	clearerr(stdin);
-	CHECK_OK(close(c));
-	char b;
-
-	CHECK(recv(s, &b, 1, 0), ==, 0);
-	CHECK_OK(close(s));
+	late_stdin_end(&l);
 }
 
 int main(void)
