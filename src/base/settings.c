@@ -265,7 +265,8 @@ const struct setting_def shunt_setting_defs[] = {
     { "SHUNT_SEND_STALL_MS", "1000", "0..1000000",
       "A blocking send that found its ring full (at SHUNT_RING_SIZE, or unable to grow) and waited this "
       "long while the reader read nothing at all moves the connection to kernel TCP (reason "
-      "stalled_reader), whose buffers hold a few MB more, and goes on there: a program that sends more "
+      "stalled_reader; on the fabric the writer takes back what was not read), whose buffers hold a few "
+      "MB more, and goes on there: a program that sends more "
       "than a ring to a peer that reads only after something else happens (the sender's exit) finishes "
       "as on kernel TCP. Not once a non-blocking send on the connection was told the ring is full. 0: "
       "never", parse_send_stall },

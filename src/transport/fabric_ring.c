@@ -3,8 +3,8 @@
  * (fabric_ring.h): the design, below, and the ring object: an end's region
  * opened, the blob that describes it, the attach to the peer's, the lanes,
  * the close.  The slots, the puts and the data path are fabric_ring_data.c;
- * the ends and the way back (shutdown, go back, ask, leave, owner_left,
- * sleep, bell, flush) are fabric_ring_ends.c; what the three share is
+ * the ends and the way back (shutdown, go back, take back, ask, leave,
+ * owner_left, sleep, bell, flush) are fabric_ring_ends.c; what the three share is
  * fabric_ring_internal.h.
  *
  * Owns: the layout of an end's region and of the blob that describes it,
@@ -17,8 +17,10 @@
  * only that one: the peer's word is read once per call, checked, and kept
  * as the last good value.  A reader takes a written count only if it does
  * not go back, is not more than the ring beyond what it consumed, and does
- * not move after a FIN; a writer takes a consumed count only if it does
- * not go back nor pass what it wrote.  Anything else is -EIO, for good:
+ * not move after a FIN (a take-back's count, which goes back on purpose,
+ * only within a ring of what it consumed, and final: take_word); a writer
+ * takes a consumed count only if it does not go back nor pass what it
+ * wrote.  Anything else is -EIO, for good:
  * the end is broken and the caller falls back to kernel TCP.
  *
  * Check words.  A put is not one store: over UCX's TCP lanes the bytes of

@@ -117,6 +117,23 @@ int fabric_ring_shutdown(struct fabric_ring *f);
  * then on.  0 or -errno (also -EPIPE after a shutdown). */
 int fabric_ring_go_back(struct fabric_ring *f);
 
+/* The writing side goes back to TCP taking back what the reader has not
+ * read (a reader that reads nothing while a blocking send waits for room:
+ * kernel TCP would take more): from the reader's count as last looked at
+ * (at least keep: bytes before it are never sent again), or from the
+ * count of a reader that left meanwhile.  *from: where the bytes this end
+ * must send by TCP, before any other, start (fabric_ring_unread has them).
+ * The reader reads its ring up to there at most, then drops from the
+ * socket what it had read past it (fabric_ring_peer_took_back).  Writes
+ * answer -EPIPE from then on.  0, -EPIPE (after a FIN, a take, or the
+ * reader left or is lost: its leave is served as such), or -errno. */
+int fabric_ring_take_back(struct fabric_ring *f, uint64_t keep, uint64_t *from);
+/* Whether the writer took back (a look now): 0 no, -EAGAIN taken but not
+ * final yet (it puts the final word in the same call), 1 with *skip: the
+ * bytes this end read past where the writer's TCP bytes start, which it
+ * must drop from the socket; -EIO. */
+int fabric_ring_peer_took_back(struct fabric_ring *f, uint64_t *skip);
+
 /* Asks the writer to stop writing into this end's ring (ASK_BIT, in this
  * count and every one this end puts back from now on), flushed.  The
  * writer sees it with fabric_ring_peer_asked after any call that looked at

@@ -63,6 +63,33 @@ static int slot_load(struct fabric_ring *f, int s, uint64_t *v)
     return 0;
 }
 
+/* The writer's take-back word (fabric_ring_take_back), checked: well
+ * formed (ok), never after a FIN, at most a ring from what we consumed
+ * either way; once seen, the same count again, or
+ * the final word with it, or, if we left meanwhile, with our final count
+ * (the writer saw our leave after its take: it sends again from there);
+ * once final, never moved.  rx_written stays the writer's last count of
+ * bytes.  0 or -EIO. */
+static int take_word(struct fabric_ring *f, uint64_t n, bool ok, bool final)
+{
+    if (!ok || f->rx_fin)
+        return -EIO;
+    if (f->rx_take_final)
+        return final && n == f->rx_take_at ? 0 : -EIO;
+    if (f->rx_take) {
+        if (n != f->rx_take_at && !(final && f->rx_left && n == f->rx_consumed))
+            return -EIO;
+    } else if ((n < f->rx_consumed ? f->rx_consumed - n : n - f->rx_consumed) > f->rx_size) {
+        return -EIO;   /* further than a ring from what we read, either way (our last look at
+                        * its count may be old: a reader that never looked has none) */
+    }
+    f->rx_take = true;
+    f->rx_take_final = final;
+    f->rx_take_at = n;
+    f->rx_back = true;
+    return 0;
+}
+
 /* The peer's count in slot s, checked and kept as the last good value:
  * written (rx_written, rx_fin) against what we consumed, consumed
  * (tx_consumed) against what we wrote.  0 or -EIO. */
@@ -84,15 +111,36 @@ static int refresh(struct fabric_ring *f, int s)
         f->tx_peer_left = left;
         return 0;
     }
-    bool fin = v & FIN_BIT, back = v & BACK_BIT;
-    uint64_t n = v & ~(FIN_BIT | BACK_BIT);
-    if (n - f->rx_written > f->rx_size || n - f->rx_consumed > f->rx_size || (fin && back) ||
+    bool fin = v & FIN_BIT, back = v & BACK_BIT, take = v & TAKE_BIT, final = v & TAKE_FINAL_BIT;
+    uint64_t n = v & ~(FIN_BIT | BACK_BIT | TAKE_BIT | TAKE_FINAL_BIT);
+    if (take || final)
+        return take_word(f, n, back && take && !fin, final);
+    if (n - f->rx_written > f->rx_size || n - f->rx_consumed > f->rx_size || (fin && back) || f->rx_take ||
         ((f->rx_fin || f->rx_back) && (n != f->rx_written || fin != f->rx_fin || back != f->rx_back)))
         return -EIO;   /* back, beyond the ring, both ends at once, or moved after its end */
     f->rx_written = n;
     f->rx_fin = fin;
     f->rx_back = back;
     return 0;
+}
+
+/* Bytes readable as last looked at: up to the writer's count, or up to
+ * where it took back from (none once we read past it). */
+static uint64_t fring_readable_now(const struct fabric_ring *f)
+{
+    if (f->rx_take)
+        return f->rx_take_at > f->rx_consumed ? f->rx_take_at - f->rx_consumed : 0;
+    return f->rx_written - f->rx_consumed;   /* <= rx_size: checked */
+}
+
+int fring_refresh_consumed(struct fabric_ring *f)
+{
+    return refresh(f, SLOT_CONSUMED);
+}
+
+int fring_refresh_written(struct fabric_ring *f)
+{
+    return refresh(f, SLOT_WRITTEN);
 }
 
 /* The start of every call on a connected end: not broken, the worker
@@ -237,9 +285,9 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
     if (r != 0)
         return r;
     uint64_t before = f->rx_consumed;
-    uint64_t avail = f->rx_written - before;   /* <= rx_size: checked */
-    if (avail == 0)
-        return f->rx_fin ? 0 : f->rx_back ? -EXDEV : -EAGAIN;
+    uint64_t avail = fring_readable_now(f);
+    if (avail == 0)   /* (a take-back's way back once it is final: where its TCP bytes start is known) */
+        return f->rx_fin ? 0 : f->rx_take && !f->rx_take_final ? -EAGAIN : f->rx_back ? -EXDEV : -EAGAIN;
     uint64_t done;
     pieces(f, iov, iovcnt, 0, before, f->rx_size, avail, copy_piece, &done);
     if (peek || done == 0)
@@ -269,7 +317,7 @@ ssize_t fabric_ring_read(struct fabric_ring *f, const struct iovec *iov, int iov
 int64_t fabric_ring_readable(struct fabric_ring *f)
 {
     int r = look(f, SLOT_WRITTEN);
-    return r ? r : (int64_t)(f->rx_written - f->rx_consumed);
+    return r ? r : (int64_t)fring_readable_now(f);
 }
 
 bool fabric_ring_peer_fin(const struct fabric_ring *f)

@@ -33,12 +33,73 @@ static int end_with(struct fabric_ring *f, uint64_t bit)
 
 int fabric_ring_shutdown(struct fabric_ring *f)
 {
-    return end_with(f, FIN_BIT);
+    int r = end_with(f, FIN_BIT);
+    f->tx_fin |= r == 0;
+    return r;
 }
 
 int fabric_ring_go_back(struct fabric_ring *f)
 {
     return end_with(f, BACK_BIT);
+}
+
+/* Two puts, so that a reader that leaves meanwhile (its count with
+ * LEAVE_BIT) and this end agree on where the bytes sent again by TCP
+ * start: the taken word, landed, then a look at the reader's count, then
+ * the final word.  A leaver that saw the first waits for the second; one
+ * that did not see it put its leave before this end's look (each stores,
+ * then loads), so this end sees the leave and starts at its count, as for
+ * any leave; otherwise at the count it took back from. */
+int fabric_ring_take_back(struct fabric_ring *f, uint64_t keep, uint64_t *from)
+{
+    int r = fring_attached(f);
+    if (r != 0)
+        return r;
+    fabric_engine_progress(f->e);
+    if ((r = fring_refresh_consumed(f)) != 0)
+        return (int)fring_broke(f, r);
+    if (f->peer_lost || f->tx_peer_left || f->tx_taken || f->tx_fin)
+        return -EPIPE;   /* (a leave is served as a leave: fabric_ring_peer_left) */
+    uint64_t at = f->tx_consumed > keep ? f->tx_consumed : keep;
+    if (at > f->tx_written)
+        at = f->tx_written;
+    f->tx_shut = true;
+    f->tx_taken = true;
+    f->tx_take_at = at;
+    r = fring_order(f);   /* after every byte: a reader that reads on reads whole bytes */
+    if (r == 0)
+        r = fring_put_slot(f, SLOT_WRITTEN, at | BACK_BIT | TAKE_BIT);
+    if (r == 0)
+        r = fring_landed(f);
+    if (r == 0)
+        r = fring_refresh_consumed(f);
+    if (r != 0)
+        return (int)fring_broke(f, r);
+    if (f->tx_peer_left && f->tx_consumed > at)
+        f->tx_take_at = at = f->tx_consumed;
+    r = fring_put_slot(f, SLOT_WRITTEN, at | BACK_BIT | TAKE_BIT | TAKE_FINAL_BIT);
+    if (r == 0 && !f->tx_peer_left)
+        r = fabric_flush(f->peer);   /* (a leaver that waits for it drives its engine; one gone may not) */
+    if (r != 0 && !f->tx_peer_left)
+        return (int)fring_broke(f, r);
+    *from = at;
+    return 0;
+}
+
+int fabric_ring_peer_took_back(struct fabric_ring *f, uint64_t *skip)
+{
+    *skip = 0;
+    if (f->broken)
+        return -EIO;
+    fabric_engine_progress(f->e);
+    if (fring_refresh_written(f) != 0)
+        return (int)fring_broke(f, -EIO);
+    if (!f->rx_take)
+        return 0;
+    if (!f->rx_take_final)
+        return -EAGAIN;
+    *skip = f->rx_consumed > f->rx_take_at ? f->rx_consumed - f->rx_take_at : 0;
+    return 1;
 }
 
 /* Sets a flag that every consumed count we put from now on carries, and
@@ -145,7 +206,10 @@ uint64_t fabric_ring_written(const struct fabric_ring *f)
 
 ssize_t fabric_ring_unread(struct fabric_ring *f, uint64_t from, void *buf, size_t cap)
 {
-    if (!f->peer || from - f->tx_consumed > f->tx_written - f->tx_consumed)
+    /* after a take-back, what the peer read past where it was taken from
+     * is sent again too (the peer drops it) */
+    uint64_t low = f->tx_taken && f->tx_take_at < f->tx_consumed ? f->tx_take_at : f->tx_consumed;
+    if (!f->peer || from - low > f->tx_written - low)
         return -EINVAL;   /* (from is ours: within what the peer had not read) */
     uint64_t n = f->tx_written - from, at = from & (f->tx_size - 1);
     if (n > cap)

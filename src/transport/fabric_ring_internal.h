@@ -22,6 +22,14 @@
 /* In the written count instead: the writer went back to TCP after these
  * bytes (fabric_ring_go_back); final, as FIN is. */
 #define BACK_BIT (1ull << 62)
+/* With BACK_BIT, the writer went back taking back what its reader had not
+ * consumed (fabric_ring_take_back): the count is then where the bytes it
+ * sends again by TCP start, not where its bytes end.  Put twice: without
+ * TAKE_FINAL_BIT (taken, the reader's leave not yet looked at), then with
+ * it, the count where the bytes sent again start (the same, or the count
+ * of a reader that left meanwhile); final, as FIN is. */
+#define TAKE_BIT (1ull << 61)
+#define TAKE_FINAL_BIT (1ull << 60)
 /* In the consumed count: the reader has read everything and is about to
  * sleep (fabric_ring_sleep); its next read's count clears it. */
 #define SLEEP_BIT (1ull << 62)
@@ -62,8 +70,8 @@ _Static_assert(sizeof(struct fring_words) <= DATA_AT, "fring_words overlaps the 
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "fabric ring indexes need lock-free 64-bit atomics");
 
 #define FRING_MAGIC 0x474e495242414653ull   /* "SFABRING" */
-#define FRING_VERSION 4u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, BACK_BIT in
-                            * written, owner_left; 4: OWNER_LEFT_SEEN */
+#define FRING_VERSION 5u   /* 2: SLEEP_BIT in the consumed count; 3: ASK_BIT, LEAVE_BIT, BACK_BIT in
+                            * written, owner_left; 4: OWNER_LEFT_SEEN; 5: TAKE_BIT, TAKE_FINAL_BIT */
 /* owner_left's values: 0, 1 (the owner left, or refused the peer, before it
  * attached), OWNER_LEFT_SEEN (put by the peer: it saw that, and sends by TCP
  * what it put into the ring) */
@@ -81,6 +89,9 @@ struct fabric_ring {
     uint64_t rx_written;         /* the last good count the peer put here */
     bool rx_fin;                 /* ... carried the FIN */
     bool rx_back;                /* ... carried BACK_BIT */
+    bool rx_take;                /* ... carried TAKE_BIT: the writer takes back from rx_take_at */
+    bool rx_take_final;          /* ... and TAKE_FINAL_BIT: rx_take_at is where its TCP bytes start */
+    uint64_t rx_take_at;
     uint64_t rx_consumed;        /* ours */
     bool rx_asked;               /* we asked the writer to stop (ASK_BIT in every count we put) */
     bool rx_left;                /* we left the ring (LEAVE_BIT): rx_consumed is final */
@@ -97,6 +108,9 @@ struct fabric_ring {
                                   * bytes, touched as used), to send again by TCP if the peer
                                   * leaves; NULL where we read it back from there instead */
     bool tx_shut;
+    bool tx_fin;                 /* ... by a FIN */
+    bool tx_taken;               /* we took back what the peer had not consumed ... */
+    uint64_t tx_take_at;         /* ... from this count on: we send it again by TCP */
     bool puts_land;              /* a put has reached the peer's memory when it returns */
     bool broken;
     bool peer_lost;              /* a put of our count to the peer failed: the peer (or the
@@ -125,5 +139,7 @@ uint64_t fring_consumed_word(const struct fabric_ring *f);   /* our consumed cou
 ssize_t fring_broke(struct fabric_ring *f, int err);          /* err; the end broken, or the peer lost (-EPIPE) */
 int fring_put_slot(struct fabric_ring *f, int s, uint64_t v); /* an index into slot s of the peer's region */
 int fring_landed(struct fabric_ring *f);                      /* our last put has reached the peer */
+int fring_refresh_consumed(struct fabric_ring *f);            /* the peer's consumed count, checked: 0 or -EIO */
+int fring_refresh_written(struct fabric_ring *f);             /* the peer's written count, checked: 0 or -EIO */
 
 #endif

@@ -23,44 +23,7 @@
 #include <sys/wait.h>
 
 #define BLOCK 65536
-
-static unsigned char pattern(uint64_t i)
-{
-	return (unsigned char)(i * 7 + (i >> 13));
-}
-
-/* Blocking sends of the pattern's bytes from off to total. */
-static void send_pattern(int fd, uint64_t off, uint64_t total)
-{
-	unsigned char buf[BLOCK];
-
-	while (off < total) {
-		size_t n = total - off < BLOCK ? (size_t)(total - off) : BLOCK;
-
-		for (size_t k = 0; k < n; k++)
-			buf[k] = pattern(off + k);
-		xwrite_all(fd, buf, n);
-		off += n;
-	}
-}
-
-/* Reads the pattern's bytes from off to total, checking each. */
-static void read_pattern(int fd, uint64_t off, uint64_t total)
-{
-	unsigned char buf[BLOCK];
-
-	while (off < total) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-
-		CHECK(n, >, 0);
-		for (ssize_t k = 0; k < n; k++)
-			if (buf[k] != pattern(off + (uint64_t)k))
-				FAIL("byte %llu is 0x%02x, expected 0x%02x", (unsigned long long)(off + (uint64_t)k),
-				     buf[k], pattern(off + (uint64_t)k));
-		off += (uint64_t)n;
-		CHECK(off <= total, ==, 1);
-	}
-}
+#define SEED 7
 
 /* The child: connects, waits for the accept, sends total bytes (first filling the ring
  * without blocking, when told_full), writes its end's fallback reason to report and exits. */
@@ -78,8 +41,7 @@ static void client(int port, int go, int report, uint64_t total, int told_full)
 		while (sent < total) {
 			size_t n = total - sent < BLOCK ? (size_t)(total - sent) : BLOCK;
 
-			for (size_t k = 0; k < n; k++)
-				buf[k] = pattern(sent + k);
+			pattern_fill(SEED, sent, buf, n);
 			ssize_t r = send(c, buf, n, 0);
 
 			if (r < 0) {
@@ -92,7 +54,7 @@ static void client(int port, int go, int report, uint64_t total, int told_full)
 		}
 		set_nonblocking(c, 0);
 	}
-	send_pattern(c, sent, total);
+	xsend_pattern(c, SEED, sent, total);
 	const char *r = fallback_of(c);
 
 	if (r)
@@ -126,7 +88,7 @@ static void round_trip(uint64_t total, int told_full)
 		/* the client blocks in its send until this end reads */
 		sleep_ms(1500);
 		CHECK(waitpid(pid, &status, WNOHANG), ==, 0);
-		read_pattern(s, 0, total);
+		xread_pattern(s, SEED, 0, total);
 		CHECK(waitpid(pid, &status, 0), ==, pid);
 	} else {
 		alarm(30);   /* a client that never finishes fails the test, not the runner's timeout */
@@ -136,7 +98,7 @@ static void round_trip(uint64_t total, int told_full)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
 	xread_exact(report[0], why, sizeof(why));
 	if (!told_full)
-		read_pattern(s, 0, total);
+		xread_pattern(s, SEED, 0, total);
 	char b;
 
 	CHECK(read(s, &b, 1), ==, 0);
@@ -186,7 +148,7 @@ static void threads_round(uint64_t total)
 		alarm(30);
 		CHECK_OK(close(c));
 		CHECK(read(done[0], &b, 1), ==, 1);
-		read_pattern(s, 0, total);
+		xread_pattern(s, SEED, 0, total);
 		if (test_mode_accelerated() && !test_crossns() && total > (1u << 20))
 			expect_fallback(s, "downgraded");
 		else
@@ -199,7 +161,7 @@ static void threads_round(uint64_t total)
 	CHECK(pthread_create(&th, NULL, reader_thread, &c), ==, 0);
 	sleep_ms(50);
 	alarm(30);
-	send_pattern(c, 0, total);
+	xsend_pattern(c, SEED, 0, total);
 	alarm(0);
 	CHECK(write(done[1], "d", 1), ==, 1);
 	CHECK(pthread_join(th, NULL), ==, 0);
@@ -230,9 +192,9 @@ static void wrapped_round(uint64_t total)
 	if (pid == 0) {
 		alarm(30);
 		CHECK_OK(close(s));
-		send_pattern(c, 0, 10240);
+		xsend_pattern(c, SEED, 0, 10240);
 		CHECK(read(c, &b, 1), ==, 1);
-		send_pattern(c, 10240, 10240 + total);
+		xsend_pattern(c, SEED, 10240, 10240 + total);
 		const char *r = fallback_of(c);
 
 		if (r)
@@ -241,14 +203,14 @@ static void wrapped_round(uint64_t total)
 		_exit(0);
 	}
 	CHECK_OK(close(c));
-	read_pattern(s, 0, 10240);
+	xread_pattern(s, SEED, 0, 10240);
 	xwrite_all(s, "k", 1);
 	alarm(30);
 	CHECK(waitpid(pid, &status, 0), ==, pid);
 	alarm(0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, ==, 1);
 	xread_exact(report[0], why, sizeof(why));
-	read_pattern(s, 10240, 10240 + total);
+	xread_pattern(s, SEED, 10240, 10240 + total);
 	CHECK(read(s, &b, 1), ==, 0);
 	if (test_mode_accelerated() && !test_crossns()) {
 		if (strcmp(why, "stalled_reader") != 0)

@@ -442,6 +442,35 @@ static inline long long pattern_mismatch(uint64_t seed, uint64_t off, const void
 			     (unsigned long long)(off) + (unsigned long long)bad_);          \
 	} while (0)
 
+/* Blocking writes of stream seed's pattern from off to total, 64 KiB at a time. */
+static inline void xsend_pattern(int fd, uint64_t seed, uint64_t off, uint64_t total)
+{
+	static unsigned char buf[65536];
+
+	while (off < total) {
+		size_t n = total - off < sizeof(buf) ? (size_t)(total - off) : sizeof(buf);
+
+		pattern_fill(seed, off, buf, n);
+		xwrite_all(fd, buf, n);
+		off += n;
+	}
+}
+
+/* Reads stream seed's pattern from off to total (never past it), checking every byte. */
+static inline void xread_pattern(int fd, uint64_t seed, uint64_t off, uint64_t total)
+{
+	static unsigned char buf[65536];
+
+	while (off < total) {
+		size_t want = total - off < sizeof(buf) ? (size_t)(total - off) : sizeof(buf);
+		ssize_t n = read(fd, buf, want);
+
+		CHECK(n, >, 0);
+		CHECK_PATTERN(seed, off, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+}
+
 /* Wait for a child and require a clean exit with status 0. */
 static inline void xwait_child_ok(pid_t pid)
 {

@@ -22,25 +22,33 @@
  * when (its bytes read), whether it closes its ring, and when the other
  * goes back to TCP on its own before (UINT64_MAX: never), so that its ring
  * may hold bytes before its mark that the leaver never reads, which must
- * come before its TCP bytes. */
-static void leave_plan(int sock, int i, uint64_t plan[4], uint64_t leaver, uint64_t leave_within, bool may_close)
+ * come before its TCP bytes; and which side takes back what its reader has
+ * not read (fabric_stream_take_back, as a send to a stalled reader does;
+ * 2: neither), when (its bytes sent): before, after or while the leaver
+ * leaves, which must agree on where the bytes sent again start; and
+ * whether that take must be made (a run where nobody leaves: run_take). */
+#define PLAN_N 7
+static void leave_plan(int sock, int i, uint64_t plan[PLAN_N], uint64_t leaver, uint64_t leave_within, bool may_close)
 {
     if (i == 0) {
         plan[0] = leaver;
         plan[1] = rnd(leave_within);
         plan[2] = may_close && rnd(2);
         plan[3] = rnd(2) ? rnd(STREAM_BYTES / 2) : UINT64_MAX;
-        send_blob(sock, plan, 4 * sizeof *plan);
+        plan[4] = rnd(3);   /* 2: nobody takes back */
+        plan[5] = rnd(STREAM_BYTES / 2);
+        plan[6] = 0;
+        send_blob(sock, plan, PLAN_N * sizeof *plan);
     } else {
         uint32_t n;
         uint64_t *p = recv_blob(sock, &n);
-        CHECK(n, ==, 4 * sizeof *plan);
-        memcpy(plan, p, 4 * sizeof *plan);
+        CHECK(n, ==, PLAN_N * sizeof *plan);
+        memcpy(plan, p, PLAN_N * sizeof *plan);
         free(p);
     }
 }
 
-static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[4],
+static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[PLAN_N],
                        uint64_t move_at);
 
 static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
@@ -48,12 +56,12 @@ static void run_leave(struct fabric_engine *e, int sock, int i, const char *tls)
     int fd;
     struct fabric_ring *f;
     start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
-    uint64_t plan[4];
+    uint64_t plan[PLAN_N];
     leave_plan(sock, i, plan, rnd(2), STREAM_BYTES / 2, tls == NULL);
     leave_loop(e, sock, fd, f, i, plan, rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 2));
 }
 
-static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[4],
+static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_ring *f, int i, const uint64_t plan[PLAN_N],
                        uint64_t move_at)
 {
     bool leaver = plan[0] == (uint64_t)i, left = false;
@@ -78,6 +86,12 @@ static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_
         }
         if (!leaver && stream.moved && !stream.back && sent >= plan[3])
             CHECK(fabric_stream_return(&stream), ==, 0);
+        if (plan[4] == (uint64_t)i && !left && !shut && stream.moved && !stream.took_back && !stream.peer_left &&
+            sent >= plan[5]) {
+            int t = fabric_stream_take_back(&stream);
+            if (t != -EPIPE || plan[6])   /* (the peer left first: served as a leave) */
+                CHECK(t, ==, 0);
+        }
         if (left && !plan[2])
             fabric_engine_progress(e);   /* a process that keeps its engine drives it */
         if (sent < STREAM_BYTES) {
@@ -134,13 +148,39 @@ static void leave_loop(struct fabric_engine *e, int sock, int fd, struct fabric_
                  left, leaver);
     }
     CHECK(left, ==, leaver);
+    if (plan[6] && plan[4] == (uint64_t)i)
+        CHECK(stream.took_back, ==, 1);
     if (!leaver)
         CHECK(fabric_stream_settle(&stream, true), ==, 0);   /* as a close would */
     /* an end that stayed on the ring had to notice to send the rest (one
      * that went back on its own may have had nothing left to send again) */
-    if (!leaver && stream.moved && plan[3] == UINT64_MAX)
+    if (!leaver && plan[0] != 2 && stream.moved && plan[3] == UINT64_MAX && !stream.took_back)
         CHECK(stream.peer_left, ==, 1);
     finish(e, sock, fd, f);
+}
+
+/* One side takes back what its reader has not read, at a random point,
+ * the reader reading on at its own pace (it may have read past where the
+ * writer took back from: it drops those bytes from the socket); nobody
+ * leaves.  Every byte in both directions, then EOF. */
+static void run_take(struct fabric_engine *e, int sock, int i, const char *tls)
+{
+    int fd;
+    struct fabric_ring *f;
+    start(e, sock, i, tls, rnd(2) ? 4096 : 65536, &fd, &f);
+    uint64_t plan[PLAN_N] = { 2, 0, 0, UINT64_MAX, 0, 0, 1 };
+    if (i == 0) {
+        plan[4] = rnd(2);
+        plan[5] = rnd(STREAM_BYTES / 2);
+        send_blob(sock, plan, sizeof plan);
+    } else {
+        uint32_t n;
+        uint64_t *p = recv_blob(sock, &n);
+        CHECK(n, ==, sizeof plan);
+        memcpy(plan, p, sizeof plan);
+        free(p);
+    }
+    leave_loop(e, sock, fd, f, i, plan, rnd(4) == 0 ? 0 : rnd(STREAM_BYTES / 4));
 }
 
 /* The server leaves soon after its hello, before or after the client's
@@ -154,7 +194,7 @@ static void run_leave_unattached(struct fabric_engine *e, int sock, int i, const
     struct fabric_ring *f = unattached_end(e, fd, rnd(2) ? 4096 : 65536);
     stream.ctx = f;
     meet_by_hello(sock, i, f);
-    uint64_t plan[4];
+    uint64_t plan[PLAN_N];
     leave_plan(sock, i, plan, 0, 3000, false);
     leave_loop(e, sock, fd, f, i, plan, rnd(2) ? 0 : rnd(3000));
 }
@@ -303,6 +343,8 @@ static void side(int sock, int i, const void *arg)
         run_leave(e, sock, i, tls);
         phase = "leave_unattached";
         run_leave_unattached(e, sock, i, tls);
+        phase = "take";
+        run_take(e, sock, i, tls);
     }
     fabric_engine_close(e);
 }

@@ -13,7 +13,10 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
+#include "base/log.h"
 #include "base/real.h"
+#include "base/settings.h"
 #include "base/signals.h"
 #include "core/conn/deferred_close.h"
 #include "core/conn/fabric_conn_internal.h"
@@ -174,8 +177,17 @@ static ssize_t conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
         fconn_trace(c, "send", k);
         short rev = 0;
         int efd = -1;
-        if (k == -EAGAIN && !nb) {
-            rev = fconn_prepare_sleep(c, &efd);
+        bool took = false;
+        if (k == -EAGAIN && nb && c->s.moved && !c->s.back) {
+            c->s.told_full = true;   /* as after the kernel's EAGAIN: a blocking send waits for the reader */
+        } else if (k == -EAGAIN && !nb) {
+            took = fabric_stream_send_stalled(&c->s, clock_now_ns(), (uint64_t)shunt_settings.send_stall_ms * 1000000u) &&
+                   fabric_stream_take_back(&c->s) == 0;
+            if (took)
+                shunt_log_sock(LOG_INFO, t, f->fd, "fabric: a blocking send waited SHUNT_SEND_STALL_MS for a reader "
+                               "that read nothing: what it had not read, and the rest, by kernel TCP (stalled_reader)");
+            else
+                rev = fconn_prepare_sleep(c, &efd);
         }
         bool on = fconn_after_call(c, f->fd);
         bool broke = c->s.broken;
@@ -201,7 +213,7 @@ static ssize_t conn_send(struct tcp_sock *t, struct fdref *f, struct io_call *ca
             return done ? (ssize_t)done : k;
         if (nb)
             return done ? (ssize_t)done : -EAGAIN;
-        if ((rev & POLLOUT) || efd == -2)
+        if ((rev & POLLOUT) || efd == -2 || took)
             continue;
         if (!timed) {
             timed = true;

@@ -337,6 +337,35 @@ int fabric_stream_return(struct fabric_stream *s)
     return 0;
 }
 
+/* After this end's leave landed: if the peer took back meanwhile, where
+ * its TCP bytes start is in its final word, which it puts in the same call
+ * (waited for, bounded); what this end had read past it is dropped from
+ * the socket now, since the socket's next reader may be a program without
+ * shunt (bounded too: the peer sends those bytes first, at once).  0, or
+ * -EIO (broken: the caller resets the connection rather than hand on
+ * bytes twice). */
+#define TAKE_WAIT_NS (5ull * 1000 * 1000 * 1000)
+static int leave_took_back(struct fabric_stream *s)
+{
+    uint64_t until = clock_now_ns() + TAKE_WAIT_NS, skip;
+    int t;
+    while ((t = fabric_ring_peer_took_back(s->ring, &skip)) == -EAGAIN && clock_now_ns() < until) {
+        struct pollfd p = { .fd = s->fd, .events = 0 };
+        shunt_real.poll(&p, 1, 1);
+    }
+    if (t < 0)
+        return broken(s);
+    if (t == 1 && !s->peer_back)
+        s->tcp_skip = skip;   /* (once met at the ring's end, it was set then) */
+    while (fstream_drop_skip(s) == -EAGAIN) {
+        if (clock_now_ns() > until)
+            return broken(s);
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        shunt_real.poll(&p, 1, WAIT_MS);
+    }
+    return 0;
+}
+
 /* Once this end left, its ring is read no more (its count is final) and
  * the peer sends what follows it by TCP, after its own TCP bytes: the
  * socket alone is the stream, as after the peer's way back (peer_back).  A
@@ -381,12 +410,85 @@ int fabric_stream_leave(struct fabric_stream *s)
     }
     if (r < 0 && r != -EPIPE)
         return broken(s);
+    if (r == 0 && leave_took_back(s) < 0)
+        return -EIO;
     /* the sending side: a mark for a peer that still reads its ring */
     if (fabric_stream_return(s) < 0)
         return -EIO;
     fstream_bell(s);   /* a peer asleep must come and send again what this end leaves */
     s->left = true;
     s->peer_back = true;   /* (below) */
+    return 0;
+}
+
+/* A look this long after the last starts a new count: another send's wait
+ * (a blocking send's sleeps here are WAIT_MS at most). */
+#define STALL_GAP_NS (3ull * WAIT_MS * 1000 * 1000)
+
+bool fabric_stream_send_stalled(struct fabric_stream *s, uint64_t now, uint64_t stall_ns)
+{
+    if (!stall_ns || s->told_full || !s->moved || s->fin || s->took_back || s->peer_left || s->broken ||
+        (!s->back && fabric_ring_writable(s->ring) != 0) ||
+        (s->back && fstream_clear_tcp(s, true) != -EAGAIN)) {
+        s->stall_seen = 0;
+        return false;
+    }
+    uint64_t consumed = fabric_ring_peer_consumed(s->ring);
+    if (consumed != s->stall_consumed || !s->stall_seen || now - s->stall_seen > STALL_GAP_NS) {
+        s->stall_consumed = consumed;
+        s->stall_since = now;
+    }
+    s->stall_seen = now;
+    return now - s->stall_since >= stall_ns;
+}
+
+int fabric_stream_take_back(struct fabric_stream *s)
+{
+    if (s->broken)
+        return -EIO;
+    if (!s->moved || s->fin || s->took_back || s->peer_left || s->left)
+        return -EPIPE;
+    uint64_t from;
+    int r = fabric_ring_take_back(s->ring, s->header_len, &from);
+    if (r == -EPIPE) {
+        fstream_serve_peer(s, false);   /* it left: served as a leave */
+        return r;
+    }
+    if (r < 0)
+        return broken(s);
+    s->back = true;
+    s->took_back = true;
+    s->stall_seen = 0;
+    s->resend_pos = from > s->header_len ? from : s->header_len;   /* the header is not the program's */
+    s->resend_end = fabric_ring_written(s->ring);
+    if (s->resend_end < s->resend_pos)
+        s->resend_end = s->resend_pos;
+    fstream_bell(s);   /* a reader asleep must come and find the way back */
+    return 0;
+}
+
+int fstream_drop_skip(struct fabric_stream *s)
+{
+    while (s->tcp_skip) {
+        uint8_t sink[16384];
+        size_t want = s->tcp_skip < sizeof sink ? (size_t)s->tcp_skip : sizeof sink;
+        ssize_t n = shunt_real.recv(s->fd, sink, want, MSG_DONTWAIT);
+        if (n > 0) {
+            s->tcp_skip -= (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return -EAGAIN;
+        /* the end (the writer's process gone before it sent them again):
+         * nothing more comes, and the socket says so again; an error is
+         * the kernel's once, so kept for the program's next call */
+        if (n < 0) {
+            s->tcp_eof = true;
+            s->tcp_error = errno;
+            s->tcp_reset = true;
+        }
+        s->tcp_skip = 0;
+    }
     return 0;
 }
 
@@ -411,8 +513,8 @@ int fabric_stream_ask(struct fabric_stream *s)
  * ring), and what it had not read is owed by TCP, first. */
 void fstream_serve_peer(struct fabric_stream *s, bool look)
 {
-    if (!s->moved || s->broken || s->peer_left)
-        return;
+    if (!s->moved || s->broken || s->peer_left || s->took_back)
+        return;   /* (after a take-back, a leave is no news: fabric_ring_take_back) */
     if (look && fabric_ring_writable(s->ring) < 0) {
         broken(s);
         return;
@@ -444,7 +546,7 @@ int fstream_clear_tcp(struct fabric_stream *s, bool nonblock)
         fstream_serve_peer(s, true);
         if (s->broken)
             return -EIO;
-        if (s->peer_left) {
+        if (s->peer_left || s->took_back) {
             if (s->resend_pos == s->resend_end)
                 break;
             uint8_t chunk[16384];
@@ -490,7 +592,14 @@ int fabric_stream_settle(struct fabric_stream *s, bool wait)
         return -EIO;
     fstream_serve_peer(s, true);
     fstream_look_owner_left(s);
-    return fstream_clear_tcp(s, !wait);
+    /* bytes the peer sent again that this end had read: left unread they
+     * would make a close's FIN a reset */
+    while (fstream_drop_skip(s) == -EAGAIN && wait) {
+        struct pollfd p = { .fd = s->fd, .events = POLLIN };
+        shunt_real.poll(&p, 1, WAIT_MS);
+    }
+    int r = fstream_clear_tcp(s, !wait);
+    return r == 0 && s->tcp_skip ? -EAGAIN : r;
 }
 
 /* A client that moved, whose peer has not (no header in this end's ring):

@@ -64,6 +64,10 @@ struct fabric_stream {
     bool peer_left;               /* the peer left the ring (fabric_stream_leave) ... */
     uint64_t resend_pos, resend_end; /* ... and this is what it had not read, owed by TCP first */
     bool fin_owed;                /* a FIN owed by TCP, after what is owed before it */
+    bool took_back;               /* went back taking back what the peer had not read
+                                   * (fabric_stream_take_back): resend_pos.. is owed first */
+    bool told_full;               /* a nonblocking send was told the ring is full: no take-back */
+    uint64_t stall_consumed, stall_since, stall_seen;   /* fabric_stream_send_stalled's watch */
     bool left;                    /* this end left the fabric (fabric_stream_leave): done with */
     uint64_t tcp_sent;            /* program bytes sent by TCP before the move */
     bool tcp_full;                /* it moved while its TCP bytes filled the socket's send
@@ -75,6 +79,8 @@ struct fabric_stream {
     bool peer_moved;              /* the peer's header was read: peer_tcp is final */
     bool peer_back;               /* the ring was read to the peer's mark, or this end left: the rest comes by TCP */
     bool asked;                   /* this end asked the peer to go back (fabric_stream_ask) */
+    uint64_t tcp_skip;            /* the peer took back from before what this end had read:
+                                   * these first bytes of its TCP are those, dropped */
     bool refused;                 /* the peer's blob was refused (on_peer_blob > 0): nothing attached */
     uint64_t refused_tcp;         /* ... and the TCP count its header said */
     bool refused_tcp_all;         /* ... and the peer saw it: all its bytes come by TCP */
@@ -190,6 +196,21 @@ int fabric_stream_shutdown(struct fabric_stream *s);
 int fabric_stream_return(struct fabric_stream *s);
 int fabric_stream_ask(struct fabric_stream *s);
 
+/* A blocking send whose ring is full (or whose way back waits for the
+ * reader to read to the mark) and whose reader has read nothing for
+ * stall_ns: whether it is time to take back (kernel TCP would hold more:
+ * docs/architecture.md, "A stalled reader").  Each call is a look; a look
+ * more than 50 ms after the previous starts a new count (another send's
+ * wait).  Never after a nonblocking send was told the ring is full
+ * (told_full). */
+bool fabric_stream_send_stalled(struct fabric_stream *s, uint64_t now, uint64_t stall_ns);
+/* The sending side goes back to TCP taking back what the peer has not
+ * read (fabric_ring_take_back): sent again by TCP first, at once, with no
+ * wait for the reader, then the program's next bytes; the reader drops
+ * from the socket what it had read of them.  0, or -errno (-EPIPE: no
+ * take, after a FIN, or the peer left: the leave is served instead). */
+int fabric_stream_take_back(struct fabric_stream *s);
+
 /* This end leaves the fabric for good, for a process about to lose its
  * engine (an exec, a child after fork): it reads nothing more from its
  * ring, whose bytes past what it read the peer sends again by TCP (it kept
@@ -197,7 +218,10 @@ int fabric_stream_ask(struct fabric_stream *s);
  * on the socket is plain TCP to whoever holds it: its next bytes are the
  * peer's TCP bytes not read yet, then those the peer sends again, then the
  * rest, in order; nothing waits for the peer, which does its part at its
- * next call on the stream.  A client whose server's hello may still come
+ * next call on the stream, but for a peer that took back (its bytes sent
+ * again) at the same time: then this end waits for where they start, and
+ * drops from the socket those it had read (bounded; -EIO past the bound,
+ * never bytes twice).  A client whose server's hello may still come
  * (nothing arrived yet, or a prefix held) waits for it at most
  * HELLO_HOLD_NS, then answers -EAGAIN with nothing changed: a program
  * without shunt after it would take a late hello for data, and whether to

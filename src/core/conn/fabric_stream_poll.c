@@ -22,8 +22,11 @@ int64_t fabric_stream_readable(struct fabric_stream *s)
 {
     if (s->broken)
         return -EIO;
-    if (s->peer_back)
+    if (s->peer_back) {
+        if (fstream_drop_skip(s) == -EAGAIN)
+            return 0;   /* only bytes this end had read already */
         return socket_queue(s, FIONREAD);
+    }
     if (!fstream_ring_phase(s)) {
         int hr = fstream_settle_hello(s);
         if (hr == -EAGAIN)
@@ -51,7 +54,9 @@ int64_t fabric_stream_unread_by_peer(struct fabric_stream *s)
     if (s->broken)
         return -EIO;
     int64_t q = socket_queue(s, SIOCOUTQ);
-    if (q < 0 || !s->moved || s->back || s->left || s->peer_left)
+    if (q >= 0 && (s->took_back || s->peer_left))
+        return q + (int64_t)(s->resend_end - s->resend_pos);   /* (owed by TCP, not sent yet) */
+    if (q < 0 || !s->moved || s->back || s->left)
         return q;
     uint64_t w = fabric_ring_written(s->ring), c = fabric_ring_peer_consumed(s->ring);
     uint64_t skip = s->header_len > c ? s->header_len - c : 0;   /* the header is not the program's */
@@ -117,8 +122,12 @@ short fabric_stream_poll(struct fabric_stream *s)
         if (r >= 0 || (r == -EAGAIN && !s->peer_back && s->tcp_eof))
             rev |= POLLIN;   /* bytes, the FIN, or the peer's end */
     }
-    if (s->peer_back && (fstream_socket_ready(s, POLLIN) & (POLLIN | POLLHUP | POLLERR)))
-        rev |= POLLIN;
+    if (s->peer_back) {
+        /* bytes sent again that this end had read are not news */
+        short in = fstream_drop_skip(s) == -EAGAIN ? POLLHUP | POLLERR : POLLIN | POLLHUP | POLLERR;
+        if (fstream_socket_ready(s, POLLIN) & in)
+            rev |= POLLIN;
+    }
     /* the peer's end came (the kernel's RDHUP: its FIN is in, read or not),
      * and with this end's own, both directions shut (HUP) */
     /* (before the ring, the socket's HUP is the kernel's word on both

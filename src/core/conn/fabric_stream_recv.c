@@ -145,6 +145,14 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
 static ssize_t recv_back(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
 {
     for (;;) {
+        if (fstream_drop_skip(s) == -EAGAIN) {
+            if (nonblock)
+                return -EAGAIN;
+            fstream_wait_news(s, true);
+            continue;
+        }
+        if (s->tcp_error)
+            return -fstream_take_error(s);   /* (met while dropping: the kernel told it once) */
         struct iovec cut[MAX_IOV];
         struct msghdr mh = { .msg_iov = cut, .msg_iovlen = (size_t)fstream_iov_skip(iov, iovcnt, 0, cut) };
         ssize_t n = shunt_real.recvmsg(s->fd, &mh, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
@@ -170,6 +178,10 @@ ssize_t fstream_read_ring(struct fabric_stream *s, const struct iovec *iov, int 
     if (r > 0 && was_full && !peek)
         fstream_bell(s);   /* the peer may be waiting for room */
     if (r == -EXDEV) {
+        uint64_t skip;
+        if (fabric_ring_peer_took_back(s->ring, &skip) < 0)
+            return broken(s);   /* (-EAGAIN cannot be: the ring answers -EXDEV once final) */
+        s->tcp_skip = skip;
         s->peer_back = true;
         fstream_bell(s);   /* read to its mark: the peer may wait for that to send by TCP */
         return -EAGAIN;
