@@ -135,6 +135,10 @@ static int boot___isoc99_wscanf(const wchar_t *restrict fmt, ...)
 #define boot___isoc23_vwscanf boot___isoc99_vwscanf
 #define boot___isoc23_fwscanf boot___isoc99_fwscanf
 #define boot___isoc23_wscanf boot___isoc99_wscanf
+#define boot_vfwscanf boot___isoc99_vfwscanf
+#define boot_vwscanf boot___isoc99_vwscanf
+#define boot_fwscanf boot___isoc99_fwscanf
+#define boot_wscanf boot___isoc99_wscanf
 static int boot_fcntl(int fd, int cmd, ...)
 {
     va_list ap;

@@ -1,7 +1,8 @@
 /*
  * wide_stdio_calls.c: wide-oriented reads of a FILE (fgetwc, getwc,
  * getwchar, fgetws and their _unlocked forms; the wscanf family by the
- * names C99 and later programs call, __isoc99_ and __isoc23_).
+ * names C99 and later programs call, __isoc99_ and __isoc23_, and by its
+ * own, which C89 programs built with _GNU_SOURCE call).
  *
  * A wide stream is not one shunt's cookie streams can stand in for
  * (stdio_calls.c moves such a connection to kernel TCP), and libc reads its
@@ -13,10 +14,9 @@
  * read, the hello is taken off (fabric_conn_before_kernel_read, as a splice
  * out of the socket does).  Anything else goes to libc as it is.
  *
- * Not wrapped: wscanf, fwscanf, vwscanf and vfwscanf by their own names,
- * which only programs built as C89 with _GNU_SOURCE call (GNU's old %a);
- * this file, built as C11, cannot define them under those names either
- * (glibc's headers redirect them to the __isoc99_ ones).
+ * wscanf, fwscanf, vwscanf and vfwscanf by their own names: glibc's
+ * headers give this file, built as C11, the __isoc99_ functions under
+ * those names, so their definitions here take the names by asm labels.
  */
 #include <wchar.h>
 
@@ -98,16 +98,16 @@ wchar_t *fgetws_unlocked(wchar_t *restrict ws, int n, FILE *restrict stream)
 
 /* The wscanf family: one look before the scan (the hello comes before the
  * server's first byte, so a scan that starts past it never meets it). */
-#define WIDE_SCAN(prefix)                                                                    \
+#define WIDE_SCAN(prefix, real)                                                              \
     int prefix##vfwscanf(FILE *restrict stream, const wchar_t *restrict format, va_list ap)   \
     {                                                                                        \
         before_wide_read(stream);                                                            \
-        return shunt_real.prefix##vfwscanf(stream, format, ap);                              \
+        return shunt_real.real##vfwscanf(stream, format, ap);                                \
     }                                                                                        \
     int prefix##vwscanf(const wchar_t *restrict format, va_list ap)                          \
     {                                                                                        \
         before_wide_read(stdin);                                                             \
-        return shunt_real.prefix##vfwscanf(stdin, format, ap);                               \
+        return shunt_real.real##vfwscanf(stdin, format, ap);                                 \
     }                                                                                        \
     int prefix##fwscanf(FILE *restrict stream, const wchar_t *restrict format, ...)          \
     {                                                                                        \
@@ -125,5 +125,12 @@ wchar_t *fgetws_unlocked(wchar_t *restrict ws, int n, FILE *restrict stream)
         va_end(ap);                                                                          \
         return r;                                                                            \
     }
-WIDE_SCAN(__isoc99_)
-WIDE_SCAN(__isoc23_)
+WIDE_SCAN(__isoc99_, __isoc99_)
+WIDE_SCAN(__isoc23_, __isoc23_)
+
+/* The old names: each definition of old_ below is exported as its name. */
+SHUNT_EXPORT int old_vfwscanf(FILE *restrict stream, const wchar_t *restrict format, va_list ap) __asm__("vfwscanf");
+SHUNT_EXPORT int old_vwscanf(const wchar_t *restrict format, va_list ap) __asm__("vwscanf");
+SHUNT_EXPORT int old_fwscanf(FILE *restrict stream, const wchar_t *restrict format, ...) __asm__("fwscanf");
+SHUNT_EXPORT int old_wscanf(const wchar_t *restrict format, ...) __asm__("wscanf");
+WIDE_SCAN(old_, )
