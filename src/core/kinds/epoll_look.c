@@ -187,7 +187,13 @@ static uint32_t fresh_events(struct ep_entry *e, uint32_t got, struct edge_state
     return fresh;
 }
 
-/* What a look at e reports (and, for EPOLLET, remembers as seen). */
+/* What a look at e reports (and, for EPOLLET, remembers as seen).  An edge
+ * reports everything ready, as the kernel's does (its answer for an edge is
+ * the socket's whole poll mask), not only what changed: mio takes a socket
+ * for closed for reading only when EPOLLRDHUP comes with EPOLLIN, and an
+ * edge that added EPOLLRDHUP to an EPOLLIN reported before, reported alone,
+ * left a tokio echo server waiting for ever for its peer's end
+ * (epoll_edge_full_mask). */
 static uint32_t entry_events(struct ep_entry *e)
 {
     uint32_t got = level_events(e);
@@ -199,7 +205,7 @@ static uint32_t entry_events(struct ep_entry *e)
     e->last_rx = now.rx;
     e->last_tx = now.tx;
     e->last_end = now.end;
-    return fresh;
+    return fresh ? got : 0;
 }
 
 static bool hot_ready(struct epoll_obj *ep)
