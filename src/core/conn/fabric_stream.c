@@ -357,13 +357,7 @@ static int leave_took_back(struct fabric_stream *s)
         return broken(s);
     if (t == 1 && !s->peer_back)
         s->tcp_skip = skip;   /* (once met at the ring's end, it was set then) */
-    while (fstream_drop_skip(s) == -EAGAIN) {
-        if (clock_now_ns() > until)
-            return broken(s);
-        struct pollfd p = { .fd = s->fd, .events = POLLIN };
-        shunt_real.poll(&p, 1, WAIT_MS);
-    }
-    return 0;
+    return fstream_drop_skip(s, until) == -EAGAIN ? broken(s) : 0;
 }
 
 /* Once this end left, its ring is read no more (its count is final) and
@@ -467,7 +461,7 @@ int fabric_stream_take_back(struct fabric_stream *s)
     return 0;
 }
 
-int fstream_drop_skip(struct fabric_stream *s)
+int fstream_drop_skip(struct fabric_stream *s, uint64_t until)
 {
     while (s->tcp_skip) {
         uint8_t sink[16384];
@@ -477,8 +471,13 @@ int fstream_drop_skip(struct fabric_stream *s)
             s->tcp_skip -= (uint64_t)n;
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return -EAGAIN;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (clock_now_ns() >= until)
+                return -EAGAIN;
+            struct pollfd p = { .fd = s->fd, .events = POLLIN };
+            shunt_real.poll(&p, 1, WAIT_MS);   /* the peer sends them first, at once */
+            continue;
+        }
         /* the end (the writer's process gone before it sent them again):
          * nothing more comes, and the socket says so again; an error is
          * the kernel's once, so kept for the program's next call */
@@ -594,10 +593,7 @@ int fabric_stream_settle(struct fabric_stream *s, bool wait)
     fstream_look_owner_left(s);
     /* bytes the peer sent again that this end had read: left unread they
      * would make a close's FIN a reset */
-    while (fstream_drop_skip(s) == -EAGAIN && wait) {
-        struct pollfd p = { .fd = s->fd, .events = POLLIN };
-        shunt_real.poll(&p, 1, WAIT_MS);
-    }
+    (void)fstream_drop_skip(s, wait ? UINT64_MAX : 0);
     int r = fstream_clear_tcp(s, !wait);
     return r == 0 && s->tcp_skip ? -EAGAIN : r;
 }

@@ -87,7 +87,10 @@ bool fstream_spin_for(struct fabric_stream *s, bool read);
 void fstream_serve_peer(struct fabric_stream *s, bool look);   /* goes back if the peer asked, or left */
 int fstream_clear_tcp(struct fabric_stream *s, bool nonblock);   /* what is owed by TCP first: 0 once clear */
 void fstream_push_owed(struct fabric_stream *s);
-int fstream_drop_skip(struct fabric_stream *s);   /* the peer's bytes sent again that this end read: 0 once dropped, -EAGAIN */
+/* The peer's bytes sent again that this end had read: dropped, waiting
+ * for them on the socket until the monotonic ns until (0: no wait,
+ * UINT64_MAX: none); 0 once dropped, -EAGAIN. */
+int fstream_drop_skip(struct fabric_stream *s, uint64_t until);
 void fstream_look_owner_left(struct fabric_stream *s);   /* the peer refused or left before it attached */
 
 /* fabric_stream_recv.c: the receiving side. */

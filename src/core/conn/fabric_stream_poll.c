@@ -23,7 +23,7 @@ int64_t fabric_stream_readable(struct fabric_stream *s)
     if (s->broken)
         return -EIO;
     if (s->peer_back) {
-        if (fstream_drop_skip(s) == -EAGAIN)
+        if (fstream_drop_skip(s, 0) == -EAGAIN)
             return 0;   /* only bytes this end had read already */
         return socket_queue(s, FIONREAD);
     }
@@ -124,7 +124,7 @@ short fabric_stream_poll(struct fabric_stream *s)
     }
     if (s->peer_back) {
         /* bytes sent again that this end had read are not news */
-        short in = fstream_drop_skip(s) == -EAGAIN ? POLLHUP | POLLERR : POLLIN | POLLHUP | POLLERR;
+        short in = fstream_drop_skip(s, 0) == -EAGAIN ? POLLHUP | POLLERR : POLLIN | POLLHUP | POLLERR;
         if (fstream_socket_ready(s, POLLIN) & in)
             rev |= POLLIN;
     }

@@ -145,7 +145,7 @@ static ssize_t recv_tcp(struct fabric_stream *s, const struct iovec *iov, int io
 static ssize_t recv_back(struct fabric_stream *s, const struct iovec *iov, int iovcnt, bool peek, bool nonblock)
 {
     for (;;) {
-        if (fstream_drop_skip(s) == -EAGAIN) {
+        if (fstream_drop_skip(s, 0) == -EAGAIN) {
             if (nonblock)
                 return -EAGAIN;
             fstream_wait_news(s, true);
